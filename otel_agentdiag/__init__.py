@@ -1,0 +1,50 @@
+"""otel-agentdiag: OpenTelemetry-native tracing for AI agents, with fail-closed redaction.
+
+Quick start::
+
+    import otel_agentdiag as agentdiag
+
+    agentdiag.configure(service_name="my-agent")        # SQLite store at ./.agentdiag/traces.db
+    with agentdiag.agent_run("my-agent", conversation_id=session_id):
+        with agentdiag.iteration(0):
+            with agentdiag.llm_call(provider="openai", model="gpt-4o-mini") as call:
+                ...
+                call.record_response(input_tokens=120, output_tokens=15)
+"""
+
+from otel_agentdiag.config import AgentDiag, AgentDiagOptions, configure
+from otel_agentdiag.instrumentation.manual import (
+    LLMCall,
+    agent,
+    agent_run,
+    iteration,
+    llm_call,
+    register_names,
+    tool,
+    tool_call,
+)
+from otel_agentdiag.redaction import IdHasher, Policy, RedactingSpanProcessor
+from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
+from otel_agentdiag.storage import SpanStore, StoreError
+from otel_agentdiag.version import __version__
+
+__all__ = [
+    "AgentDiag",
+    "AgentDiagOptions",
+    "IdHasher",
+    "LLMCall",
+    "Policy",
+    "RedactingSpanProcessor",
+    "SQLiteSpanExporter",
+    "SpanStore",
+    "StoreError",
+    "__version__",
+    "agent",
+    "agent_run",
+    "configure",
+    "iteration",
+    "llm_call",
+    "register_names",
+    "tool",
+    "tool_call",
+]

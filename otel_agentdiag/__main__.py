@@ -1,0 +1,3 @@
+from otel_agentdiag.cli import main
+
+main()

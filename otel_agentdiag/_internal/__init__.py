@@ -1,0 +1,1 @@
+"""Shared plumbing; nothing here is public API."""

@@ -1,0 +1,47 @@
+"""Contain otel-agentdiag's own failures so they never reach the agent."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from opentelemetry import context as otel_context
+
+_logger = logging.getLogger("otel_agentdiag")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextmanager
+def handle_internal_errors(what: str) -> Iterator[None]:
+    """Log and swallow an exception raised by otel-agentdiag itself.
+
+    Only for telemetry code: never wrap the user's own code in this. The log record names the failing step
+    and the exception type, never the message (which may carry the data we are protecting).
+    """
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+        token = otel_context.attach(otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True))
+        try:
+            _logger.warning("otel-agentdiag: %s failed (%s); the agent is unaffected", what, type(exc).__name__)
+        finally:
+            otel_context.detach(token)
+
+
+def internal(what: str) -> Callable[[F], F]:
+    """Decorator form of :func:`handle_internal_errors`; the function returns ``None`` on failure."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with handle_internal_errors(what):
+                return fn(*args, **kwargs)
+            return None
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,48 @@
+"""The ``agentdiag`` command. Thin over the library: parse options, call it, render, one-line errors."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from otel_agentdiag.cli import demo as _demo
+from otel_agentdiag.cli import traces as _traces
+from otel_agentdiag.cli._common import EXIT_USAGE
+from otel_agentdiag.version import __version__
+
+
+class _Group(click.Group):
+    """Every error is one line on stderr (``agentdiag: error: ...``) and exit code 2."""
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            hint = ""
+            if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                hint = f" (see '{exc.ctx.command_path} --help')"
+            click.echo(f"agentdiag: error: {exc.format_message()}{hint}", err=True)
+            sys.exit(EXIT_USAGE)
+        except click.Abort:
+            click.echo("agentdiag: aborted", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="agentdiag")
+def cli() -> None:
+    """Read and demo otel-agentdiag traces: agent runs, iterations, LLM and tool calls."""
+
+
+cli.add_command(_demo.demo)
+cli.add_command(_traces.traces)
+cli.add_command(_traces.show)
+
+
+def main() -> None:
+    cli(prog_name="agentdiag")

@@ -1,0 +1,148 @@
+"""Render stored traces as a tree (text) or as the documented JSON contract."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import click
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.cli._common import can_encode, duration_ms, human_duration, iso_utc
+from otel_agentdiag.storage import StoredSpan, TraceSummary
+
+
+def trace_summary_json(summary: TraceSummary) -> dict[str, Any]:
+    return {
+        "trace_id": summary.trace_id,
+        "name": summary.name,
+        "start_time": iso_utc(summary.start_ns),
+        "duration_ms": duration_ms(summary.duration_ns),
+        "status": summary.status,
+        "span_count": summary.span_count,
+        "session": summary.session,
+        "error_count": summary.error_count,
+    }
+
+
+def span_json(span: StoredSpan) -> dict[str, Any]:
+    return {
+        "span_id": span.span_id,
+        "parent_span_id": span.parent_span_id,
+        "name": span.name,
+        "kind": span.kind,
+        "start_time": iso_utc(span.start_ns),
+        "end_time": iso_utc(span.end_ns),
+        "duration_ms": duration_ms(span.duration_ns),
+        "status": span.status,
+        "attributes": span.attributes,
+        "events": [{"name": e.get("name"), "attributes": e.get("attributes", {})} for e in span.events],
+    }
+
+
+def trace_json(trace_id: str, spans: list[StoredSpan]) -> dict[str, Any]:
+    return {"trace_id": trace_id, "spans": [span_json(s) for s in spans]}
+
+
+class _Glyphs:
+    def __init__(self) -> None:
+        fancy = can_encode("✓✗…├└│─")
+        self.ok, self.error, self.open = ("✓", "✗", "…") if fancy else ("+", "x", "?")
+        self.branch, self.last, self.pipe = ("├─ ", "└─ ", "│  ") if fancy else ("|- ", "`- ", "|  ")
+
+
+def _short(value: object) -> str:
+    """Digests are long; show algorithm, key id and 8 hex digits."""
+    text = str(value)
+    if text.startswith("hmac-sha256:") and text.count(":") == 2:
+        return text[: text.rindex(":") + 9] + "…"
+    return text
+
+
+def _details(span: StoredSpan) -> list[str]:
+    a = span.attributes
+    out: list[str] = []
+    if span.kind == sc.KIND_RUN:
+        if sc.GEN_AI_CONVERSATION_ID in a:
+            out.append(f"conversation={_short(a[sc.GEN_AI_CONVERSATION_ID])}")
+        if sc.USER_ID in a:
+            out.append(f"user={_short(a[sc.USER_ID])}")
+    elif span.kind == sc.KIND_LLM:
+        if sc.GEN_AI_PROVIDER_NAME in a:
+            out.append(str(a[sc.GEN_AI_PROVIDER_NAME]))
+        tokens = [
+            f"{label} {a[key]}"
+            for label, key in (("in", sc.GEN_AI_USAGE_INPUT_TOKENS), ("out", sc.GEN_AI_USAGE_OUTPUT_TOKENS))
+            if key in a
+        ]
+        if tokens:
+            out.append("tokens " + "/".join(tokens))
+        reasons = a.get(sc.GEN_AI_RESPONSE_FINISH_REASONS)
+        if reasons:
+            out.append("finish=" + ",".join(str(r) for r in reasons))
+    elif span.kind == sc.KIND_TOOL:
+        if sc.GEN_AI_TOOL_CALL_ID in a:
+            out.append(f"call={_short(a[sc.GEN_AI_TOOL_CALL_ID])}")
+    if sc.ERROR_TYPE in a:
+        out.append(f"error={a[sc.ERROR_TYPE]}")
+    redacted = sum(v for k, v in a.items() if k.startswith(sc.AGENTDIAG_REDACTION_PREFIX) and k != sc.AGENTDIAG_REDACTION_PREFIX + "hashed" and isinstance(v, int))
+    if redacted:
+        out.append(f"redacted={redacted}")
+    if span.corrupt:
+        out.append("CORRUPT ROW")
+    return out
+
+
+def render_tree(trace_id: str, spans: list[StoredSpan]) -> list[str]:
+    """Lines of the tree: status mark, name, duration, key attributes; nested by parent."""
+    glyphs = _Glyphs()
+    ids = {s.span_id for s in spans}
+    children: dict[str | None, list[StoredSpan]] = defaultdict(list)
+    for span in spans:
+        parent = span.parent_span_id if span.parent_span_id in ids else None
+        children[parent].append(span)
+
+    start = min((s.start_ns for s in spans), default=0)
+    end = max((s.end_ns or s.start_ns for s in spans), default=0)
+    errors = sum(1 for s in spans if s.status == "error")
+    header = f"trace {trace_id}  {len(spans)} spans  {human_duration(end - start)}"
+    if errors:
+        header += f"  {errors} error{'s' if errors != 1 else ''}"
+    lines = [click.style(header, bold=True)]
+
+    def mark(span: StoredSpan) -> str:
+        if span.end_ns is None:
+            return click.style(glyphs.open, fg="yellow")
+        if span.status == "error":
+            return click.style(glyphs.error, fg="red")
+        return click.style(glyphs.ok, fg="green")
+
+    def walk(span: StoredSpan, prefix: str, connector: str, child_prefix: str) -> None:
+        name = span.name
+        if span.kind == sc.KIND_ITERATION and sc.AGENTDIAG_ITERATION_INDEX in span.attributes:
+            name = f"{name} #{span.attributes[sc.AGENTDIAG_ITERATION_INDEX]}"
+        parts = [f"{prefix}{connector}{mark(span)} {click.style(name, bold=span.kind == sc.KIND_RUN)}"]
+        parts.append(click.style(human_duration(span.duration_ns), dim=True))
+        parts.extend(_details(span))
+        lines.append("  ".join(parts))
+        kids = children.get(span.span_id, [])
+        for i, kid in enumerate(kids):
+            last = i == len(kids) - 1
+            walk(kid, prefix + child_prefix, glyphs.last if last else glyphs.branch, glyphs.pipe if not last else "   ")
+
+    for root in children.get(None, []):
+        walk(root, "", "", "")
+    return lines
+
+
+def render_traces_table(summaries: list[TraceSummary]) -> list[str]:
+    glyphs = _Glyphs()
+    lines = [click.style(f"{'TRACE':<32}  {'START (UTC)':<19}  {'DURATION':>10}  {'SPANS':>5}  NAME", bold=True)]
+    for s in summaries:
+        start = (iso_utc(s.start_ns) or "")[:19].replace("T", " ")
+        mark = click.style(glyphs.error, fg="red") if s.status == "error" else click.style(glyphs.ok, fg="green")
+        errors = f"  ({s.error_count} error{'s' if s.error_count != 1 else ''})" if s.error_count else ""
+        lines.append(
+            f"{s.trace_id}  {start:<19}  {human_duration(s.duration_ns):>10}  {s.span_count:>5}  {mark} {s.name}{errors}"
+        )
+    return lines

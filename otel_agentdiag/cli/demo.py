@@ -1,0 +1,40 @@
+"""``agentdiag demo``: run the scripted demo agent on the local store and print its trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from otel_agentdiag.cli._common import CliError, resolve_store_path, store_option
+from otel_agentdiag.cli.traces import emit_trace
+from otel_agentdiag.storage import SpanStore, StoreError
+
+
+@click.command()
+@store_option
+def demo(store_path: Path | None) -> None:
+    """Run a scripted demo agent (fake model, real tools, one recovered tool error) and print its trace."""
+    import otel_agentdiag as agentdiag
+    from otel_agentdiag.demo import run_demo_agent
+
+    path = resolve_store_path(store_path)
+    if not agentdiag.config.is_enabled():
+        raise CliError("AGENTDIAG_ENABLED is false: nothing would be recorded")
+    try:
+        with agentdiag.configure(service_name="agentdiag-demo", store=path, set_global=False) as diag:
+            result = run_demo_agent()
+            diag.force_flush()
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    click.echo(f"demo agent answered after {result.iterations} iterations ({result.tool_errors} tool error recovered):")
+    click.echo(f"  {result.answer}")
+    click.echo()
+    with SpanStore(path, create=False) as store:
+        spans = store.get_trace(result.trace_id)
+    if not spans:
+        raise CliError(f"the demo trace did not reach {path}")
+    emit_trace(result.trace_id, spans, "text")
+    click.echo()
+    click.echo(f"stored in {path} (prompts, tool arguments and raw IDs were not)")
+    click.echo(f"next: agentdiag traces --store {path}   |   agentdiag show {result.trace_id[:12]} --store {path} --format json")

@@ -1,0 +1,50 @@
+"""Every ``AGENTDIAG_*`` environment variable, once, with what it does.
+
+Precedence everywhere is: explicit argument > environment variable > default.
+For privacy settings, a malformed value selects the most private choice and logs a warning.
+"""
+
+AGENTDIAG_ENABLED = "AGENTDIAG_ENABLED"
+"""
+.. envvar:: AGENTDIAG_ENABLED
+
+``false`` (also ``0``, ``no``, ``off``) turns otel-agentdiag into a no-op: :func:`otel_agentdiag.configure`
+installs no processor, sets no provider and creates no file; the manual wrappers still run the user's code
+unchanged. Any other value, or no value, means enabled.
+"""
+
+AGENTDIAG_STORE = "AGENTDIAG_STORE"
+"""
+.. envvar:: AGENTDIAG_STORE
+
+Path of the local SQLite trace store. Default: ``./.agentdiag/traces.db``. The folder is created mode 0700,
+the database and its ``-wal``/``-shm`` companions mode 0600.
+"""
+
+AGENTDIAG_HASH_KEY = "AGENTDIAG_HASH_KEY"
+"""
+.. envvar:: AGENTDIAG_HASH_KEY
+
+Secret key for the keyed HMAC-SHA256 pseudonyms of correlation IDs (conversation, user, agent, tool call,
+response). Its UTF-8 bytes are the key; use at least 16 random bytes. When unset, a 32-byte key file named
+``hash.key`` is created (mode 0600) beside the store and reused.
+"""
+
+OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
+"""The standard OpenTelemetry service name, used when ``configure(service_name=...)`` is not given."""
+
+OTEL_EXPORTER_OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
+"""The standard OTLP base endpoint; when set, ``configure()`` adds the OTLP branch (strict policy)."""
+
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+"""The standard OTLP traces endpoint (a full URL); when set, ``configure()`` adds the OTLP branch."""
+
+DEFAULT_STORE = ".agentdiag/traces.db"
+"""Default store path, relative to the current working directory."""
+
+_FALSE_VALUES = frozenset({"false", "0", "no", "off"})
+
+
+def is_disabled(value: str | None) -> bool:
+    """Whether an ``AGENTDIAG_ENABLED`` value switches otel-agentdiag off."""
+    return value is not None and value.strip().lower() in _FALSE_VALUES

@@ -1,0 +1,397 @@
+"""Hand-written agent spans: ``agent_run``, ``iteration``, ``llm_call``, ``tool_call``, ``@agent``, ``@tool``.
+
+Span names, kinds and attributes follow the OpenTelemetry GenAI semantic conventions (see design.md §3):
+
+============  ==================================  ========  ==========================================
+kind          span name                           SpanKind  attributes set at start
+============  ==================================  ========  ==========================================
+run           ``invoke_agent {agent name}``       INTERNAL  operation, agent name/id, conversation, user
+iteration     ``agent.iteration``                 INTERNAL  iteration index, conversation
+llm           ``{operation} {model}``             CLIENT    operation, provider, request model, conversation
+tool          ``execute_tool {tool name}``        INTERNAL  operation, tool name, call id, tool type, conversation
+============  ==================================  ========  ==========================================
+
+Every span carries ``agentdiag.kind``. The conversation id given to :func:`agent_run` travels through the
+OpenTelemetry context, so every span started inside the run carries ``gen_ai.conversation.id``.
+
+The wrappers never change what the wrapped code returns or raises. An exception is recorded on the span
+(status ERROR without a description, ``error.type`` = the exception class, an ``exception`` event) and
+re-raised unchanged; a failure of the telemetry itself is logged and swallowed.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, TypeVar, overload
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.context import CONVERSATION_ID_KEY, current_conversation_id
+from otel_agentdiag._internal.errors import handle_internal_errors
+from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
+from otel_agentdiag.version import __version__
+
+__all__ = [
+    "LLMCall",
+    "agent",
+    "agent_run",
+    "iteration",
+    "llm_call",
+    "register_names",
+    "tool",
+    "tool_call",
+    "use_tracer_provider",
+]
+
+_logger = logging.getLogger(__name__)
+_TRACER_NAME = "otel_agentdiag"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_tracer: trace.Tracer | None = None
+_provider: trace.TracerProvider | None = None
+
+
+def use_tracer_provider(tracer_provider: trace.TracerProvider | None) -> None:
+    """Make the wrappers trace into ``tracer_provider`` (``None``: back to the global provider).
+
+    :func:`otel_agentdiag.configure` calls this, so the wrappers use the pipeline it built even when that
+    provider is not the global one.
+    """
+    global _tracer, _provider
+    _provider = tracer_provider
+    _tracer = None if tracer_provider is None else tracer_provider.get_tracer(_TRACER_NAME, __version__)
+
+
+def _tracer_provider_in_use() -> trace.TracerProvider | None:
+    return _provider
+
+
+def error_type(exc: BaseException) -> str:
+    """The exception's class, spelt as the SDK spells ``exception.type`` (``module.QualName``, builtins bare)."""
+    cls = type(exc)
+    module = cls.__module__
+    return cls.__qualname__ if not module or module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+def _get_tracer() -> trace.Tracer:
+    tracer = _tracer
+    if tracer is None:
+        # A ProxyTracer until a global provider is set; it follows the global provider from then on.
+        tracer = trace.get_tracer(_TRACER_NAME, __version__)
+    return tracer
+
+
+def register_names(*, tools: Iterable[str] = (), agents: Iterable[str] = ()) -> None:
+    """Declare tool and agent names as code, so the redaction policy lets them through.
+
+    A tool name that reaches :func:`tool_call` without being declared (typically one taken from the model's
+    output) is exported as the placeholder ``_OTHER``. Raises ``ValueError`` for a name that is not an
+    identifier-like token of at most 128 characters.
+    """
+    default_registry.register(tools=tools, agents=agents)
+
+
+class _SpanScope:
+    """A span that is current for the duration of a ``with`` block."""
+
+    __slots__ = ("_span", "_token")
+
+    _kind = SpanKind.INTERNAL
+
+    def __init__(self) -> None:
+        self._span: trace.Span = trace.INVALID_SPAN
+        self._token: object | None = None
+
+    def _name_and_attributes(self) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def _context_values(self, ctx: otel_context.Context) -> otel_context.Context:
+        return ctx
+
+    def __enter__(self) -> _SpanScope:
+        with handle_internal_errors("starting a span"):
+            ctx = otel_context.get_current()
+            name, attributes = self._name_and_attributes()
+            conversation = current_conversation_id(ctx)
+            if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in attributes:
+                attributes[sc.GEN_AI_CONVERSATION_ID] = conversation
+            span = _get_tracer().start_span(
+                name,
+                context=ctx,
+                kind=self._kind,
+                attributes=attributes,
+                record_exception=False,
+                set_status_on_exception=False,
+            )
+            self._span = span
+            self._token = otel_context.attach(self._context_values(trace.set_span_in_context(span, ctx)))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            with handle_internal_errors("ending a span"):
+                span = self._span
+                if exc is not None and span.is_recording():
+                    span.set_attribute(sc.ERROR_TYPE, error_type(exc))
+                    span.record_exception(exc, escaped=True)
+                    # No description: the exception text may hold exactly the data we must not export.
+                    span.set_status(Status(StatusCode.ERROR))
+                span.end()
+        finally:
+            token = self._token
+            if token is not None:
+                self._token = None
+                with handle_internal_errors("restoring the context"):
+                    otel_context.detach(token)  # type: ignore[arg-type]
+        # Returning None: the user's exception propagates unchanged.
+
+    @property
+    def span(self) -> trace.Span:
+        """The underlying OpenTelemetry span (a non-recording span when tracing is off)."""
+        return self._span
+
+
+class _AgentRun(_SpanScope):
+    __slots__ = ("_name", "_conversation_id", "_user_id", "_agent_id")
+
+    def __init__(self, name: str, conversation_id: Any, user_id: Any, agent_id: Any) -> None:
+        super().__init__()
+        self._name = name
+        self._conversation_id = None if conversation_id is None else str(conversation_id)
+        self._user_id = user_id
+        self._agent_id = agent_id
+
+    def _name_and_attributes(self) -> tuple[str, dict[str, Any]]:
+        name = self._name
+        if isinstance(name, str) and NAME_PATTERN.fullmatch(name):
+            default_registry.register(agents=(name,))
+        attributes: dict[str, Any] = {
+            sc.AGENTDIAG_KIND: sc.KIND_RUN,
+            sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
+            sc.GEN_AI_AGENT_NAME: name,
+        }
+        if self._conversation_id is not None:
+            attributes[sc.GEN_AI_CONVERSATION_ID] = self._conversation_id
+        if self._user_id is not None:
+            attributes[sc.USER_ID] = str(self._user_id)
+        if self._agent_id is not None:
+            attributes[sc.GEN_AI_AGENT_ID] = str(self._agent_id)
+        return f"{sc.OP_INVOKE_AGENT} {name}", attributes
+
+    def _context_values(self, ctx: otel_context.Context) -> otel_context.Context:
+        if self._conversation_id is not None:
+            ctx = otel_context.set_value(CONVERSATION_ID_KEY, self._conversation_id, ctx)
+        return ctx
+
+    def __enter__(self) -> _AgentRun:
+        super().__enter__()
+        return self
+
+
+class _Iteration(_SpanScope):
+    __slots__ = ("_index",)
+
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self._index = index
+
+    def _name_and_attributes(self) -> tuple[str, dict[str, Any]]:
+        return sc.ITERATION_SPAN_NAME, {
+            sc.AGENTDIAG_KIND: sc.KIND_ITERATION,
+            sc.AGENTDIAG_ITERATION_INDEX: self._index,
+        }
+
+    def __enter__(self) -> _Iteration:
+        super().__enter__()
+        return self
+
+
+class LLMCall(_SpanScope):
+    """The handle :func:`llm_call` yields; call :meth:`record_response` once the model has answered."""
+
+    __slots__ = ("_provider", "_model", "_operation")
+
+    _kind = SpanKind.CLIENT
+
+    def __init__(self, provider: str, model: str | None, operation: str) -> None:
+        super().__init__()
+        self._provider = provider
+        self._model = model
+        self._operation = operation
+
+    def _name_and_attributes(self) -> tuple[str, dict[str, Any]]:
+        attributes: dict[str, Any] = {
+            sc.AGENTDIAG_KIND: sc.KIND_LLM,
+            sc.GEN_AI_OPERATION_NAME: self._operation,
+            sc.GEN_AI_PROVIDER_NAME: self._provider,
+        }
+        name = str(self._operation)
+        if self._model:
+            attributes[sc.GEN_AI_REQUEST_MODEL] = self._model
+            name = f"{name} {self._model}"
+        return name, attributes
+
+    def __enter__(self) -> LLMCall:
+        super().__enter__()
+        return self
+
+    def record_response(
+        self,
+        *,
+        response_model: str | None = None,
+        response_id: str | None = None,
+        finish_reasons: Sequence[str] | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> None:
+        """Record what the model reported. Anything not given stays absent (usage is never a made-up 0)."""
+        with handle_internal_errors("recording an LLM response"):
+            span = self._span
+            if not span.is_recording():
+                return
+            attributes: dict[str, Any] = {}
+            if response_model is not None:
+                attributes[sc.GEN_AI_RESPONSE_MODEL] = response_model
+            if response_id is not None:
+                attributes[sc.GEN_AI_RESPONSE_ID] = str(response_id)
+            if finish_reasons is not None:
+                attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(str(r) for r in finish_reasons)
+            if input_tokens is not None:
+                attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+            if output_tokens is not None:
+                attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+            span.set_attributes(attributes)
+
+
+class _ToolCall(_SpanScope):
+    __slots__ = ("_name", "_call_id")
+
+    def __init__(self, name: str, call_id: Any) -> None:
+        super().__init__()
+        self._name = name
+        self._call_id = call_id
+
+    def _name_and_attributes(self) -> tuple[str, dict[str, Any]]:
+        attributes: dict[str, Any] = {
+            sc.AGENTDIAG_KIND: sc.KIND_TOOL,
+            sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+            sc.GEN_AI_TOOL_NAME: self._name,
+            sc.GEN_AI_TOOL_TYPE: "function",
+        }
+        if self._call_id is not None:
+            attributes[sc.GEN_AI_TOOL_CALL_ID] = str(self._call_id)
+        return f"{sc.OP_EXECUTE_TOOL} {self._name}", attributes
+
+    def __enter__(self) -> _ToolCall:
+        super().__enter__()
+        return self
+
+
+def agent_run(
+    name: str, *, conversation_id: Any = None, user_id: Any = None, agent_id: Any = None
+) -> _AgentRun:
+    """A span for one run of an agent: ``invoke_agent {name}``.
+
+    ``conversation_id`` becomes ``gen_ai.conversation.id`` on this span and every span started inside it;
+    ``user_id`` becomes ``user.id``, ``agent_id`` ``gen_ai.agent.id``. The redacting processor replaces all
+    three with keyed HMAC-SHA256 digests. ``name`` is registered as an allowed agent name.
+    """
+    return _AgentRun(name, conversation_id, user_id, agent_id)
+
+
+def iteration(index: int) -> _Iteration:
+    """A span for one turn of the agent's loop: ``agent.iteration`` with ``agentdiag.iteration.index``."""
+    return _Iteration(index)
+
+
+def llm_call(*, provider: str, model: str | None, operation: str = sc.OP_CHAT) -> LLMCall:
+    """A CLIENT span for one model call: ``{operation} {model}``. Use the yielded handle's
+    :meth:`LLMCall.record_response` to add response model, id, finish reasons and token usage."""
+    return LLMCall(provider, model, operation)
+
+
+def tool_call(name: str, *, call_id: Any = None) -> _ToolCall:
+    """A span for one tool execution: ``execute_tool {name}``; ``call_id`` becomes ``gen_ai.tool.call.id``.
+
+    The name is *not* registered: a name only seen here at run time usually comes from the model's output
+    and is exported as ``_OTHER`` unless declared by ``@tool``, ``register_names()`` or the policy.
+    """
+    return _ToolCall(name, call_id)
+
+
+def _wrap(fn: F, scope: Callable[[], _SpanScope], decorator: str) -> F:
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(f"@{decorator} does not support generator functions; open a span inside the generator")
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            with scope():
+                return await fn(*args, **kwargs)
+
+        return async_wrapper  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with scope():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _name_of(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+@overload
+def tool(name: F) -> F: ...
+@overload
+def tool(name: str | None = None) -> Callable[[F], F]: ...
+def tool(name: str | Callable[..., Any] | None = None) -> Any:
+    """Decorate a sync or async function as a tool: each call runs in an ``execute_tool {name}`` span.
+
+    The name (default: the function's ``__name__``) is registered as an allowed tool name at decoration time.
+    Usable as ``@tool``, ``@tool()`` or ``@tool("get_weather")``.
+    """
+    if callable(name):
+        return tool(None)(name)
+
+    def decorate(fn: F) -> F:
+        tool_name = name or _name_of(fn)
+        default_registry.register(tools=(tool_name,))
+        return _wrap(fn, lambda: _ToolCall(tool_name, None), "tool")
+
+    return decorate
+
+
+@overload
+def agent(name: F) -> F: ...
+@overload
+def agent(name: str | None = None) -> Callable[[F], F]: ...
+def agent(name: str | Callable[..., Any] | None = None) -> Any:
+    """Decorate a sync or async function as an agent: each call runs in an ``invoke_agent {name}`` span.
+
+    The name (default: the function's ``__name__``) is registered as an allowed agent name.
+    """
+    if callable(name):
+        return agent(None)(name)
+
+    def decorate(fn: F) -> F:
+        agent_name = name or _name_of(fn)
+        default_registry.register(agents=(agent_name,))
+        return _wrap(fn, lambda: _AgentRun(agent_name, None, None, None), "agent")
+
+    return decorate

@@ -1,0 +1,116 @@
+"""Attribute names and values used by otel-agentdiag.
+
+The GenAI names follow the OpenTelemetry GenAI semantic conventions. They are spelled out here rather than
+imported from ``opentelemetry-semantic-conventions``, whose ``gen_ai`` constants are marked deprecated
+("moved to the GenAI semantic conventions repository") since 0.66b2; the strings are the contract, not the
+Python constants. ``agentdiag.*`` names are this project's own.
+"""
+
+from __future__ import annotations
+
+# --- GenAI semantic conventions -------------------------------------------------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
+GEN_AI_REQUEST_TOP_K = "gen_ai.request.top_k"
+GEN_AI_REQUEST_SEED = "gen_ai.request.seed"
+GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
+GEN_AI_REQUEST_CHOICE_COUNT = "gen_ai.request.choice.count"
+GEN_AI_REQUEST_FREQUENCY_PENALTY = "gen_ai.request.frequency_penalty"
+GEN_AI_REQUEST_PRESENCE_PENALTY = "gen_ai.request.presence_penalty"
+GEN_AI_OUTPUT_TYPE = "gen_ai.output.type"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_PREFIX = "gen_ai.usage."
+GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+GEN_AI_AGENT_ID = "gen_ai.agent.id"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
+
+# Other semantic conventions used on agent spans.
+ERROR_TYPE = "error.type"
+SESSION_ID = "session.id"
+USER_ID = "user.id"
+ENDUSER_ID = "enduser.id"
+SERVER_PORT = "server.port"
+
+# Exception event (OpenTelemetry "Recording Errors").
+EXCEPTION_EVENT_NAME = "exception"
+EXCEPTION_TYPE = "exception.type"
+EXCEPTION_MESSAGE = "exception.message"
+EXCEPTION_STACKTRACE = "exception.stacktrace"
+EXCEPTION_ESCAPED = "exception.escaped"
+
+# --- gen_ai.operation.name values --------------------------------------------------------------------
+OP_CHAT = "chat"
+OP_TEXT_COMPLETION = "text_completion"
+OP_GENERATE_CONTENT = "generate_content"
+OP_EMBEDDINGS = "embeddings"
+OP_RETRIEVAL = "retrieval"
+OP_CREATE_AGENT = "create_agent"
+OP_INVOKE_AGENT = "invoke_agent"
+OP_INVOKE_WORKFLOW = "invoke_workflow"
+OP_EXECUTE_TOOL = "execute_tool"
+OP_PLAN = "plan"
+
+OPERATION_NAMES = frozenset(
+    {
+        OP_CHAT,
+        OP_TEXT_COMPLETION,
+        OP_GENERATE_CONTENT,
+        OP_EMBEDDINGS,
+        OP_RETRIEVAL,
+        OP_CREATE_AGENT,
+        OP_INVOKE_AGENT,
+        OP_INVOKE_WORKFLOW,
+        OP_EXECUTE_TOOL,
+        OP_PLAN,
+    }
+)
+LLM_OPERATIONS = frozenset({OP_CHAT, OP_TEXT_COMPLETION, OP_GENERATE_CONTENT, OP_EMBEDDINGS})
+
+OTHER_VALUE = "_OTHER"
+"""The semantic conventions' fallback for a value that may not be recorded; also our unregistered-name placeholder."""
+
+# --- agentdiag.* ---------------------------------------------------------------------------------------
+AGENTDIAG_KIND = "agentdiag.kind"
+AGENTDIAG_ITERATION_INDEX = "agentdiag.iteration.index"
+AGENTDIAG_SEQUENCE = "agentdiag.sequence"
+AGENTDIAG_REDACTION_PREFIX = "agentdiag.redaction."
+
+KIND_RUN = "run"
+KIND_ITERATION = "iteration"
+KIND_LLM = "llm"
+KIND_TOOL = "tool"
+KIND_OTHER = "other"
+KINDS = (KIND_RUN, KIND_ITERATION, KIND_LLM, KIND_TOOL, KIND_OTHER)
+
+ITERATION_SPAN_NAME = "agent.iteration"
+
+# Correlation IDs and the kind of ID each one is: digests are domain-separated by kind, so a conversation
+# id and a user id with the same raw value do not share a digest, while ``session.id`` and
+# ``gen_ai.conversation.id`` (the same concept) do.
+ID_KIND_CONVERSATION = "conversation"
+ID_KIND_USER = "user"
+ID_KIND_AGENT = "agent"
+ID_KIND_TOOL_CALL = "tool_call"
+ID_KIND_RESPONSE = "response"
+
+CORRELATION_ID_KINDS: dict[str, str] = {
+    GEN_AI_CONVERSATION_ID: ID_KIND_CONVERSATION,
+    SESSION_ID: ID_KIND_CONVERSATION,
+    USER_ID: ID_KIND_USER,
+    ENDUSER_ID: ID_KIND_USER,
+    GEN_AI_AGENT_ID: ID_KIND_AGENT,
+    GEN_AI_TOOL_CALL_ID: ID_KIND_TOOL_CALL,
+    GEN_AI_RESPONSE_ID: ID_KIND_RESPONSE,
+}
