@@ -13,6 +13,7 @@ Quick start::
 """
 
 from otel_agentdiag.config import AgentDiag, AgentDiagOptions, configure
+from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.instrumentation.manual import (
     LLMCall,
     agent,
@@ -24,7 +25,6 @@ from otel_agentdiag.instrumentation.manual import (
     tool_call,
 )
 from otel_agentdiag.redaction import IdHasher, Policy, RedactingSpanProcessor
-from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.storage import SpanStore, StoreError
 from otel_agentdiag.version import __version__
 

@@ -20,7 +20,7 @@ from typing import Literal
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_agentdiag import environment_variables as env
@@ -87,13 +87,13 @@ class AgentDiag:
 
     @property
     def store_path(self) -> Path | None:
-        """Path of the SQLite store (``None`` when disabled or when the local branch is off)."""
-        return self.options.store_path
+        """Absolute path of the SQLite store (``None`` when disabled or when the local branch is off)."""
+        return self.options.store_path if self.enabled else None
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export everything pending now; True when every branch finished within the timeout."""
         if self._is_shutdown:
-            return self.enabled
+            return True  # nothing pending
         ok = True
         for processor in self.processors:
             ok = processor.force_flush(timeout_millis) and ok
@@ -132,9 +132,9 @@ def _resolve(
     if store is False:
         store_path = None
     elif store is None:
-        store_path = default_store_path()
+        store_path = default_store_path().absolute()
     else:
-        store_path = Path(store)
+        store_path = Path(store).absolute()
     endpoint_env = os.environ.get(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or os.environ.get(
         env.OTEL_EXPORTER_OTLP_ENDPOINT
     )
@@ -213,9 +213,16 @@ def configure(
     processors: list[RedactingSpanProcessor] = []
     if options.store_path is not None:
         from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
-        from otel_agentdiag.storage import SpanStore
+        from otel_agentdiag.storage import SpanStore, StoreError
 
-        exporter = SQLiteSpanExporter(SpanStore(options.store_path))
+        try:
+            # Opened now, so a bad store is reported at once; the exporter closes it on shutdown.
+            exporter = SQLiteSpanExporter(SpanStore(options.store_path), owns_store=True)
+        except (StoreError, OSError) as exc:
+            # Never hurt the agent: keep the pipeline; the exporter retries opening on each batch and counts
+            # what it cannot write.
+            _logger.error("otel-agentdiag: cannot open the trace store %s: %s", options.store_path, exc)
+            exporter = SQLiteSpanExporter(options.store_path)
         processors.append(RedactingSpanProcessor(BatchSpanProcessor(exporter), policy=STRICT, hasher=hasher))
     if options.otlp_endpoint is not None or options.otlp_from_env:
         from otel_agentdiag.exporters.otlp import otlp_span_exporter

@@ -72,9 +72,13 @@ class DemoModel:
             return self._tool(n, input_tokens, "get_weather", {"city": "Lisbon"})
         if last["role"] == "tool" and last.get("name") == "get_weather":
             # The model's first try uses a currency code that does not exist.
-            return self._tool(n, input_tokens, "convert_currency", {"amount": 120, "from_currency": "USD", "to_currency": "EURO"})
+            return self._tool(
+                n, input_tokens, "convert_currency", {"amount": 120, "from_currency": "USD", "to_currency": "EURO"}
+            )
         if last["role"] == "tool" and last.get("error"):
-            return self._tool(n, input_tokens, "convert_currency", {"amount": 120, "from_currency": "USD", "to_currency": "EUR"})
+            return self._tool(
+                n, input_tokens, "convert_currency", {"amount": 120, "from_currency": "USD", "to_currency": "EUR"}
+            )
         weather = next(m["content"] for m in tool_results if m.get("name") == "get_weather")
         money = last["content"]
         text = (
@@ -110,7 +114,7 @@ def run_demo_agent(*, user_id: str = "demo-user@example.com", max_iterations: in
     with agentdiag.agent_run(AGENT_NAME, conversation_id=conversation_id, user_id=user_id) as run:
         trace_id = f"{run.span.get_span_context().trace_id:032x}"
         index = 0
-        for index in range(max_iterations):  # noqa: B007 - the last index is reported
+        for index in range(max_iterations):
             with agentdiag.iteration(index):
                 with agentdiag.llm_call(provider=PROVIDER, model=MODEL) as call:
                     reply = model.complete(messages)

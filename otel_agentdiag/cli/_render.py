@@ -26,7 +26,7 @@ def trace_summary_json(summary: TraceSummary) -> dict[str, Any]:
 
 
 def span_json(span: StoredSpan) -> dict[str, Any]:
-    return {
+    out = {
         "span_id": span.span_id,
         "parent_span_id": span.parent_span_id,
         "name": span.name,
@@ -38,6 +38,9 @@ def span_json(span: StoredSpan) -> dict[str, Any]:
         "attributes": span.attributes,
         "events": [{"name": e.get("name"), "attributes": e.get("attributes", {})} for e in span.events],
     }
+    if span.corrupt:
+        out["corrupt"] = True  # a stored column could not be decoded; what could be read is shown
+    return out
 
 
 def trace_json(trace_id: str, spans: list[StoredSpan]) -> dict[str, Any]:
@@ -85,7 +88,13 @@ def _details(span: StoredSpan) -> list[str]:
             out.append(f"call={_short(a[sc.GEN_AI_TOOL_CALL_ID])}")
     if sc.ERROR_TYPE in a:
         out.append(f"error={a[sc.ERROR_TYPE]}")
-    redacted = sum(v for k, v in a.items() if k.startswith(sc.AGENTDIAG_REDACTION_PREFIX) and k != sc.AGENTDIAG_REDACTION_PREFIX + "hashed" and isinstance(v, int))
+    redacted = sum(
+        v
+        for k, v in a.items()
+        if k.startswith(sc.AGENTDIAG_REDACTION_PREFIX)
+        and k != sc.AGENTDIAG_REDACTION_PREFIX + "hashed"
+        and isinstance(v, int)
+    )
     if redacted:
         out.append(f"redacted={redacted}")
     if span.corrupt:
@@ -142,7 +151,6 @@ def render_traces_table(summaries: list[TraceSummary]) -> list[str]:
         start = (iso_utc(s.start_ns) or "")[:19].replace("T", " ")
         mark = click.style(glyphs.error, fg="red") if s.status == "error" else click.style(glyphs.ok, fg="green")
         errors = f"  ({s.error_count} error{'s' if s.error_count != 1 else ''})" if s.error_count else ""
-        lines.append(
-            f"{s.trace_id}  {start:<19}  {human_duration(s.duration_ns):>10}  {s.span_count:>5}  {mark} {s.name}{errors}"
-        )
+        duration = human_duration(s.duration_ns)
+        lines.append(f"{s.trace_id}  {start:<19}  {duration:>10}  {s.span_count:>5}  {mark} {s.name}{errors}")
     return lines

@@ -22,11 +22,12 @@ def demo(store_path: Path | None) -> None:
     if not agentdiag.config.is_enabled():
         raise CliError("AGENTDIAG_ENABLED is false: nothing would be recorded")
     try:
-        with agentdiag.configure(service_name="agentdiag-demo", store=path, set_global=False) as diag:
-            result = run_demo_agent()
-            diag.force_flush()
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
+        SpanStore(path).close()  # create or check the store first: the pipeline itself never raises
+    except (StoreError, OSError) as exc:
+        raise CliError(f"cannot use the store {path}: {exc}") from None
+    with agentdiag.configure(service_name="agentdiag-demo", store=path, set_global=False) as diag:
+        result = run_demo_agent()
+        diag.force_flush()
     click.echo(f"demo agent answered after {result.iterations} iterations ({result.tool_errors} tool error recovered):")
     click.echo(f"  {result.answer}")
     click.echo()
@@ -37,4 +38,5 @@ def demo(store_path: Path | None) -> None:
     emit_trace(result.trace_id, spans, "text")
     click.echo()
     click.echo(f"stored in {path} (prompts, tool arguments and raw IDs were not)")
-    click.echo(f"next: agentdiag traces --store {path}   |   agentdiag show {result.trace_id[:12]} --store {path} --format json")
+    click.echo(f"next: agentdiag traces --store {path}")
+    click.echo(f"      agentdiag show {result.trace_id[:12]} --store {path} --format json")

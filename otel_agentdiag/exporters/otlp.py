@@ -19,9 +19,7 @@ def otlp_span_exporter(endpoint: str | None) -> SpanExporter:
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError as exc:
-        raise ImportError(
-            "OTLP export needs the 'otlp' extra: pip install 'otel-agentdiag[otlp]'"
-        ) from exc
+        raise ImportError("OTLP export needs the 'otlp' extra: pip install 'otel-agentdiag[otlp]'") from exc
     if endpoint is None:
         return OTLPSpanExporter()
     return OTLPSpanExporter(endpoint=traces_url(endpoint))

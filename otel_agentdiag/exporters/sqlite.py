@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.spans import attribute_items, span_attributes
 from otel_agentdiag.storage import SpanRow, SpanStore, StoreError
 
 _logger = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ _KINDS = frozenset(sc.KINDS)
 def _plain(attributes: Any) -> dict[str, Any]:
     if not attributes:
         return {}
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in attributes.items()}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in attribute_items(attributes)}
 
 
 def span_to_row(span: ReadableSpan) -> SpanRow:
@@ -33,7 +34,7 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
     ctx = span.context
     if ctx is None:
         raise ValueError("span without a context")
-    attributes = _plain(span.attributes)
+    attributes = _plain(span_attributes(span))
     kind = attributes.get(sc.AGENTDIAG_KIND)
     session = attributes.get(sc.GEN_AI_CONVERSATION_ID, attributes.get(sc.SESSION_ID))
     scope = span.instrumentation_scope
@@ -49,9 +50,7 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
         status=_STATUS.get(span.status.status_code, "unset"),
         session=session if isinstance(session, str) else None,
         attributes=attributes,
-        events=[
-            {"name": e.name, "time_ns": e.timestamp, "attributes": _plain(e.attributes)} for e in span.events
-        ],
+        events=[{"name": e.name, "time_ns": e.timestamp, "attributes": _plain(e.attributes)} for e in span.events],
         links=[
             {
                 "trace_id": f"{link.context.trace_id:032x}",
@@ -60,7 +59,8 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
             }
             for link in span.links
         ],
-        resource=_plain(span.resource.attributes),
+        # The resource mapping itself: spans of one provider share it, and the store caches by identity.
+        resource=span.resource.attributes,
         scope=None if scope is None else {"name": scope.name, "version": scope.version},
     )
 
@@ -73,14 +73,17 @@ class SQLiteSpanExporter(SpanExporter):
     put it behind a :class:`~otel_agentdiag.redaction.RedactingSpanProcessor`, as ``configure()`` does.
     """
 
-    def __init__(self, store: SpanStore | str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, store: SpanStore | str | os.PathLike[str] | None = None, *, owns_store: bool | None = None
+    ) -> None:
         if store is None:
             from otel_agentdiag.config import default_store_path
 
             store = default_store_path()
         self._store: SpanStore | None = store if isinstance(store, SpanStore) else None
         self._path = store.path if isinstance(store, SpanStore) else store
-        self._owns_store = not isinstance(store, SpanStore)
+        self._owns_store = not isinstance(store, SpanStore) if owns_store is None else owns_store
+        """Whether ``shutdown()`` closes the store (default: only a store the exporter opened itself)."""
         self._lock = threading.Lock()
         self._shutdown = False
         self.exported = 0
@@ -95,6 +98,7 @@ class SQLiteSpanExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
+            self.failed += len(spans)
             _logger.warning("otel-agentdiag: export called after shutdown; %d spans not written", len(spans))
             return SpanExportResult.FAILURE
         with self._lock:

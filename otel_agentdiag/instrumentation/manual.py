@@ -165,7 +165,7 @@ class _SpanScope:
 
 
 class _AgentRun(_SpanScope):
-    __slots__ = ("_name", "_conversation_id", "_user_id", "_agent_id")
+    __slots__ = ("_agent_id", "_conversation_id", "_name", "_user_id")
 
     def __init__(self, name: str, conversation_id: Any, user_id: Any, agent_id: Any) -> None:
         super().__init__()
@@ -222,7 +222,7 @@ class _Iteration(_SpanScope):
 class LLMCall(_SpanScope):
     """The handle :func:`llm_call` yields; call :meth:`record_response` once the model has answered."""
 
-    __slots__ = ("_provider", "_model", "_operation")
+    __slots__ = ("_model", "_operation", "_provider")
 
     _kind = SpanKind.CLIENT
 
@@ -277,7 +277,7 @@ class LLMCall(_SpanScope):
 
 
 class _ToolCall(_SpanScope):
-    __slots__ = ("_name", "_call_id")
+    __slots__ = ("_call_id", "_name")
 
     def __init__(self, name: str, call_id: Any) -> None:
         super().__init__()
@@ -300,9 +300,7 @@ class _ToolCall(_SpanScope):
         return self
 
 
-def agent_run(
-    name: str, *, conversation_id: Any = None, user_id: Any = None, agent_id: Any = None
-) -> _AgentRun:
+def agent_run(name: str, *, conversation_id: Any = None, user_id: Any = None, agent_id: Any = None) -> _AgentRun:
     """A span for one run of an agent: ``invoke_agent {name}``.
 
     ``conversation_id`` becomes ``gen_ai.conversation.id`` on this span and every span started inside it;

@@ -43,7 +43,7 @@ class IdHasher:
     lives in process memory only.
     """
 
-    __slots__ = ("_key", "key_id", "_prefix", "_memo", "_lock")
+    __slots__ = ("_key", "_lock", "_memo", "_prefix", "key_id")
 
     def __init__(self, key: bytes) -> None:
         if not isinstance(key, bytes) or not key:
@@ -77,7 +77,9 @@ class IdHasher:
 def key_from_text(text: str) -> bytes:
     key = text.encode("utf-8")
     if len(key) < MIN_KEY_BYTES:
-        _logger.warning("otel-agentdiag: the hash key is shorter than %d bytes; digests are easier to attack", MIN_KEY_BYTES)
+        _logger.warning(
+            "otel-agentdiag: the hash key is shorter than %d bytes; digests are easier to attack", MIN_KEY_BYTES
+        )
     return key
 
 

@@ -67,10 +67,13 @@ class Rule:
     """A check for one attribute value. ``apply`` returns ``(value, reason)``.
 
     ``value`` is what is exported (``None``: drop it); ``reason`` is ``None`` when the value passes unchanged,
-    else the reason code to count.
+    else the reason code to count. A rule whose verdict depends only on the value is ``cacheable``: the
+    processor remembers recent verdicts per (key, value).
     """
 
     __slots__ = ()
+
+    cacheable: bool = True
 
     def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
         raise NotImplementedError
@@ -125,13 +128,12 @@ class FloatRange(Rule):
     maximum: float
 
     def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
-        if (
-            type(value) in (int, float)
-            and math.isfinite(value)
-            and self.minimum <= value <= self.maximum
-        ):
+        if type(value) in (int, float) and math.isfinite(value) and self.minimum <= value <= self.maximum:
             return value, None
         return None, INVALID_VALUE
+
+
+_MEMO_LIMIT: Final = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,13 +143,25 @@ class Token(Rule):
 
     pattern: re.Pattern[str]
     max_length: int
+    _memo: dict[str, tuple[Any, str | None]] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    """Verdicts for recently seen values: model, provider and error names repeat on almost every span."""
 
     def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
-        if not isinstance(value, str) or len(value) > self.max_length or self.pattern.fullmatch(value) is None:
-            return None, INVALID_VALUE
-        if is_sensitive(value):
-            return None, SENSITIVE_VALUE
-        return value, None
+        if not isinstance(value, str) or len(value) > self.max_length:
+            return None, INVALID_VALUE  # length first: never scan an unbounded string
+        memo = self._memo
+        verdict = memo.get(value)
+        if verdict is None:
+            if is_sensitive(value):
+                verdict = (None, SENSITIVE_VALUE)
+            elif self.pattern.fullmatch(value) is None:
+                verdict = (None, INVALID_VALUE)
+            else:
+                verdict = (value, None)
+            if len(memo) >= _MEMO_LIMIT:
+                memo.clear()
+            memo[value] = verdict
+        return verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +207,8 @@ class RegisteredName(Rule):
     the placeholder ``_OTHER``."""
 
     name_kind: str
+
+    cacheable = False  # names may be registered at any time
 
     def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
         names = ctx.names
@@ -280,7 +296,6 @@ def _strict() -> Policy:
         sc.ERROR_TYPE: ERROR_TYPE,
         sc.SERVER_PORT: IntRange(0, 65535),
         sc.EXCEPTION_TYPE: ERROR_TYPE,
-        sc.EXCEPTION_ESCAPED: Boolean(),
         **hashed,
     }
     return Policy(
@@ -289,7 +304,7 @@ def _strict() -> Policy:
         allowed_key_prefixes=((sc.GEN_AI_USAGE_PREFIX, IntRange(0, 10**12)),),
         allowed_span_names=frozenset({sc.ITERATION_SPAN_NAME}),
         # Exception events keep the exception's type only: message and stack trace are data.
-        allowed_events={sc.EXCEPTION_EVENT_NAME: frozenset({sc.EXCEPTION_TYPE, sc.EXCEPTION_ESCAPED})},
+        allowed_events={sc.EXCEPTION_EVENT_NAME: frozenset({sc.EXCEPTION_TYPE})},
         allowed_resource_prefixes=("service.", "telemetry.sdk.", "deployment.environment"),
     )
 

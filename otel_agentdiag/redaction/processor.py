@@ -23,6 +23,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.context import current_conversation_id
 from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.names import NameRegistry, default_registry
+from otel_agentdiag._internal.spans import attribute_items, span_attributes
 from otel_agentdiag.redaction import policy as p
 from otel_agentdiag.redaction.hashing import IdHasher
 
@@ -30,6 +31,8 @@ _logger = logging.getLogger(__name__)
 
 _COUNTER_KEYS = {reason: sc.AGENTDIAG_REDACTION_PREFIX + reason for reason in p.REASONS}
 _CACHE_LIMIT = 64
+_VERDICT_LIMIT = 8192
+_UNKNOWN: tuple[None, str] = (None, p.UNKNOWN_KEY)
 
 
 class SpanRedactor:
@@ -38,6 +41,7 @@ class SpanRedactor:
     def __init__(self, policy: p.Policy, hasher: IdHasher, names: NameRegistry | None = None) -> None:
         self.policy = policy
         self._ctx = p.RedactionContext(hasher, names if names is not None else default_registry)
+        self._verdicts: dict[tuple[str, Any], tuple[Any, str | None]] = {}
         self._resources: dict[int, tuple[Resource, Resource]] = {}
         self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
 
@@ -48,19 +52,40 @@ class SpanRedactor:
         out: dict[str, Any] = {}
         if not attributes:
             return out
-        rule_for = self.policy.rule_for
-        ctx = self._ctx
-        for key, value in attributes.items():
-            rule = rule_for(key) if only is None or key in only else None
-            if rule is None:
-                counts[p.UNKNOWN_KEY] = counts.get(p.UNKNOWN_KEY, 0) + 1
-                continue
-            new_value, reason = rule.apply(value, ctx)
+        verdicts = self._verdicts
+        for key, value in attribute_items(attributes):
+            if only is not None and key not in only:
+                verdict: tuple[Any, str | None] = _UNKNOWN
+            else:
+                try:
+                    # Most values repeat from span to span (kind, operation, provider, model, ids of the
+                    # session): a verdict is one dict lookup. Unhashable values are not valid attributes.
+                    verdict = verdicts[key, value]
+                except KeyError:
+                    verdict = self._judge(key, value)
+                except TypeError:
+                    verdict = (None, p.INVALID_VALUE)
+            new_value, reason = verdict
             if reason is not None:
                 counts[reason] = counts.get(reason, 0) + 1
             if new_value is not None:
                 out[key] = new_value
         return out
+
+    def _judge(self, key: str, value: Any) -> tuple[Any, str | None]:
+        rule = self.policy.rule_for(key)
+        if rule is None:
+            verdict = _UNKNOWN
+        else:
+            verdict = rule.apply(value, self._ctx)
+            # Only strings: 1 == 1.0 == True, and a verdict for one must not be reused for the others.
+            if not rule.cacheable or type(value) is not str:
+                return verdict
+        verdicts = self._verdicts
+        if len(verdicts) >= _VERDICT_LIMIT:
+            verdicts.clear()
+        verdicts[key, value] = verdict
+        return verdict
 
     # -- name -----------------------------------------------------------------------------------------
     def _span_name(self, original: str, attributes: Mapping[str, Any], counts: dict[str, int]) -> str:
@@ -139,7 +164,7 @@ class SpanRedactor:
     # -- the span -------------------------------------------------------------------------------------
     def redact(self, span: ReadableSpan) -> ReadableSpan:
         counts: dict[str, int] = {}
-        attributes = self._attributes(span.attributes, counts)
+        attributes = self._attributes(span_attributes(span), counts)
         name = self._span_name(span.name, attributes, counts)
         events = self._events(span.events, counts) if span.events else []
         links = self._links(span.links, counts) if span.links else []
@@ -197,10 +222,12 @@ class RedactingSpanProcessor(SpanProcessor):
         return self.redactor.policy
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        with handle_internal_errors("propagating the conversation id"):
+        try:
             conversation = current_conversation_id(parent_context)
-            if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in (span.attributes or {}):
+            if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in span_attributes(span):
                 span.set_attribute(sc.GEN_AI_CONVERSATION_ID, conversation)
+        except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+            _logger.warning("otel-agentdiag: conversation propagation failed (%s)", type(exc).__name__)
 
     def on_end(self, span: ReadableSpan) -> None:
         if self._shutdown:

@@ -14,6 +14,21 @@ class StoreError(Exception):
     """The store cannot be used: missing, foreign, corrupt, or written by a newer version."""
 
 
+APPLICATION_ID = 0x41474447
+"""``PRAGMA application_id`` of an otel-agentdiag store ("AGDG"): how a store is told from other SQLite files."""
+
+
+def check_ownership(conn: sqlite3.Connection) -> None:
+    """Raise :class:`StoreError` unless the database is an otel-agentdiag store or empty. Reads only."""
+    (app_id,) = conn.execute("PRAGMA application_id").fetchone()
+    if app_id == APPLICATION_ID:
+        return
+    if app_id != 0:
+        raise StoreError(f"not an otel-agentdiag store (application_id {app_id:#x})")
+    if conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None:
+        raise StoreError("not an otel-agentdiag store (it holds other tables)")
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -77,14 +92,14 @@ def migrate(conn: sqlite3.Connection) -> list[int]:
     ``conn`` must be in autocommit mode (``isolation_level=None``): each migration runs in its own
     ``BEGIN IMMEDIATE`` transaction, so two processes opening a new store at once do not both apply it.
     """
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if tables and "schema_migrations" not in tables:
-        raise StoreError("not an otel-agentdiag store (it holds other tables)")
-    conn.execute(_CREATE_MIGRATIONS_TABLE)
     done: list[int] = []
     for migration in MIGRATIONS:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            # Checked inside the write transaction: another process may have initialised the file meanwhile.
+            check_ownership(conn)
+            conn.execute(_CREATE_MIGRATIONS_TABLE)
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             current = applied_versions(conn)
             if current and current[-1] > LATEST_VERSION:
                 raise StoreError(

@@ -10,12 +10,13 @@ import os
 import sqlite3
 import stat
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from otel_agentdiag.storage.migrations import StoreError, migrate
+from otel_agentdiag._internal.spans import attribute_items
+from otel_agentdiag.storage.migrations import StoreError, check_ownership, migrate
 
 _logger = logging.getLogger(__name__)
 
@@ -59,7 +60,8 @@ class SpanRow:
     attributes: dict[str, Any]
     events: list[dict[str, Any]]
     links: list[dict[str, Any]]
-    resource: dict[str, Any]
+    resource: Mapping[str, Any]
+    """Resource attributes; spans sharing one mapping object share one ``resources`` row (cached by identity)."""
     scope: dict[str, Any] | None
 
 
@@ -112,9 +114,8 @@ def _create_private_file(path: Path) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
     except FileExistsError:
-        _tighten(path)
-    else:
-        os.close(fd)
+        return
+    os.close(fd)
 
 
 def _tighten(path: Path) -> None:
@@ -134,24 +135,26 @@ class SpanStore:
     All methods are thread-safe. Constructing raises :class:`StoreError` for a file that is not a store.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S):
+    def __init__(
+        self, path: str | os.PathLike[str], *, create: bool = True, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S
+    ):
         self.path = Path(path)
         if create:
             _create_private_file(self.path)
         elif not self.path.is_file():
             raise StoreError(f"no trace store at {self.path}")
-        else:
-            _tighten(self.path)
         self._lock = threading.RLock()
         self._resource_ids: dict[str, int] = {}
+        self._resource_objects: dict[int, tuple[Mapping[str, Any], int]] = {}
         try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
+            self._conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            # Read-only checks first: a file that is not ours is left exactly as it was.
+            check_ownership(self._conn)
+            _tighten(self.path)
             mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode != "wal":
                 _logger.warning("otel-agentdiag: %s could not switch to WAL (journal_mode=%s)", self.path, mode)
@@ -167,14 +170,21 @@ class SpanStore:
             _tighten(Path(f"{self.path}{suffix}"))
 
     # -- writing --------------------------------------------------------------------------------------
-    def _resource_id(self, resource: dict[str, Any]) -> int:
-        text = canonical_json(resource)
+    def _resource_id(self, resource: Mapping[str, Any]) -> int:
+        by_object = self._resource_objects.get(id(resource))
+        if by_object is not None and by_object[0] is resource:
+            return by_object[1]
+        text = canonical_json({k: list(v) if isinstance(v, tuple) else v for k, v in attribute_items(resource)})
         digest = hashlib.sha256(text.encode()).hexdigest()
-        found = self._resource_ids.get(digest)
-        if found is not None:
-            return found
-        self._conn.execute("INSERT OR IGNORE INTO resources (digest, attributes) VALUES (?, ?)", (digest, text))
-        (rid,) = self._conn.execute("SELECT id FROM resources WHERE digest = ?", (digest,)).fetchone()
+        rid = self._resource_ids.get(digest)
+        if rid is None:
+            self._conn.execute("INSERT OR IGNORE INTO resources (digest, attributes) VALUES (?, ?)", (digest, text))
+            (rid,) = self._conn.execute("SELECT id FROM resources WHERE digest = ?", (digest,)).fetchone()
+            self._resource_ids[digest] = rid
+        if len(self._resource_objects) >= 64:
+            self._resource_objects.clear()
+        # Keep a reference to the mapping, so its id cannot be reused by another object while cached.
+        self._resource_objects[id(resource)] = (resource, rid)
         return int(rid)
 
     def write_spans(self, rows: Sequence[SpanRow]) -> int:
@@ -219,7 +229,9 @@ class SpanStore:
                 written = conn.total_changes - before
                 conn.execute("COMMIT")
             except BaseException:
-                self._resource_ids.clear()  # ids inserted in the rolled-back transaction are gone
+                # ids inserted in the rolled-back transaction are gone
+                self._resource_ids.clear()
+                self._resource_objects.clear()
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise

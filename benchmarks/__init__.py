@@ -1,0 +1,1 @@
+"""Overhead benchmarks, reported as ratios against baselines measured in the same run."""

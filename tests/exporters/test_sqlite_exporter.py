@@ -1,0 +1,267 @@
+"""SQLiteSpanExporter with a real opentelemetry-sdk TracerProvider and real SQLite files."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
+from otel_agentdiag.storage import SpanStore
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("AGENTDIAG_STORE", "AGENTDIAG_ENABLED", "AGENTDIAG_HASH_KEY", "OTEL_SERVICE_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def _provider() -> TracerProvider:
+    return TracerProvider(resource=Resource.create({"service.name": "exporter-test"}), shutdown_on_exit=False)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    with SpanStore(tmp_path / "store" / "traces.db") as s:
+        yield s
+
+
+@pytest.fixture
+def pipeline(store: SpanStore):
+    """A TracerProvider exporting each ended span through SQLiteSpanExporter into ``store``."""
+    exporter = SQLiteSpanExporter(store)
+    provider = _provider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()
+
+
+def make_spans(n: int = 3) -> tuple[ReadableSpan, ...]:
+    """``n`` real ended spans (a root and its children), collected by the SDK's in-memory exporter."""
+    memory = InMemorySpanExporter()
+    provider = _provider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("make-spans")
+    with tracer.start_as_current_span("root", attributes={"agentdiag.kind": "run"}):
+        for i in range(n - 1):
+            with tracer.start_as_current_span(f"child-{i}"):
+                pass
+    spans = memory.get_finished_spans()
+    provider.shutdown()
+    assert len(spans) == n
+    return spans
+
+
+def trace_hex(span) -> str:
+    return f"{span.get_span_context().trace_id:032x}"
+
+
+def span_hex(span) -> str:
+    return f"{span.get_span_context().span_id:016x}"
+
+
+def test_real_spans_become_rows(pipeline, store: SpanStore) -> None:
+    provider, exporter = pipeline
+    tracer = provider.get_tracer("agent-tests", "1.2.3")
+    with tracer.start_as_current_span(
+        "invoke_agent planner",
+        kind=SpanKind.SERVER,
+        attributes={"agentdiag.kind": "run", "gen_ai.conversation.id": "conv-1", "tags": ("a", "b")},
+    ) as root:
+        with tracer.start_as_current_span("agent.iteration", attributes={"agentdiag.kind": "iteration"}) as it:
+            with tracer.start_as_current_span(
+                "chat model", kind=SpanKind.CLIENT, attributes={"agentdiag.kind": "llm"}
+            ) as llm:
+                llm.set_status(Status(StatusCode.OK))
+            with tracer.start_as_current_span("execute_tool t", attributes={"agentdiag.kind": "tool"}) as tool:
+                tool.add_event("exception", {"exception.type": "ValueError", "exception.escaped": True})
+                tool.set_status(Status(StatusCode.ERROR))
+        with tracer.start_as_current_span("odd", attributes={"agentdiag.kind": "bogus", "session.id": "sess-2"}) as odd:
+            pass
+        with tracer.start_as_current_span(
+            "linked", links=[Link(it.get_span_context(), {"link.reason": "retry", "ns": (1, 2)})]
+        ) as linked:
+            pass
+        with tracer.start_as_current_span("plain", attributes={"gen_ai.conversation.id": 42}) as plain:
+            pass
+
+    trace_id = trace_hex(root)
+    assert exporter.exported == 7
+    assert exporter.failed == 0
+    rows = {s.span_id: s for s in store.get_trace(trace_id)}
+    assert len(rows) == 7
+    assert all(r.trace_id == trace_id and len(r.trace_id) == 32 for r in rows.values())
+
+    r = rows[span_hex(root)]
+    assert r.parent_span_id is None
+    assert r.name == "invoke_agent planner"
+    assert (r.kind, r.span_kind, r.status, r.session) == ("run", "server", "unset", "conv-1")
+    assert r.attributes == {"agentdiag.kind": "run", "gen_ai.conversation.id": "conv-1", "tags": ["a", "b"]}
+    assert r.scope == {"name": "agent-tests", "version": "1.2.3"}
+    assert r.resource["service.name"] == "exporter-test"
+    assert r.start_ns == root.start_time
+    assert r.end_ns == root.end_time
+    assert r.events == []
+    assert r.links == []
+
+    r = rows[span_hex(it)]
+    assert (r.parent_span_id, r.kind, r.span_kind) == (span_hex(root), "iteration", "internal")
+    r = rows[span_hex(llm)]
+    assert (r.parent_span_id, r.kind, r.span_kind, r.status) == (span_hex(it), "llm", "client", "ok")
+    r = rows[span_hex(tool)]
+    assert (r.parent_span_id, r.kind, r.status) == (span_hex(it), "tool", "error")
+    assert len(r.events) == 1
+    event = r.events[0]
+    assert event["name"] == "exception"
+    assert event["attributes"] == {"exception.type": "ValueError", "exception.escaped": True}
+    assert event["time_ns"] == tool.events[0].timestamp
+    r = rows[span_hex(odd)]
+    assert (r.kind, r.session) == ("other", "sess-2")
+    r = rows[span_hex(linked)]
+    assert r.kind == "other"
+    assert r.links == [
+        {"trace_id": trace_id, "span_id": span_hex(it), "attributes": {"link.reason": "retry", "ns": [1, 2]}}
+    ]
+    r = rows[span_hex(plain)]
+    assert r.session is None  # not a string
+
+    # The JSON columns hold canonical JSON.
+    conn = sqlite3.connect(store.path)
+    try:
+        (events_text,) = conn.execute("SELECT events FROM spans WHERE span_id = ?", (span_hex(tool),)).fetchone()
+    finally:
+        conn.close()
+    assert json.loads(events_text) == rows[span_hex(tool)].events
+    assert " " not in events_text
+
+
+def test_many_spans_share_one_resource_row(pipeline, store: SpanStore) -> None:
+    provider, exporter = pipeline
+    tracer = provider.get_tracer("dedup")
+    for _ in range(5):
+        with tracer.start_as_current_span("root"):
+            for i in range(4):
+                with tracer.start_as_current_span(f"child-{i}"):
+                    pass
+
+    assert exporter.exported == 25
+    assert store.span_count() == 25
+    assert len(store.list_traces()) == 5
+    conn = sqlite3.connect(store.path)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM resources").fetchone() == (1,)
+        assert conn.execute("SELECT COUNT(DISTINCT resource_id) FROM spans").fetchone() == (1,)
+        (text,) = conn.execute("SELECT attributes FROM resources").fetchone()
+    finally:
+        conn.close()
+    assert json.loads(text)["service.name"] == "exporter-test"
+
+
+def test_exporter_from_path_opens_store_lazily(tmp_path: Path) -> None:
+    path = tmp_path / "lazy" / "traces.db"
+    exporter = SQLiteSpanExporter(path)
+    assert not path.exists()
+    assert not path.parent.exists()
+
+    spans = make_spans(3)
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    assert exporter.exported == 3
+    exporter.shutdown()
+
+    with SpanStore(path, create=False) as store:
+        assert store.span_count() == 3
+
+
+def test_export_fails_when_store_folder_cannot_exist(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a regular file, not a folder")
+    exporter = SQLiteSpanExporter(blocker / "traces.db")
+
+    spans = make_spans(3)
+    assert exporter.export(spans) is SpanExportResult.FAILURE
+    assert exporter.export(spans[:2]) is SpanExportResult.FAILURE
+    assert exporter.failed == 5
+    assert exporter.exported == 0
+    assert blocker.read_text() == "a regular file, not a folder"
+    assert any(r.levelno == logging.WARNING and "could not write 3 spans" in r.getMessage() for r in caplog.records)
+
+
+def test_failing_exporter_does_not_raise_into_the_sdk(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    exporter = SQLiteSpanExporter(blocker / "traces.db")
+    provider = _provider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("root"):
+        with tracer.start_as_current_span("child"):
+            pass
+    provider.shutdown()
+    assert exporter.failed == 2
+    assert exporter.exported == 0
+
+
+def test_export_fails_while_database_is_locked(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    spans = make_spans(4)
+    with SpanStore(path, busy_timeout=0.05) as store:
+        exporter = SQLiteSpanExporter(store)
+        locker = sqlite3.connect(path, isolation_level=None)
+        try:
+            locker.execute("BEGIN EXCLUSIVE")
+            assert exporter.export(spans) is SpanExportResult.FAILURE
+            assert exporter.failed == 4
+            assert exporter.exported == 0
+            locker.execute("ROLLBACK")
+        finally:
+            locker.close()
+        assert store.span_count() == 0
+
+        # Once the lock is gone, the same exporter and store work again.
+        assert exporter.export(spans) is SpanExportResult.SUCCESS
+        assert exporter.exported == 4
+        assert exporter.failed == 4
+        assert store.span_count() == 4
+
+
+def test_export_after_shutdown_fails_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    exporter = SQLiteSpanExporter(path)
+    first = make_spans(2)
+    assert exporter.export(first) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+
+    later = make_spans(3)
+    assert exporter.export(later) is SpanExportResult.FAILURE
+    assert exporter.exported == 2
+    assert exporter.failed == 3  # counted, not silently lost
+    with SpanStore(path, create=False) as store:
+        assert store.span_count() == 2
+
+
+def test_shutdown_leaves_a_given_store_open(store: SpanStore) -> None:
+    exporter = SQLiteSpanExporter(store)
+    assert exporter.export(make_spans(2)) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    assert exporter.export(make_spans(2)) is SpanExportResult.FAILURE
+    # The caller owns the store: it is still usable.
+    assert store.span_count() == 2
+    assert store.write_spans([]) == 0
+
+
+def test_same_spans_exported_twice_are_stored_once(store: SpanStore) -> None:
+    exporter = SQLiteSpanExporter(store)
+    spans = make_spans(3)
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    assert store.span_count() == 3
+    assert exporter.exported == 6  # "written (or already present)"

@@ -1,0 +1,44 @@
+"""Keep the README, CI and the code in sync."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from otel_agentdiag import environment_variables
+from otel_agentdiag.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def _first_code_block() -> list[str]:
+    match = re.search(r"```bash\n(.*?)```", README, re.S)
+    assert match, "README must open with a bash block"
+    return [line for line in match.group(1).splitlines() if line and not line.startswith("#")]
+
+
+def test_readme_opens_with_the_two_commands():
+    assert README.index("```bash") < 40, "the commands must be on the first screen"
+    demo, tests = _first_code_block()
+    assert demo.endswith("agentdiag demo") and "pip install" in demo
+    assert "pip install" in tests and tests.endswith("python -m pytest") and "[dev]" in tests
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    _, tests = _first_code_block()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert tests in ci.splitlines()
+
+
+def test_every_environment_variable_is_documented():
+    names = [v for k, v in vars(environment_variables).items() if k.isupper() and k.startswith(("AGENTDIAG_", "OTEL_"))]
+    assert names
+    for name in names:
+        assert f"`{name}`" in README, f"{name} is not in the README"
+
+
+def test_every_cli_command_is_documented():
+    assert cli.commands
+    for name in cli.commands:
+        assert f"`agentdiag {name}" in README, f"agentdiag {name} is not in the README"
