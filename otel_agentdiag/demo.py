@@ -7,6 +7,7 @@ recovers by retrying with corrected arguments, and answers. Everything is traced
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ def convert_currency(amount: float, from_currency: str, to_currency: str) -> dic
     return {"amount": round(value, 2), "currency": to_currency}
 
 
-TOOLS = {"get_weather": get_weather, "convert_currency": convert_currency}
+TOOLS: dict[str, Callable[..., dict[str, Any]]] = {"get_weather": get_weather, "convert_currency": convert_currency}
 
 # Tool names are code: declare them, so the redaction policy lets them through. A name the model invents
 # would be exported as "_OTHER".

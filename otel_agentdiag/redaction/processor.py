@@ -33,6 +33,15 @@ _COUNTER_KEYS = {reason: sc.AGENTDIAG_REDACTION_PREFIX + reason for reason in p.
 _CACHE_LIMIT = 64
 _VERDICT_LIMIT = 8192
 _UNKNOWN: tuple[None, str] = (None, p.UNKNOWN_KEY)
+_INVALID: tuple[None, str] = (None, p.INVALID_VALUE)
+_MISSING: Any = object()
+
+
+def _apply(rule: p.Rule, value: Any, ctx: p.RedactionContext) -> tuple[Any, str | None]:
+    try:
+        return rule.apply(value, ctx)
+    except TypeError:  # e.g. an unhashable value from a hand-built span: not a valid attribute
+        return _INVALID
 
 
 class SpanRedactor:
@@ -41,7 +50,8 @@ class SpanRedactor:
     def __init__(self, policy: p.Policy, hasher: IdHasher, names: NameRegistry | None = None) -> None:
         self.policy = policy
         self._ctx = p.RedactionContext(hasher, names if names is not None else default_registry)
-        self._verdicts: dict[tuple[str, Any], tuple[Any, str | None]] = {}
+        self._rules: dict[str, p.Rule | None] = {}
+        self._verdicts: dict[str, dict[str, tuple[Any, str | None]]] = {}
         self._resources: dict[int, tuple[Resource, Resource]] = {}
         self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
 
@@ -52,19 +62,29 @@ class SpanRedactor:
         out: dict[str, Any] = {}
         if not attributes:
             return out
+        rules = self._rules
         verdicts = self._verdicts
+        ctx = self._ctx
         for key, value in attribute_items(attributes):
-            if only is not None and key not in only:
+            rule = rules.get(key, _MISSING)
+            if rule is _MISSING:
+                rule = self._rule(key)
+            if rule is None or (only is not None and key not in only):
                 verdict: tuple[Any, str | None] = _UNKNOWN
+            elif type(value) is str and rule.cacheable:
+                # Strings repeat from span to span (kind, operation, provider, model, the session's ids): a
+                # verdict is remembered per key and value. Only strings, since 1 == 1.0 == True.
+                by_value = verdicts.get(key)
+                if by_value is None:
+                    by_value = verdicts[key] = {}
+                verdict = by_value.get(value)  # type: ignore[assignment]
+                if verdict is None:
+                    verdict = _apply(rule, value, ctx)
+                    if len(by_value) >= _VERDICT_LIMIT:
+                        by_value.clear()
+                    by_value[value] = verdict
             else:
-                try:
-                    # Most values repeat from span to span (kind, operation, provider, model, ids of the
-                    # session): a verdict is one dict lookup. Unhashable values are not valid attributes.
-                    verdict = verdicts[key, value]
-                except KeyError:
-                    verdict = self._judge(key, value)
-                except TypeError:
-                    verdict = (None, p.INVALID_VALUE)
+                verdict = _apply(rule, value, ctx)
             new_value, reason = verdict
             if reason is not None:
                 counts[reason] = counts.get(reason, 0) + 1
@@ -72,20 +92,13 @@ class SpanRedactor:
                 out[key] = new_value
         return out
 
-    def _judge(self, key: str, value: Any) -> tuple[Any, str | None]:
+    def _rule(self, key: str) -> p.Rule | None:
         rule = self.policy.rule_for(key)
-        if rule is None:
-            verdict = _UNKNOWN
-        else:
-            verdict = rule.apply(value, self._ctx)
-            # Only strings: 1 == 1.0 == True, and a verdict for one must not be reused for the others.
-            if not rule.cacheable or type(value) is not str:
-                return verdict
-        verdicts = self._verdicts
-        if len(verdicts) >= _VERDICT_LIMIT:
-            verdicts.clear()
-        verdicts[key, value] = verdict
-        return verdict
+        rules = self._rules
+        if len(rules) >= _VERDICT_LIMIT:
+            rules.clear()  # keys from a misbehaving instrumentation could be unbounded
+        rules[key] = rule
+        return rule
 
     # -- name -----------------------------------------------------------------------------------------
     def _span_name(self, original: str, attributes: Mapping[str, Any], counts: dict[str, int]) -> str:
@@ -166,8 +179,12 @@ class SpanRedactor:
         counts: dict[str, int] = {}
         attributes = self._attributes(span_attributes(span), counts)
         name = self._span_name(span.name, attributes, counts)
-        events = self._events(span.events, counts) if span.events else []
-        links = self._links(span.links, counts) if span.links else []
+        events = span.events
+        if events:
+            events = self._events(events, counts)
+        links = span.links
+        if links:
+            links = self._links(links, counts)
         status = span.status
         if status.description:
             counts[p.STATUS_DESCRIPTION] = counts.get(p.STATUS_DESCRIPTION, 0) + 1

@@ -278,7 +278,7 @@ class SpanStore:
         if not (4 <= len(needle) <= 32) or any(c not in "0123456789abcdef" for c in needle):
             raise StoreError(f"not a trace id: {text!r} (expected 4 to 32 hex digits)")
         with self._lock:
-            matches = [
+            matches: list[str] = [
                 row[0]
                 for row in self._conn.execute(
                     "SELECT DISTINCT trace_id FROM spans WHERE trace_id >= ? AND trace_id < ? LIMIT 2",
