@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import Link, Status, StatusCode
 
 import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
@@ -328,3 +328,27 @@ def test_sqlite_store_holds_no_raw_id_even_in_freed_pages(tmp_path):
     finally:
         conn.close()
     assert b"S3NT1NEL" not in _raw_bytes(db)
+
+
+def test_tracestate_and_scope_do_not_carry_data():
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState, set_span_in_context
+
+    upstream = SpanContext(
+        trace_id=0x1234,
+        span_id=0x5678,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        trace_state=TraceState([("vendor", "S3NT1NEL-tracestate")]),
+    )
+    with capture_spans(redact=True) as captured:
+        tracer = captured.tracer_provider.get_tracer("scope with spaces", "/home/alice/v1")
+        ctx = set_span_in_context(NonRecordingSpan(upstream))
+        with tracer.start_as_current_span("agent.iteration", context=ctx, links=[Link(upstream, {"k": "v"})]):
+            pass
+    (span,) = captured.spans()
+    assert span.parent.span_id == 0x5678 and span.context.trace_id == 0x1234
+    assert not span.context.trace_state and not span.parent.trace_state
+    assert not span.links[0].context.trace_state
+    assert span.links[0].context.span_id == 0x5678
+    assert span.instrumentation_scope.name == "scope with spaces"
+    assert span.instrumentation_scope.version is None  # an absolute path is not a version

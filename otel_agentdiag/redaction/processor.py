@@ -37,6 +37,13 @@ _INVALID: tuple[None, str] = (None, p.INVALID_VALUE)
 _MISSING: Any = object()
 
 
+def _bare_context(ctx: Any) -> Any:
+    """The span context without its W3C ``tracestate``: vendor entries from upstream are data too."""
+    if ctx is None or not ctx.trace_state:
+        return ctx
+    return trace.SpanContext(ctx.trace_id, ctx.span_id, ctx.is_remote, ctx.trace_flags, trace.TraceState())
+
+
 def _apply(rule: p.Rule, value: Any, ctx: p.RedactionContext) -> tuple[Any, str | None]:
     try:
         return rule.apply(value, ctx)
@@ -136,7 +143,7 @@ class SpanRedactor:
         return out
 
     def _links(self, links: Any, counts: dict[str, int]) -> list[trace.Link]:
-        return [trace.Link(link.context, self._attributes(link.attributes, counts)) for link in links]
+        return [trace.Link(_bare_context(link.context), self._attributes(link.attributes, counts)) for link in links]
 
     # -- resource and scope (shared by many spans: cached) --------------------------------------------
     def _resource(self, resource: Resource) -> Resource:
@@ -167,8 +174,10 @@ class SpanRedactor:
         cached = self._scopes.get(id(scope))
         if cached is not None and cached[0] is scope:
             return cached[1]
-        # Scope name and version are code; scope attributes are not covered by the policy, so they go.
-        clean = InstrumentationScope(scope.name, scope.version, scope.schema_url)
+        # Scope name and version are code, still checked as bounded tokens; scope attributes go.
+        name, reason = p.RESOURCE_STRING.apply(scope.name, self._ctx)
+        version, _ = p.RESOURCE_STRING.apply(scope.version, self._ctx) if scope.version else (None, None)
+        clean = InstrumentationScope(sc.OTHER_VALUE if reason else name, version, scope.schema_url)
         if len(self._scopes) >= _CACHE_LIMIT:
             self._scopes.clear()
         self._scopes[id(scope)] = (scope, clean)
@@ -194,8 +203,8 @@ class SpanRedactor:
                 attributes[_COUNTER_KEYS[reason]] = count
         return ReadableSpan(
             name=name,
-            context=span.context,
-            parent=span.parent,
+            context=_bare_context(span.context),
+            parent=_bare_context(span.parent),
             resource=self._resource(span.resource),
             attributes=attributes,
             events=events,

@@ -66,22 +66,9 @@ class SpanRow:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredSpan:
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    kind: str
-    span_kind: str
-    start_ns: int
-    end_ns: int | None
-    status: str
-    session: str | None
-    attributes: dict[str, Any]
-    events: list[dict[str, Any]]
-    links: list[dict[str, Any]]
-    resource: dict[str, Any]
-    scope: dict[str, Any] | None
+class StoredSpan(SpanRow):
+    """A span read back from the store."""
+
     corrupt: bool = False
     """True when a stored JSON column could not be decoded (the span is shown with what could be read)."""
 

@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as OtlpStatus
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags, TraceState
 from otlp_receiver import OTLPReceiver, ReceivedSpan
 
 import otel_agentdiag as agentdiag
@@ -45,7 +46,11 @@ SENTINEL_PROMPT = f"SENTINEL_PROMPT_{_tag}"
 SENTINEL_EVENT = f"SENTINEL_EVENT_{_tag}"
 SENTINEL_STATUS = f"SENTINEL_STATUS_{_tag}"
 SENTINEL_RESOURCE = f"SENTINEL_RESOURCE_{_tag}"
+SENTINEL_TRACESTATE = f"SENTINEL_TRACESTATE_{_tag}"
+SENTINEL_LINK = f"SENTINEL_LINK_{_tag}"
 SENTINELS = (
+    SENTINEL_TRACESTATE,
+    SENTINEL_LINK,
     SENTINEL_CONV,
     SENTINEL_USER,
     SENTINEL_RESP,
@@ -75,14 +80,36 @@ def receiver() -> Iterator[OTLPReceiver]:
         assert running.errors == []
 
 
+UPSTREAM = SpanContext(
+    trace_id=0xABC,
+    span_id=0xDEF,
+    is_remote=True,
+    trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    trace_state=TraceState([("vendor", SENTINEL_TRACESTATE)]),
+)
+
+
 def run_agent() -> str:
-    """The agent under test: every sentinel goes in through the public API or the raw OpenTelemetry API."""
+    """The agent under test: every sentinel goes in through the public API or the raw OpenTelemetry API.
+
+    The run continues a remote caller's trace whose W3C tracestate carries a vendor value (every span of the
+    trace inherits it), and the iteration links to that caller.
+    """
+    token = otel_context.attach(trace.set_span_in_context(trace.NonRecordingSpan(UPSTREAM)))
+    try:
+        return _agent()
+    finally:
+        otel_context.detach(token)
+
+
+def _agent() -> str:
     with agentdiag.agent_run(AGENT, conversation_id=SENTINEL_CONV, user_id=SENTINEL_USER):
         with agentdiag.iteration(0):
             span = trace.get_current_span()
             span.set_attribute("prompt", SENTINEL_PROMPT)
             span.add_event("debug", {"x": SENTINEL_EVENT})
             span.set_status(Status(StatusCode.ERROR, SENTINEL_STATUS))
+            span.add_link(UPSTREAM, {"why": SENTINEL_LINK})
             with agentdiag.llm_call(provider="openai", model="gpt-4o-mini") as call:
                 call.record_response(
                     response_id=SENTINEL_RESP, input_tokens=10, output_tokens=5, finish_reasons=["stop"]
@@ -155,8 +182,9 @@ def test_redacted_spans_reach_a_real_otlp_receiver(
     named = by_name(spans)
     assert set(named) == EXPECTED_NAMES
     run, it, llm, tool = (named[name] for name in TREE_ORDER)
-    assert len({span.trace_id for span in spans}) == 1
-    assert run.parent_span_id is None
+    assert {span.trace_id for span in spans} == {f"{0xABC:032x}"}
+    assert run.parent_span_id == f"{0xDEF:016x}"  # the remote caller
+    assert all(span.span.trace_state == "" for span in spans)
     assert it.parent_span_id == run.span_id
     assert llm.parent_span_id == it.span_id
     assert tool.parent_span_id == it.span_id
@@ -209,8 +237,12 @@ def test_redacted_spans_reach_a_real_otlp_receiver(
     assert all(key.startswith(("service.", "telemetry.sdk.", "deployment.environment")) for key in resource)
 
     # -- redaction counters where something was removed, none where nothing was --------------------
-    # iteration: "prompt" attribute, "debug" event, status description; conversation id hashed
-    assert counters(it.attributes) == {"unknown_key": 1, "event": 1, "status_description": 1, "hashed": 1}
+    # iteration: "prompt" and the link's "why" attributes, "debug" event, status description; conversation hashed
+    assert counters(it.attributes) == {"unknown_key": 2, "event": 1, "status_description": 1, "hashed": 1}
+    (link,) = it.span.links
+    assert link.span_id == (0xDEF).to_bytes(8, "big")
+    assert link.trace_state == ""
+    assert list(link.attributes) == []
     tool_counts = counters(tool.attributes)
     assert tool_counts["unregistered_name"] == 1
     assert tool_counts["span_name"] == 1
