@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from typing import Any
 
@@ -10,6 +11,7 @@ import click
 from otel_agentdiag.cli import demo as _demo
 from otel_agentdiag.cli import traces as _traces
 from otel_agentdiag.cli._common import EXIT_USAGE
+from otel_agentdiag.storage import StoreError
 from otel_agentdiag.version import __version__
 
 
@@ -34,9 +36,17 @@ class _Group(click.Group):
                 hint = f" (see '{exc.ctx.command_path} --help')"
             click.echo(f"agentdiag: error: {exc.format_message()}{hint}", err=True)
             sys.exit(EXIT_USAGE)
+        except (StoreError, sqlite3.DatabaseError) as exc:
+            # A store that opened but fails on read (a damaged page, say) is still one line, not a traceback.
+            click.echo(f"agentdiag: error: the trace store cannot be read: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
         except click.Abort:
             click.echo("agentdiag: aborted", err=True)
             sys.exit(1)
+        except BrokenPipeError:
+            # `agentdiag traces | head`: the reader left; say nothing more.
+            sys.stderr.close()
+            sys.exit(0)
         sys.exit(result if isinstance(result, int) else 0)
 
 

@@ -533,3 +533,27 @@ def test_installed_console_script(tmp_path: Path) -> None:
     missing = run_proc(tmp_path, "traces", "--store", tmp_path / "missing.db", program=[str(script)])
     assert missing.returncode == 2
     assert_one_error_line(missing.stderr)
+
+
+def test_a_store_damaged_after_opening_is_a_one_line_error(tmp_path: Path) -> None:
+    """Schema and migrations intact, but the pages holding the spans table are overwritten."""
+    path = tmp_path / "damaged.db"
+    assert invoke("demo", "--store", path).exit_code == 0
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = [row[0] for row in conn.execute("SELECT pageno FROM dbstat WHERE name = 'spans'")]
+    conn.close()
+    assert pages
+    data = bytearray(path.read_bytes())
+    for page in pages:
+        start = (page - 1) * page_size
+        data[start : start + page_size] = b"\xa5" * page_size
+    path.write_bytes(bytes(data))
+
+    for args in (("traces",), ("traces", "--format", "json")):
+        result = invoke(*args, "--store", path)
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1
+        assert lines[0].startswith("agentdiag: error: the trace store cannot be read")
