@@ -280,3 +280,29 @@ def test_bad_arguments_do_not_break_the_agent():
     assert value == "still runs"
     names = sorted(s.name for s in captured.spans())
     assert names == ["agent.iteration", "chat"]
+
+
+def test_a_failing_pipeline_never_reaches_the_agent(caplog):
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Broken(SpanProcessor):
+        def on_start(self, span, parent_context=None):
+            raise RuntimeError("processor bug at start")
+
+        def on_end(self, span):
+            raise RuntimeError("processor bug at end")
+
+    error = KeyError("the agent's own error")
+    with capture_spans() as captured:
+        captured.tracer_provider.add_span_processor(Broken())
+        with agentdiag.agent_run("a", conversation_id="c"):
+            with agentdiag.llm_call(provider="p", model="m") as call:
+                call.record_response(input_tokens=1)
+                result = "unchanged"
+        with pytest.raises(KeyError) as raised:
+            with agentdiag.tool_call("t"):
+                raise error
+    assert result == "unchanged"
+    assert raised.value is error
+    assert "failed (RuntimeError)" in caplog.text
+    assert "processor bug" not in caplog.text  # the step and type are logged, never the message

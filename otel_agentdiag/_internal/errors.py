@@ -25,11 +25,16 @@ def handle_internal_errors(what: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
-        token = otel_context.attach(otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True))
-        try:
-            _logger.warning("otel-agentdiag: %s failed (%s); the agent is unaffected", what, type(exc).__name__)
-        finally:
-            otel_context.detach(token)
+        log_internal_error(what, exc)
+
+
+def log_internal_error(what: str, exc: BaseException) -> None:
+    """Log an internal failure by step and exception type (never its message), instrumentation suppressed."""
+    token = otel_context.attach(otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True))
+    try:
+        _logger.warning("otel-agentdiag: %s failed (%s); the agent is unaffected", what, type(exc).__name__)
+    finally:
+        otel_context.detach(token)
 
 
 def internal(what: str) -> Callable[[F], F]:

@@ -34,7 +34,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.context import CONVERSATION_ID_KEY, current_conversation_id
-from otel_agentdiag._internal.errors import handle_internal_errors
+from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
 from otel_agentdiag.version import __version__
 
@@ -117,7 +117,8 @@ class _SpanScope:
         return ctx
 
     def __enter__(self) -> _SpanScope:
-        with handle_internal_errors("starting a span"):
+        # Inline try/except rather than handle_internal_errors(): this is the hot path of every wrapper.
+        try:
             ctx = otel_context.get_current()
             name, attributes = self._name_and_attributes()
             conversation = current_conversation_id(ctx)
@@ -133,6 +134,8 @@ class _SpanScope:
             )
             self._span = span
             self._token = otel_context.attach(self._context_values(trace.set_span_in_context(span, ctx)))
+        except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+            log_internal_error("starting a span", exc)
         return self
 
     def __exit__(
@@ -142,20 +145,23 @@ class _SpanScope:
         tb: TracebackType | None,
     ) -> None:
         try:
-            with handle_internal_errors("ending a span"):
-                span = self._span
-                if exc is not None and span.is_recording():
-                    span.set_attribute(sc.ERROR_TYPE, error_type(exc))
-                    span.record_exception(exc, escaped=True)
-                    # No description: the exception text may hold exactly the data we must not export.
-                    span.set_status(Status(StatusCode.ERROR))
-                span.end()
+            span = self._span
+            if exc is not None and span.is_recording():
+                span.set_attribute(sc.ERROR_TYPE, error_type(exc))
+                span.record_exception(exc, escaped=True)
+                # No description: the exception text may hold exactly the data we must not export.
+                span.set_status(Status(StatusCode.ERROR))
+            span.end()
+        except Exception as internal:  # noqa: BLE001
+            log_internal_error("ending a span", internal)
         finally:
             token = self._token
             if token is not None:
                 self._token = None
-                with handle_internal_errors("restoring the context"):
+                try:
                     otel_context.detach(token)  # type: ignore[arg-type]
+                except Exception as internal:  # noqa: BLE001
+                    log_internal_error("restoring the context", internal)
         # Returning None: the user's exception propagates unchanged.
 
     @property

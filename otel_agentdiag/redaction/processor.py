@@ -21,7 +21,7 @@ from opentelemetry.trace import Status
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.context import current_conversation_id
-from otel_agentdiag._internal.errors import handle_internal_errors
+from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag._internal.spans import attribute_items, span_attributes
 from otel_agentdiag.redaction import policy as p
@@ -253,7 +253,7 @@ class RedactingSpanProcessor(SpanProcessor):
             if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in span_attributes(span):
                 span.set_attribute(sc.GEN_AI_CONVERSATION_ID, conversation)
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
-            _logger.warning("otel-agentdiag: conversation propagation failed (%s)", type(exc).__name__)
+            log_internal_error("propagating the conversation id", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
         if self._shutdown:
