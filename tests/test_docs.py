@@ -42,3 +42,32 @@ def test_every_cli_command_is_documented():
     assert cli.commands
     for name in cli.commands:
         assert f"`agentdiag {name}" in README, f"agentdiag {name} is not in the README"
+
+
+def test_the_example_agent_runs(tmp_path):
+    import subprocess
+    import sys
+
+    from otel_agentdiag.storage import SpanStore
+
+    store = tmp_path / "example.db"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "manual_agent.py"), "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "gato means cat" in done.stdout
+    with SpanStore(store, create=False) as opened:
+        (summary,) = opened.list_traces()
+        names = sorted(s.name for s in opened.get_trace(summary.trace_id))
+    assert names == [
+        "agent.iteration",
+        "agent.iteration",
+        "chat gpt-4o-mini",
+        "chat gpt-4o-mini",
+        "execute_tool lookup_word",
+        "invoke_agent vocab-agent",
+    ]

@@ -52,6 +52,8 @@ def resolve_store_path(store_path: Path | None) -> Path:
 def open_store(store_path: Path | None) -> SpanStore:
     """Open an existing store for reading; a missing or foreign file is a one-line error."""
     path = resolve_store_path(store_path)
+    if not path.exists():
+        raise CliError(f"no trace store at {path} (run 'agentdiag demo', or configure() in your agent, first)")
     try:
         return SpanStore(path, create=False)
     except StoreError as exc:
