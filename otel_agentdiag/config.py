@@ -205,6 +205,8 @@ def configure(
         raise ValueError("tracer_provider must be an opentelemetry-sdk TracerProvider")
 
     owns_provider = tracer_provider is None
+    if tracer_provider is not None and service_name is not None:
+        _logger.warning("otel-agentdiag: service_name is ignored when tracer_provider is given (its resource wins)")
     if tracer_provider is None:
         attributes = {SERVICE_NAME: service_name} if service_name else {}
         tracer_provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
