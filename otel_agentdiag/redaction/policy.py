@@ -190,8 +190,6 @@ class HashedId(Rule):
 
     id_kind: str
 
-    cacheable = False  # the hasher memoises digests itself; unique ids (tool calls) would only churn a cache
-
     def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             return None, INVALID_VALUE

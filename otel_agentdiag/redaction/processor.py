@@ -57,8 +57,7 @@ class SpanRedactor:
     def __init__(self, policy: p.Policy, hasher: IdHasher, names: NameRegistry | None = None) -> None:
         self.policy = policy
         self._ctx = p.RedactionContext(hasher, names if names is not None else default_registry)
-        self._rules: dict[str, p.Rule | None] = {}
-        self._verdicts: dict[str, dict[str, tuple[Any, str | None]]] = {}
+        self._entries: dict[str, tuple[p.Rule | None, dict[str, tuple[Any, str | None]] | None]] = {}
         self._resources: dict[int, tuple[Resource, Resource]] = {}
         self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
 
@@ -69,21 +68,18 @@ class SpanRedactor:
         out: dict[str, Any] = {}
         if not attributes:
             return out
-        rules = self._rules
-        verdicts = self._verdicts
+        entries = self._entries
         ctx = self._ctx
         for key, value in attribute_items(attributes):
-            rule = rules.get(key, _MISSING)
-            if rule is _MISSING:
-                rule = self._rule(key)
+            entry = entries.get(key)
+            if entry is None:
+                entry = self._entry(key)
+            rule, by_value = entry
             if rule is None or (only is not None and key not in only):
                 verdict: tuple[Any, str | None] = _UNKNOWN
-            elif type(value) is str and rule.cacheable:
+            elif by_value is not None and type(value) is str:
                 # Strings repeat from span to span (kind, operation, provider, model, the session's ids): a
                 # verdict is remembered per key and value. Only strings, since 1 == 1.0 == True.
-                by_value = verdicts.get(key)
-                if by_value is None:
-                    by_value = verdicts[key] = {}
                 verdict = by_value.get(value)  # type: ignore[assignment]
                 if verdict is None:
                     verdict = _apply(rule, value, ctx)
@@ -99,13 +95,16 @@ class SpanRedactor:
                 out[key] = new_value
         return out
 
-    def _rule(self, key: str) -> p.Rule | None:
+    def _entry(self, key: str) -> tuple[p.Rule | None, dict[str, tuple[Any, str | None]] | None]:
+        """The rule for ``key`` and, when its verdicts may be remembered, the per-value verdict memo."""
         rule = self.policy.rule_for(key)
-        rules = self._rules
-        if len(rules) >= _VERDICT_LIMIT:
-            rules.clear()  # keys from a misbehaving instrumentation could be unbounded
-        rules[key] = rule
-        return rule
+        memo: dict[str, tuple[Any, str | None]] | None = {} if rule is not None and rule.cacheable else None
+        entry = (rule, memo)
+        entries = self._entries
+        if len(entries) >= _VERDICT_LIMIT:
+            entries.clear()  # keys from a misbehaving instrumentation could be unbounded
+        entries[key] = entry
+        return entry
 
     # -- name -----------------------------------------------------------------------------------------
     def _span_name(self, original: str, attributes: Mapping[str, Any], counts: dict[str, int]) -> str:
@@ -188,12 +187,15 @@ class SpanRedactor:
         counts: dict[str, int] = {}
         attributes = self._attributes(span_attributes(span), counts)
         name = self._span_name(span.name, attributes, counts)
-        events = span.events
-        if events:
-            events = self._events(events, counts)
-        links = span.links
-        if links:
-            links = self._links(links, counts)
+        # The SDK's ``events``/``links`` properties copy into a tuple; most spans have neither.
+        events: Any = getattr(span, "_events", _MISSING)
+        if events is _MISSING:
+            events = span.events
+        events = self._events(events, counts) if events else ()
+        links: Any = getattr(span, "_links", _MISSING)
+        if links is _MISSING:
+            links = span.links
+        links = self._links(links, counts) if links else ()
         status = span.status
         if status.description:
             counts[p.STATUS_DESCRIPTION] = counts.get(p.STATUS_DESCRIPTION, 0) + 1
