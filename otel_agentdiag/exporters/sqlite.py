@@ -24,9 +24,12 @@ _KINDS = frozenset(sc.KINDS)
 
 
 def _plain(attributes: Any) -> dict[str, Any]:
+    """A plain dict of the attributes (the JSON encoder writes tuples as arrays, so values are kept as they are)."""
     if not attributes:
         return {}
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in attribute_items(attributes)}
+    if type(attributes) is dict:
+        return attributes  # a redacted span's own dict: read-only here
+    return dict(attribute_items(attributes))
 
 
 def span_to_row(span: ReadableSpan) -> SpanRow:
@@ -38,27 +41,32 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
     kind = attributes.get(sc.AGENTDIAG_KIND)
     session = attributes.get(sc.GEN_AI_CONVERSATION_ID, attributes.get(sc.SESSION_ID))
     scope = span.instrumentation_scope
+    events, links = span.events, span.links
     return SpanRow(
         trace_id=f"{ctx.trace_id:032x}",
         span_id=f"{ctx.span_id:016x}",
         parent_span_id=None if span.parent is None else f"{span.parent.span_id:016x}",
         name=span.name,
-        kind=kind if kind in _KINDS else sc.KIND_OTHER,
+        kind=kind if isinstance(kind, str) and kind in _KINDS else sc.KIND_OTHER,
         span_kind=span.kind.name.lower(),
         start_ns=span.start_time or 0,
         end_ns=span.end_time,
         status=_STATUS.get(span.status.status_code, "unset"),
         session=session if isinstance(session, str) else None,
         attributes=attributes,
-        events=[{"name": e.name, "time_ns": e.timestamp, "attributes": _plain(e.attributes)} for e in span.events],
+        events=[{"name": e.name, "time_ns": e.timestamp, "attributes": _plain(e.attributes)} for e in events]
+        if events
+        else [],
         links=[
             {
                 "trace_id": f"{link.context.trace_id:032x}",
                 "span_id": f"{link.context.span_id:016x}",
                 "attributes": _plain(link.attributes),
             }
-            for link in span.links
-        ],
+            for link in links
+        ]
+        if links
+        else [],
         # The resource mapping itself: spans of one provider share it, and the store caches by identity.
         resource=span.resource.attributes,
         scope=None if scope is None else {"name": scope.name, "version": scope.version},

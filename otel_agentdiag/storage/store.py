@@ -25,6 +25,19 @@ FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
+def row_json(value: Any) -> str:
+    """Compact JSON for a row's columns (one shared encoder; tuples become arrays; empty lists are cheap)."""
+    if not value:
+        return "[]" if isinstance(value, (list, tuple)) else "{}"
+    try:
+        return _ENCODE(value)
+    except ValueError:
+        return canonical_json(value)
+
+
 def canonical_json(value: Any) -> str:
     """Compact, key-sorted JSON; non-finite floats become strings rather than invalid JSON."""
     try:
@@ -58,6 +71,7 @@ class SpanRow:
     status: str
     session: str | None
     attributes: dict[str, Any]
+    """Values are attribute values: scalars, or tuples/lists of scalars (stored as JSON arrays)."""
     events: list[dict[str, Any]]
     links: list[dict[str, Any]]
     resource: Mapping[str, Any]
@@ -198,11 +212,11 @@ class SpanStore:
                             row.end_ns,
                             row.status,
                             row.session,
-                            canonical_json(row.attributes),
-                            canonical_json(row.events),
-                            canonical_json(row.links),
+                            row_json(row.attributes),
+                            row_json(row.events),
+                            row_json(row.links),
                             rid,
-                            None if row.scope is None else canonical_json(row.scope),
+                            None if row.scope is None else row_json(row.scope),
                         )
                     )
                 before = conn.total_changes
