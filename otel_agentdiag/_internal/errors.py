@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 
 _logger = logging.getLogger("otel_agentdiag")
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @contextmanager
@@ -35,18 +31,3 @@ def log_internal_error(what: str, exc: BaseException) -> None:
         _logger.warning("otel-agentdiag: %s failed (%s); the agent is unaffected", what, type(exc).__name__)
     finally:
         otel_context.detach(token)
-
-
-def internal(what: str) -> Callable[[F], F]:
-    """Decorator form of :func:`handle_internal_errors`; the function returns ``None`` on failure."""
-
-    def decorate(fn: F) -> F:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with handle_internal_errors(what):
-                return fn(*args, **kwargs)
-            return None
-
-        return wrapper  # type: ignore[return-value]
-
-    return decorate

@@ -62,11 +62,6 @@ class NameRegistry:
     def agents(self) -> frozenset[str]:
         return self._agents
 
-    def clear(self) -> None:
-        with self._lock:
-            self._tools = frozenset()
-            self._agents = frozenset()
-
 
 default_registry = NameRegistry()
 """The process-wide registry used by the wrappers and, unless told otherwise, by the redacting processor."""

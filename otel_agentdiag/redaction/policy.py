@@ -311,12 +311,3 @@ def _strict() -> Policy:
 
 STRICT: Final[Policy] = _strict()
 """The strict preset: the default for every destination until per-destination presets land."""
-
-PRESETS: Final[Mapping[str, Policy]] = {"strict": STRICT}
-
-
-def get_preset(name: str) -> Policy:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise ValueError(f"unknown policy preset {name!r}; known: {', '.join(sorted(PRESETS))}") from None
