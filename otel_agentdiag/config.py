@@ -29,13 +29,9 @@ from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.redaction import hashing
 from otel_agentdiag.redaction.policy import STRICT
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
+from otel_agentdiag.storage.store import default_store_path
 
 _logger = logging.getLogger(__name__)
-
-
-def default_store_path() -> Path:
-    """``AGENTDIAG_STORE`` or ``./.agentdiag/traces.db``."""
-    return Path(os.environ.get(env.AGENTDIAG_STORE) or env.DEFAULT_STORE)
 
 
 def is_enabled() -> bool:

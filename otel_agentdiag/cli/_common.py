@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import click
 
-from otel_agentdiag.config import default_store_path
 from otel_agentdiag.storage import SpanStore, StoreError
+from otel_agentdiag.storage.store import default_store_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 

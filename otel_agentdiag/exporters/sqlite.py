@@ -16,6 +16,7 @@ from opentelemetry.trace import StatusCode
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.spans import attribute_items, span_attributes
 from otel_agentdiag.storage import SpanRow, SpanStore, StoreError
+from otel_agentdiag.storage.store import default_store_path
 
 _logger = logging.getLogger(__name__)
 
@@ -85,8 +86,6 @@ class SQLiteSpanExporter(SpanExporter):
         self, store: SpanStore | str | os.PathLike[str] | None = None, *, owns_store: bool | None = None
     ) -> None:
         if store is None:
-            from otel_agentdiag.config import default_store_path
-
             store = default_store_path()
         self._store: SpanStore | None = store if isinstance(store, SpanStore) else None
         self._path = store.path if isinstance(store, SpanStore) else store

@@ -182,7 +182,8 @@ class _AgentRun(_SpanScope):
 
     def _name_and_attributes(self) -> tuple[str, dict[str, Any]]:
         name = self._name
-        if isinstance(name, str) and NAME_PATTERN.fullmatch(name):
+        # A frozenset lookup on the hot path; validation and the registry lock only for a new name.
+        if not default_registry.is_agent(name) and isinstance(name, str) and NAME_PATTERN.fullmatch(name):
             default_registry.register(agents=(name,))
         attributes: dict[str, Any] = {
             sc.AGENTDIAG_KIND: sc.KIND_RUN,

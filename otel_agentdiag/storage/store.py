@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from otel_agentdiag import environment_variables as env
 from otel_agentdiag._internal.spans import attribute_items
 from otel_agentdiag.storage.migrations import StoreError, check_ownership, migrate
 
@@ -36,6 +37,11 @@ def row_json(value: Any) -> str:
         return _ENCODE(value)
     except ValueError:
         return canonical_json(value)
+
+
+def default_store_path() -> Path:
+    """``AGENTDIAG_STORE`` or ``./.agentdiag/traces.db`` (relative to the current directory)."""
+    return Path(os.environ.get(env.AGENTDIAG_STORE) or env.DEFAULT_STORE)
 
 
 def canonical_json(value: Any) -> str:
