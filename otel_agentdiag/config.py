@@ -2,8 +2,10 @@
 
 Pipeline (design.md §2)::
 
-    TracerProvider ─┬─ RedactingSpanProcessor(strict) ─ BatchSpanProcessor ─ SQLiteSpanExporter ─ store
+    TracerProvider ─┬─ RedactingSpanProcessor(local)  ─ BatchSpanProcessor ─ SQLiteSpanExporter ─ store
                     └─ RedactingSpanProcessor(strict) ─ BatchSpanProcessor ─ OTLPSpanExporter ─ collector
+
+Each branch (a *destination*) has its own policy and may have its own hash key.
 
 Precedence: argument > environment variable > default.
 """
@@ -14,20 +16,21 @@ import atexit
 import logging
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.redaction import hashing
-from otel_agentdiag.redaction.policy import STRICT
+from otel_agentdiag.redaction.policy import LOCAL, STRICT, Policy, PolicyError, resolve_policy
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 from otel_agentdiag.storage.store import default_store_path
 
@@ -64,13 +67,17 @@ class AgentDiag:
         tracer_provider: TracerProvider | None = None,
         processors: tuple[RedactingSpanProcessor, ...] = (),
         owns_provider: bool = False,
-        key_id: str | None = None,
+        destinations: tuple[Destination, ...] = (),
     ) -> None:
         self.options = options
         self.tracer_provider = tracer_provider
         self.processors = processors
-        self.key_id = key_id
-        """The id of the hash key in use (it appears in every digest: ``hmac-sha256:<key id>:...``)."""
+        """One redacting processor per destination, in the order of :attr:`destinations`."""
+        self.destinations = destinations
+        self.key_ids = {d.name: d.hasher.key_id for d in destinations}
+        """Destination → id of its hash key (it appears in every digest: ``hmac-sha256:<key id>:...``)."""
+        self.key_id = destinations[0].hasher.key_id if destinations else None
+        """The key id of the first destination (the local store when there is one)."""
         self._owns_provider = owns_provider
         self._lock = threading.Lock()
         self._is_shutdown = not options.enabled
@@ -85,6 +92,15 @@ class AgentDiag:
     def store_path(self) -> Path | None:
         """Absolute path of the SQLite store (``None`` when disabled or when the local branch is off)."""
         return self.options.store_path if self.enabled else None
+
+    def drift_report(self, candidates: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
+        """Per destination, the attribute keys its policy dropped as unknown and how often, value-free.
+
+        Keys are shown as keyed digests unless the policy's summary is ``debug`` or the key is one of
+        ``candidates`` (names you suspect and may want to allow). See ``docs/policy.md``.
+        """
+        candidates = tuple(candidates)
+        return {d.name: p.drift_report(candidates) for d, p in zip(self.destinations, self.processors, strict=True)}
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export everything pending now; True when every branch finished within the timeout."""
@@ -143,21 +159,44 @@ def _resolve(
     )
 
 
-def _hash_key(hash_key: str | bytes | None, store_path: Path | None) -> bytes:
+LOCAL_DESTINATION = "local"
+OTLP_DESTINATION = "otlp"
+
+
+@dataclass(frozen=True)
+class Destination:
+    """One branch of the pipeline as resolved: where spans go, under which policy and which key."""
+
+    name: str
+    """``local`` (the SQLite store) or ``otlp``."""
+    policy: Policy
+    policy_source: str
+    """Where the policy came from: ``default``, ``argument``, or the environment variable that named it."""
+    hasher: hashing.IdHasher
+    key_source: str
+    """Where the key came from (never the key): ``argument``, an environment variable, ``key file <path>``,
+    or ``ephemeral`` (this process only)."""
+
+
+def _hash_key(
+    hash_key: str | bytes | None, store_path: Path | None, *, create_key_file: bool = True
+) -> tuple[bytes, str]:
     if isinstance(hash_key, bytes):
         if len(hash_key) < hashing.MIN_KEY_BYTES:
             raise ValueError(f"hash_key must be at least {hashing.MIN_KEY_BYTES} bytes")
-        return hash_key
+        return hash_key, "argument"
     if isinstance(hash_key, str):
-        return hashing.key_from_text(hash_key)
+        return hashing.key_from_text(hash_key), "argument"
     if hash_key is not None:
         raise ValueError("hash_key must be str or bytes")
     from_env = os.environ.get(env.AGENTDIAG_HASH_KEY)
     if from_env:
-        return hashing.key_from_text(from_env)
-    key_path = (store_path or default_store_path()).parent / hashing.KEY_FILE_NAME
+        return hashing.key_from_text(from_env), env.AGENTDIAG_HASH_KEY
+    key_path = (store_path or default_store_path()).absolute().parent / hashing.KEY_FILE_NAME
+    if not create_key_file and not key_path.exists():
+        return hashing.ephemeral_key(), f"ephemeral (a key file would be created at {key_path})"
     try:
-        return hashing.load_or_create_key_file(key_path)
+        return hashing.load_or_create_key_file(key_path), f"key file {key_path}"
     except (OSError, ValueError) as exc:
         _logger.warning(
             "otel-agentdiag: cannot use the hash key file %s (%s); using a key for this process only, so "
@@ -165,7 +204,94 @@ def _hash_key(hash_key: str | bytes | None, store_path: Path | None) -> bytes:
             key_path,
             exc,
         )
-        return hashing.ephemeral_key()
+        return hashing.ephemeral_key(), "ephemeral"
+
+
+def _otlp_hash_key(otlp_hash_key: str | bytes | None) -> tuple[bytes, str] | None:
+    if isinstance(otlp_hash_key, bytes):
+        if len(otlp_hash_key) < hashing.MIN_KEY_BYTES:
+            raise ValueError(f"otlp_hash_key must be at least {hashing.MIN_KEY_BYTES} bytes")
+        return otlp_hash_key, "argument"
+    if isinstance(otlp_hash_key, str):
+        return hashing.key_from_text(otlp_hash_key), "argument"
+    if otlp_hash_key is not None:
+        raise ValueError("otlp_hash_key must be str or bytes")
+    from_env = os.environ.get(env.AGENTDIAG_OTLP_HASH_KEY)
+    if from_env:
+        return hashing.key_from_text(from_env), env.AGENTDIAG_OTLP_HASH_KEY
+    return None
+
+
+def _policy(
+    destination: str, argument: Policy | str | os.PathLike[str] | None, variable: str, default: Policy
+) -> tuple[Policy, str]:
+    """Argument (errors raise) > environment (errors log and fall back to strict) > default."""
+    if argument is not None:
+        policy, source = resolve_policy(argument), "argument"
+    else:
+        value = os.environ.get(variable)
+        if not value:
+            policy, source = default, "default"
+        else:
+            try:
+                policy, source = resolve_policy(value), variable
+                _check_destination(destination, policy)
+            except PolicyError as exc:
+                _logger.error("otel-agentdiag: %s is unusable (%s); using the strict policy", variable, exc)
+                return STRICT, f"{variable} (unusable; strict used)"
+    _check_destination(destination, policy)
+    return policy, source
+
+
+def _check_destination(destination: str, policy: Policy) -> None:
+    if destination != LOCAL_DESTINATION and policy.summary == "debug":
+        raise PolicyError(f"summary='debug' lists removed key names and is for the local store only, not {destination}")
+
+
+def _hasher(key: bytes, policy: Policy, cache: dict[tuple[bytes, str], hashing.IdHasher]) -> hashing.IdHasher:
+    hasher = cache.get((key, policy.hash_function))
+    if hasher is None:
+        if policy.hash_function != hashing.ALGORITHM:
+            _logger.warning(
+                "otel-agentdiag: policy %r uses unkeyed %s digests: guessable IDs (e-mail addresses, numbers) "
+                "can be recovered by hashing candidates",
+                policy.name,
+                policy.hash_function,
+            )
+        hasher = cache[(key, policy.hash_function)] = hashing.IdHasher(key, algorithm=policy.hash_function)
+    return hasher
+
+
+def resolve_destinations(
+    options: AgentDiagOptions,
+    *,
+    hash_key: str | bytes | None = None,
+    otlp_hash_key: str | bytes | None = None,
+    local_policy: Policy | str | os.PathLike[str] | None = None,
+    otlp_policy: Policy | str | os.PathLike[str] | None = None,
+    create_key_file: bool = True,
+) -> tuple[Destination, ...]:
+    """The destinations ``configure()`` builds for ``options``: policy and key per branch.
+
+    ``create_key_file=False`` (used by ``agentdiag doctor``) never writes a key file: a missing one is
+    replaced by a key for this process only, and the source says so.
+    """
+    wants_otlp = options.otlp_endpoint is not None or options.otlp_from_env
+    if options.store_path is None and not wants_otlp:
+        return ()
+    key, key_source = _hash_key(hash_key, options.store_path, create_key_file=create_key_file)
+    cache: dict[tuple[bytes, str], hashing.IdHasher] = {}
+    destinations = []
+    if options.store_path is not None:
+        policy, source = _policy(LOCAL_DESTINATION, local_policy, env.AGENTDIAG_LOCAL_POLICY, LOCAL)
+        destinations.append(Destination(LOCAL_DESTINATION, policy, source, _hasher(key, policy, cache), key_source))
+    if wants_otlp:
+        policy, source = _policy(OTLP_DESTINATION, otlp_policy, env.AGENTDIAG_OTLP_POLICY, STRICT)
+        otlp_key = _otlp_hash_key(otlp_hash_key) or (key, key_source)
+        destinations.append(
+            Destination(OTLP_DESTINATION, policy, source, _hasher(otlp_key[0], policy, cache), otlp_key[1])
+        )
+    return tuple(destinations)
 
 
 def configure(
@@ -176,6 +302,9 @@ def configure(
     hash_key: str | bytes | None = None,
     tracer_provider: TracerProvider | None = None,
     set_global: bool | None = None,
+    local_policy: Policy | str | os.PathLike[str] | None = None,
+    otlp_policy: Policy | str | os.PathLike[str] | None = None,
+    otlp_hash_key: str | bytes | None = None,
 ) -> AgentDiag:
     """Install the redacting pipeline and return its handle.
 
@@ -191,14 +320,29 @@ def configure(
         is kept; ``service_name`` is then ignored).
     :param set_global: make the provider the global one: ``True`` always, ``False`` never, ``None`` (default)
         only when no global provider has been set yet. The manual wrappers use this provider either way.
+    :param local_policy: redaction policy of the SQLite store: a :class:`~otel_agentdiag.redaction.Policy`,
+        ``"local"`` (default, or ``AGENTDIAG_LOCAL_POLICY``), ``"strict"``, or a TOML policy file.
+    :param otlp_policy: redaction policy of the OTLP export: ``"strict"`` (default, or
+        ``AGENTDIAG_OTLP_POLICY``), ``"local"``, a policy or a file. ``summary="debug"`` is refused here.
+    :param otlp_hash_key: a separate key for the OTLP digests (default: ``AGENTDIAG_OTLP_HASH_KEY``, then
+        the local key), so the export cannot be joined with the local store.
 
-    With ``AGENTDIAG_ENABLED=false`` nothing is installed and no file is created; the handle is inert.
+    A bad argument raises ``ValueError`` (a :class:`~otel_agentdiag.redaction.PolicyError` for policies)
+    before anything is installed. A bad ``AGENTDIAG_*_POLICY`` variable logs an error and selects the strict
+    policy. With ``AGENTDIAG_ENABLED=false`` nothing is installed and no file is created; the handle is inert.
     """
     options = _resolve(service_name, store, otlp_endpoint)
     if not options.enabled:
         return AgentDiag(options)
     if tracer_provider is not None and not hasattr(tracer_provider, "add_span_processor"):
         raise ValueError("tracer_provider must be an opentelemetry-sdk TracerProvider")
+    destinations = resolve_destinations(
+        options,
+        hash_key=hash_key,
+        otlp_hash_key=otlp_hash_key,
+        local_policy=local_policy,
+        otlp_policy=otlp_policy,
+    )
 
     owns_provider = tracer_provider is None
     if tracer_provider is not None and service_name is not None:
@@ -207,32 +351,16 @@ def configure(
         attributes = {SERVICE_NAME: service_name} if service_name else {}
         tracer_provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
 
-    hasher = hashing.IdHasher(_hash_key(hash_key, options.store_path))
     processors: list[RedactingSpanProcessor] = []
-    if options.store_path is not None:
-        from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
-        from otel_agentdiag.storage import SpanStore, StoreError
-
-        try:
-            # Opened now, so a bad store is reported at once; the exporter closes it on shutdown.
-            exporter = SQLiteSpanExporter(SpanStore(options.store_path), owns_store=True)
-        except (StoreError, OSError) as exc:
-            # Never hurt the agent: keep the pipeline; the exporter retries opening on each batch and counts
-            # what it cannot write.
-            _logger.error("otel-agentdiag: cannot open the trace store %s: %s", options.store_path, exc)
-            exporter = SQLiteSpanExporter(options.store_path)
-        processors.append(RedactingSpanProcessor(BatchSpanProcessor(exporter), policy=STRICT, hasher=hasher))
-    if options.otlp_endpoint is not None or options.otlp_from_env:
-        from otel_agentdiag.exporters.otlp import otlp_span_exporter
-
-        try:
-            otlp = otlp_span_exporter(options.otlp_endpoint)
-        except ImportError:
-            if options.otlp_endpoint is not None:
-                raise
-            _logger.warning("otel-agentdiag: OTEL_EXPORTER_OTLP_ENDPOINT is set but the 'otlp' extra is missing")
-        else:
-            processors.append(RedactingSpanProcessor(BatchSpanProcessor(otlp), policy=STRICT, hasher=hasher))
+    installed: list[Destination] = []
+    for destination in destinations:
+        exporter = _exporter(destination.name, options)
+        if exporter is None:
+            continue
+        processors.append(
+            RedactingSpanProcessor(BatchSpanProcessor(exporter), policy=destination.policy, hasher=destination.hasher)
+        )
+        installed.append(destination)
 
     for processor in processors:
         tracer_provider.add_span_processor(processor)
@@ -243,8 +371,33 @@ def configure(
         tracer_provider=tracer_provider,
         processors=tuple(processors),
         owns_provider=owns_provider,
-        key_id=hasher.key_id,
+        destinations=tuple(installed),
     )
+
+
+def _exporter(destination: str, options: AgentDiagOptions) -> SpanExporter | None:
+    if destination == LOCAL_DESTINATION:
+        from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
+        from otel_agentdiag.storage import SpanStore, StoreError
+
+        assert options.store_path is not None
+        try:
+            # Opened now, so a bad store is reported at once; the exporter closes it on shutdown.
+            return SQLiteSpanExporter(SpanStore(options.store_path), owns_store=True)
+        except (StoreError, OSError) as exc:
+            # Never hurt the agent: keep the pipeline; the exporter retries opening on each batch and counts
+            # what it cannot write.
+            _logger.error("otel-agentdiag: cannot open the trace store %s: %s", options.store_path, exc)
+            return SQLiteSpanExporter(options.store_path)
+    from otel_agentdiag.exporters.otlp import otlp_span_exporter
+
+    try:
+        return otlp_span_exporter(options.otlp_endpoint)
+    except ImportError:
+        if options.otlp_endpoint is not None:
+            raise
+        _logger.warning("otel-agentdiag: OTEL_EXPORTER_OTLP_ENDPOINT is set but the 'otlp' extra is missing")
+        return None
 
 
 def _maybe_set_global(provider: TracerProvider, set_global: bool | None) -> None:

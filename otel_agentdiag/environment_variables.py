@@ -30,6 +30,33 @@ response). Its UTF-8 bytes are the key; use at least 16 random bytes. When unset
 ``hash.key`` is created (mode 0600) beside the store and reused.
 """
 
+AGENTDIAG_OTLP_HASH_KEY = "AGENTDIAG_OTLP_HASH_KEY"
+"""
+.. envvar:: AGENTDIAG_OTLP_HASH_KEY
+
+A separate key for the digests in the OTLP export, so that the exported data and the local store cannot be
+joined on their digests (each digest names its key id). When unset, the OTLP export uses the local key.
+Share it across a fleet to make one user's digests join in the collector while each machine keeps its own
+local key.
+"""
+
+AGENTDIAG_LOCAL_POLICY = "AGENTDIAG_LOCAL_POLICY"
+"""
+.. envvar:: AGENTDIAG_LOCAL_POLICY
+
+Redaction policy of the local SQLite store: a preset name (``local``, the default, or ``strict``) or the
+path of a TOML policy file (see ``docs/policy.md``). A file that cannot be used is an error at
+``configure()`` time, never a silent fallback to a weaker policy.
+"""
+
+AGENTDIAG_OTLP_POLICY = "AGENTDIAG_OTLP_POLICY"
+"""
+.. envvar:: AGENTDIAG_OTLP_POLICY
+
+Redaction policy of the OTLP export: a preset name (``strict``, the default, or ``local``) or a TOML
+policy file. ``summary = "debug"`` is refused here: listing removed key names is for local use only.
+"""
+
 OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
 """The standard OpenTelemetry service name, used when ``configure(service_name=...)`` is not given."""
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 # --- GenAI semantic conventions -------------------------------------------------------------------------
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
 GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_SYSTEM = "gen_ai.system"
+"""The provider's name before ``gen_ai.provider.name`` replaced it (still emitted by many instrumentations)."""
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
 GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
@@ -41,7 +43,9 @@ ERROR_TYPE = "error.type"
 SESSION_ID = "session.id"
 USER_ID = "user.id"
 ENDUSER_ID = "enduser.id"
+SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
+HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
 
 # Exception event (OpenTelemetry "Recording Errors").
 EXCEPTION_EVENT_NAME = "exception"
@@ -86,6 +90,12 @@ AGENTDIAG_KIND = "agentdiag.kind"
 AGENTDIAG_ITERATION_INDEX = "agentdiag.iteration.index"
 AGENTDIAG_SEQUENCE = "agentdiag.sequence"
 AGENTDIAG_REDACTION_PREFIX = "agentdiag.redaction."
+AGENTDIAG_REDACTION_KEYS = "agentdiag.redaction.keys"
+"""With ``summary="debug"`` only: the names of the keys removed from the span (local use)."""
+AGENTDIAG_EXCEPTION_FINGERPRINT = "agentdiag.exception.fingerprint"
+"""A keyed digest of an exception message, on the exception event, when the policy asks for it."""
+TOMBSTONE_SPAN_NAME = "agentdiag.redaction_error"
+"""The name of the span that replaces one the redactor could not rebuild."""
 
 KIND_RUN = "run"
 KIND_ITERATION = "iteration"
@@ -104,6 +114,8 @@ ID_KIND_USER = "user"
 ID_KIND_AGENT = "agent"
 ID_KIND_TOOL_CALL = "tool_call"
 ID_KIND_RESPONSE = "response"
+ID_KIND_EXCEPTION_MESSAGE = "exception_message"
+ID_KIND_ATTRIBUTE_KEY = "attribute_key"
 
 CORRELATION_ID_KINDS: dict[str, str] = {
     GEN_AI_CONVERSATION_ID: ID_KIND_CONVERSATION,

@@ -95,17 +95,16 @@ def test_sentinels_never_reach_the_sqlite_file(tmp_path, monkeypatch):
     failed_tool = next(s for s in spans if s.name == "execute_tool _OTHER")
     assert failed_tool.attributes[sc.GEN_AI_TOOL_NAME] == "_OTHER"
     assert failed_tool.attributes[sc.ERROR_TYPE] == "RuntimeError"
-    assert failed_tool.events == [
-        {
-            "name": "exception",
-            "time_ns": failed_tool.events[0]["time_ns"],
-            "attributes": {"exception.type": "RuntimeError"},
-        }
-    ]
+    # The local policy (the store's default) keeps the type and a keyed fingerprint of the message.
+    assert [e["name"] for e in failed_tool.events] == ["exception"]
+    event_attributes = failed_tool.events[0]["attributes"]
+    assert set(event_attributes) == {"exception.type", "agentdiag.exception.fingerprint"}
+    assert event_attributes["exception.type"] == "RuntimeError"
+    assert DIGEST.fullmatch(event_attributes["agentdiag.exception.fingerprint"])
     assert DIGEST.fullmatch(failed_tool.attributes[sc.GEN_AI_TOOL_CALL_ID])
     llm = next(s for s in spans if s.kind == "llm")
     assert sc.GEN_AI_REQUEST_MODEL not in llm.attributes  # credential-like model name dropped
-    assert llm.attributes["agentdiag.redaction.sensitive_value"] == 1
+    assert llm.attributes["agentdiag.redaction.public_safety_violation"] == 1
     assert DIGEST.fullmatch(llm.attributes[sc.GEN_AI_RESPONSE_ID])
     linked = next(s for s in spans if s.name == "execute_tool linked_tool")
     assert linked.status == "error"
@@ -145,10 +144,13 @@ def test_hashing_contract_and_domain_separation():
 
     hasher = IdHasher(TEST_HASH_KEY)
     raw = "Cafe\u0301-42"  # not NFC: the contract normalises first
-    expected = hmac.new(
-        TEST_HASH_KEY, b"user\x00" + unicodedata.normalize("NFC", raw).encode(), hashlib.sha256
-    ).hexdigest()
+    # The documented contract, recomputed from scratch: a derived key per ID kind, then HMAC over NFC(value).
+    kind_key = hmac.new(TEST_HASH_KEY, b"agentdiag/v1/id-kind\x00user", hashlib.sha256).digest()
+    expected = hmac.new(kind_key, unicodedata.normalize("NFC", raw).encode(), hashlib.sha256).hexdigest()
     assert hasher.digest("user", raw) == f"hmac-sha256:{hasher.key_id}:{expected}"
+    assert hasher.key_id == hashlib.sha256(b"agentdiag-key-id\x00" + TEST_HASH_KEY).hexdigest()[:8]
+    # IDs are case-sensitive and not trimmed.
+    assert len({hasher.digest("user", v) for v in ("Alice", "alice", "alice ")}) == 3
     assert hasher.digest("user", "x") != hasher.digest("conversation", "x")
     assert hasher.digest("user", 7) == hasher.digest("user", "7")
 
@@ -203,9 +205,9 @@ def test_registered_names_pass_unregistered_become_placeholder():
     ("key", "value", "kept", "reason"),
     [
         ("gen_ai.request.model", "gpt-4o-mini", True, None),
-        ("gen_ai.request.model", "/home/alice/models/llama.gguf", False, "sensitive_value"),
-        ("gen_ai.request.model", "https://host/model?key=1", False, "sensitive_value"),
-        ("gen_ai.request.model", "x" * 129, False, "invalid_value"),
+        ("gen_ai.request.model", "/home/alice/models/llama.gguf", False, "public_safety_violation"),
+        ("gen_ai.request.model", "https://host/model?key=1", False, "public_safety_violation"),
+        ("gen_ai.request.model", "x" * 129, False, "too_long"),
         ("gen_ai.request.model", 5, False, "invalid_value"),
         ("gen_ai.request.temperature", 0.7, True, None),
         ("gen_ai.request.temperature", math.nan, False, "invalid_value"),
@@ -214,14 +216,22 @@ def test_registered_names_pass_unregistered_become_placeholder():
         ("gen_ai.usage.output_tokens", -1, False, "invalid_value"),
         ("gen_ai.usage.cache_read.input_tokens", 4, True, None),
         ("gen_ai.response.finish_reasons", ("stop", "length"), True, None),
-        ("gen_ai.response.finish_reasons", ("stop", "Bearer abc"), False, "sensitive_value"),
+        ("gen_ai.response.finish_reasons", ("stop", "Bearer abc"), False, "public_safety_violation"),
         ("gen_ai.response.finish_reasons", ("stop", "Stop!"), False, "invalid_value"),
         ("gen_ai.tool.type", "function", True, None),
         ("gen_ai.tool.type", "anything", False, "invalid_value"),
         ("error.type", "ValueError", True, None),
         ("error.type", "ValueError: secret", False, "invalid_value"),
         ("gen_ai.provider.name", "openai", True, None),
-        ("gen_ai.provider.name", "ghp_abcdefghijklmnopqrstuvwxyz", False, "sensitive_value"),
+        ("gen_ai.provider.name", "ghp_abcdefghijklmnopqrstuvwxyz", False, "public_safety_violation"),
+        ("gen_ai.provider.name", "alice@example.com", False, "public_safety_violation"),
+        ("gen_ai.request.model", "AKIAABCDEFGHIJKLMNOP", False, "public_safety_violation"),
+        ("gen_ai.request.model", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig", False, "public_safety_violation"),
+        ("gen_ai.request.model", r"C:\Users\alice\model.bin", False, "public_safety_violation"),
+        ("gen_ai.response.finish_reasons", tuple("abcdefghijklmnopq"), False, "too_long"),
+        ("gen_ai.conversation.id", "x" * 5000, False, "too_long"),
+        ("gen_ai.conversation.id", ["a", "b"], False, "invalid_value"),
+        ("exception.escaped", "yes", False, "invalid_value"),
         ("app.anything", "x", False, "unknown_key"),
     ],
 )
@@ -288,21 +298,77 @@ class _ExplodingRule(p.Rule):
         raise RuntimeError("rule bug")
 
 
-def test_a_failing_redactor_drops_the_span_and_counts_it(caplog):
-    policy = p.Policy(
-        name="broken", allowed_keys={"explode": _ExplodingRule(), sc.AGENTDIAG_KIND: p.Enum(frozenset(sc.KINDS))}
+def _broken_policy(on_error: str) -> p.Policy:
+    return p.Policy(
+        name="broken",
+        allowed_keys={"explode": _ExplodingRule(), sc.AGENTDIAG_KIND: p.Enum(frozenset(sc.KINDS))},
+        on_error=on_error,
     )
-    with capture_spans(redact=True, policy=policy) as captured:
+
+
+def test_a_failing_rule_yields_a_tombstone_never_the_original(caplog):
+    with capture_spans(redact=True, policy=_broken_policy("tombstone")) as captured:
+        tracer = captured.tracer_provider.get_tracer("t")
+        with tracer.start_as_current_span("S3NT1NEL-name", attributes={"explode": "S3NT1NEL", "k": "S3NT1NEL"}) as s1:
+            s1.add_event("S3NT1NEL-event", {"x": "S3NT1NEL"})
+            s1.set_status(Status(StatusCode.ERROR, "S3NT1NEL"))
+        with tracer.start_as_current_span("s2"):
+            pass
+    tombstone, other = captured.spans()
+    assert other.name == "_OTHER"  # s2 went through the policy as usual
+    assert tombstone.name == sc.TOMBSTONE_SPAN_NAME
+    assert tombstone.context.span_id == s1.get_span_context().span_id
+    assert (tombstone.start_time, tombstone.end_time) == (s1.start_time, s1.end_time)
+    assert dict(tombstone.attributes) == {"agentdiag.redaction.redactor_error": 1}
+    assert tombstone.events == () and tombstone.links == ()
+    assert tombstone.status.status_code is StatusCode.ERROR and tombstone.status.description is None
+    assert "S3NT1NEL" not in tombstone.to_json()
+    assert (captured.processor.failed, captured.processor.tombstoned) == (1, 1)
+    assert (captured.processor.redacted, captured.processor.dropped) == (1, 0)
+    assert "S3NT1NEL" not in caplog.text
+
+
+def test_a_failing_rule_with_on_error_drop_forwards_nothing(caplog):
+    with capture_spans(redact=True, policy=_broken_policy("drop")) as captured:
         tracer = captured.tracer_provider.get_tracer("t")
         with tracer.start_as_current_span("s1", attributes={"explode": "S3NT1NEL"}):
             pass
         with tracer.start_as_current_span("s2"):
             pass
-    spans = captured.spans()
-    assert [s.name for s in spans] == ["_OTHER"]  # s2 went through; s1 was dropped, never exported raw
-    assert captured.processor.failed == 1
+    assert [s.name for s in captured.spans()] == ["_OTHER"]  # s2 went through; s1 was dropped, never exported raw
+    assert (captured.processor.failed, captured.processor.dropped, captured.processor.tombstoned) == (1, 1, 0)
     assert captured.processor.redacted == 1
     assert "S3NT1NEL" not in caplog.text
+
+
+def test_a_raising_user_callback_fails_closed():
+    def callback(value):
+        raise ValueError(f"cannot handle {value}")  # the message even carries the value
+
+    policy = p.STRICT.derive("with-callback", allowed_keys={"app.tier": p.Callback(callback, "tier")})
+    with capture_spans(redact=True, policy=policy) as captured:
+        tracer = captured.tracer_provider.get_tracer("t")
+        with tracer.start_as_current_span("agent.iteration", attributes={"app.tier": "S3NT1NEL"}):
+            pass
+    (span,) = captured.spans()
+    assert span.name == sc.TOMBSTONE_SPAN_NAME
+    assert "S3NT1NEL" not in span.to_json()
+
+
+def test_a_user_callback_can_keep_change_or_drop_values():
+    policy = p.STRICT.derive(
+        "with-callback",
+        allowed_keys={"app.tier": p.Callback(lambda v: v if v in ("free", "pro") else None, "tier")},
+    )
+    with capture_spans(redact=True, policy=policy) as captured:
+        tracer = captured.tracer_provider.get_tracer("t")
+        for tier in ("pro", "S3NT1NEL", {"a": 1}.keys()):
+            with tracer.start_as_current_span("agent.iteration", attributes={"app.tier": str(tier)}):
+                pass
+    kept, dropped, other = captured.spans()
+    assert kept.attributes["app.tier"] == "pro"
+    assert "app.tier" not in dropped.attributes and dropped.attributes["agentdiag.redaction.invalid_value"] == 1
+    assert "app.tier" not in other.attributes
 
 
 def test_summary_silent_records_no_counters():
@@ -312,8 +378,8 @@ def test_summary_silent_records_no_counters():
             pass
     (span,) = captured.spans()
     assert not any(k.startswith("agentdiag.redaction.") for k in span.attributes)
-    with pytest.raises(ValueError):
-        p.Policy(name="x", allowed_keys={}, summary="debug")
+    with pytest.raises(ValueError, match="summary"):
+        p.Policy(name="x", allowed_keys={}, summary="verbose")
 
 
 def test_sqlite_store_holds_no_raw_id_even_in_freed_pages(tmp_path):

@@ -1,4 +1,4 @@
-"""The registry of tool and agent names that are code, not data.
+"""The registry of tool, agent and model names that are code, not data.
 
 Names declared through ``@tool``/``@agent``, ``agent_run(name)`` or ``register_names()`` land here; the
 redacting processor replaces any other tool or agent name with a fixed placeholder. A name is registered
@@ -18,15 +18,18 @@ MAX_NAMES = 10_000
 
 
 class NameRegistry:
-    """A thread-safe set of allowed tool and agent names (bounded in size)."""
+    """A thread-safe set of allowed tool, agent and model names per kind (bounded in size)."""
+
+    KINDS = ("tool", "agent", "model")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._tools: frozenset[str] = frozenset()
-        self._agents: frozenset[str] = frozenset()
+        self._names: dict[str, frozenset[str]] = {kind: frozenset() for kind in self.KINDS}
 
     @staticmethod
     def _valid(names: Iterable[str]) -> set[str]:
+        if isinstance(names, str):
+            raise ValueError(f"expected a list of names, not the string {names!r}")
         out = set()
         for name in names:
             if not isinstance(name, str) or NAME_PATTERN.fullmatch(name) is None:
@@ -34,33 +37,40 @@ class NameRegistry:
             out.add(name)
         return out
 
-    def register(self, *, tools: Iterable[str] = (), agents: Iterable[str] = ()) -> None:
-        """Allow these names; raises ``ValueError`` for a name that is not a bounded token."""
-        new_tools, new_agents = self._valid(tools), self._valid(agents)
+    def register(self, *, tools: Iterable[str] = (), agents: Iterable[str] = (), models: Iterable[str] = ()) -> None:
+        """Allow these names; raises ``ValueError`` for a name that is not a bounded token (nothing is
+        registered then)."""
+        new = {"tool": self._valid(tools), "agent": self._valid(agents), "model": self._valid(models)}
         with self._lock:
-            # Copy-on-write: readers on the span path take the current frozenset without locking.
-            if not new_tools <= self._tools:
-                if len(self._tools) + len(new_tools) > MAX_NAMES:
-                    raise ValueError(f"at most {MAX_NAMES} tool names can be registered")
-                self._tools = self._tools | new_tools
-            if not new_agents <= self._agents:
-                if len(self._agents) + len(new_agents) > MAX_NAMES:
-                    raise ValueError(f"at most {MAX_NAMES} agent names can be registered")
-                self._agents = self._agents | new_agents
+            for kind, names in new.items():
+                # Copy-on-write: readers on the span path take the current frozenset without locking.
+                current = self._names[kind]
+                if names <= current:
+                    continue
+                if len(current | names) > MAX_NAMES:
+                    raise ValueError(f"at most {MAX_NAMES} {kind} names can be registered")
+                self._names[kind] = current | names
+
+    def is_registered(self, kind: str, name: object) -> bool:
+        return name in self._names[kind]
 
     def is_tool(self, name: object) -> bool:
-        return name in self._tools
+        return name in self._names["tool"]
 
     def is_agent(self, name: object) -> bool:
-        return name in self._agents
+        return name in self._names["agent"]
 
     @property
     def tools(self) -> frozenset[str]:
-        return self._tools
+        return self._names["tool"]
 
     @property
     def agents(self) -> frozenset[str]:
-        return self._agents
+        return self._names["agent"]
+
+    @property
+    def models(self) -> frozenset[str]:
+        return self._names["model"]
 
 
 default_registry = NameRegistry()

@@ -89,14 +89,15 @@ def _get_tracer() -> trace.Tracer:
     return tracer
 
 
-def register_names(*, tools: Iterable[str] = (), agents: Iterable[str] = ()) -> None:
-    """Declare tool and agent names as code, so the redaction policy lets them through.
+def register_names(*, tools: Iterable[str] = (), agents: Iterable[str] = (), models: Iterable[str] = ()) -> None:
+    """Declare tool, agent (and, for policies with a ``registered_name`` model rule, model) names as code, so
+    the redaction policy lets them through.
 
     A tool name that reaches :func:`tool_call` without being declared (typically one taken from the model's
     output) is exported as the placeholder ``_OTHER``. Raises ``ValueError`` for a name that is not an
     identifier-like token of at most 128 characters.
     """
-    default_registry.register(tools=tools, agents=agents)
+    default_registry.register(tools=tools, agents=agents, models=models)
 
 
 class _SpanScope:

@@ -1,14 +1,22 @@
-"""Keyed pseudonyms for correlation IDs: HMAC-SHA256, tagged with the algorithm and a key id.
+"""Keyed pseudonyms for correlation IDs: HMAC-SHA256 with a derived key per ID kind, tagged with the
+algorithm and a key id.
 
-Contract (documented, stable): the digest of an ID of kind ``k`` (``conversation``, ``user``, ``agent``,
-``tool_call``, ``response``) with raw value ``v`` is::
+Contract (documented, stable from 0.2.0): with a secret ``key``, the digest of an ID of kind ``k``
+(``conversation``, ``user``, ``agent``, ``tool_call``, ``response``, ...) with raw value ``v`` is::
 
-    "hmac-sha256:" + key_id + ":" + hex(HMAC-SHA256(key, k + "\\x00" + NFC(v)))
+    kind_key = HMAC-SHA256(key, "agentdiag/v1/id-kind\x00" + k)
+    digest   = "hmac-sha256:" + key_id + ":" + hex(HMAC-SHA256(kind_key, NFC(v)))
 
-where ``NFC(v)`` is the Unicode NFC normalisation of ``str(v)`` encoded as UTF-8 (IDs stay case-sensitive),
-and ``key_id`` is the first 8 hex digits of SHA-256 over ``"agentdiag-key-id\\x00" + key``, so a key rotation
-is visible in the data without revealing the key. Kinds are domain-separated: the same raw value used as a
-user id and as a conversation id gives unrelated digests.
+- ``NFC(v)``: ``str(v)`` (integers in decimal) in Unicode NFC, encoded as UTF-8. IDs stay case-sensitive
+  and are not trimmed: ``"Alice"`` and ``"alice "`` are different IDs.
+- ``key_id``: the first 8 hex digits of SHA-256 over ``"agentdiag-key-id\x00" + key``. It is public and
+  non-reversible; a key rotation shows in the data as a new key id (old and new digests do not join).
+- Each kind has its own derived key, so the same raw value used as a user id and as a conversation id gives
+  unrelated digests, and a digest of one kind cannot be tested against another kind's.
+
+Plain SHA-256 (``hash_function="sha256"``) is an explicit opt-in: ``"sha256:" + hex(SHA-256(k + "\x00" +
+NFC(v)))``. Without a key, anyone can hash candidate IDs (e-mail addresses, numeric user ids) and find
+matches; use it only when datasets must join without sharing a key.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from pathlib import Path
 _logger = logging.getLogger(__name__)
 
 ALGORITHM = "hmac-sha256"
+PLAIN_ALGORITHM = "sha256"
 KEY_FILE_NAME = "hash.key"
 KEY_BYTES = 32
 MIN_KEY_BYTES = 16
@@ -36,27 +45,57 @@ def key_id_for(key: bytes) -> str:
     return hashlib.sha256(b"agentdiag-key-id\x00" + key).hexdigest()[:8]
 
 
+_KIND_LABEL = b"agentdiag/v1/id-kind\x00"
+
+
+def normalise(value: object) -> bytes:
+    """The bytes an ID is hashed as: ``str(value)`` in Unicode NFC, UTF-8 (lone surrogates kept as is)."""
+    raw = value if isinstance(value, str) else str(value)
+    return unicodedata.normalize("NFC", raw).encode("utf-8", "surrogatepass")
+
+
 class IdHasher:
-    """Turns raw correlation IDs into ``hmac-sha256:<key id>:<hex>`` digests.
+    """Turns raw correlation IDs into ``hmac-sha256:<key id>:<hex>`` digests (see the module docstring).
 
     Digests are memoised (correlation IDs repeat across the spans of a session); the memo is bounded and
-    lives in process memory only.
+    lives in process memory only. ``algorithm="sha256"`` ignores the key (unkeyed; opt-in only).
     """
 
-    __slots__ = ("_key", "_lock", "_memo", "_prefix", "key_id")
+    __slots__ = ("_key", "_kind_keys", "_lock", "_memo", "_prefix", "algorithm", "key_id")
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, *, algorithm: str = ALGORITHM) -> None:
         if not isinstance(key, bytes) or not key:
             raise ValueError("the hash key must be non-empty bytes")
-        self._key = hmac.new(key, digestmod=hashlib.sha256)
-        self.key_id = key_id_for(key)
-        self._prefix = f"{ALGORITHM}:{self.key_id}:"
+        if algorithm not in (ALGORITHM, PLAIN_ALGORITHM):
+            raise ValueError(f"algorithm must be {ALGORITHM!r} or {PLAIN_ALGORITHM!r}, not {algorithm!r}")
+        self.algorithm = algorithm
+        self._key = key
+        if algorithm == ALGORITHM:
+            self.key_id: str | None = key_id_for(key)
+            self._prefix = f"{ALGORITHM}:{self.key_id}:"
+        else:
+            self.key_id = None
+            self._prefix = f"{PLAIN_ALGORITHM}:"
+        self._kind_keys: dict[str, hmac.HMAC] = {}
         self._memo: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def is_digest(self, value: str) -> bool:
-        """Whether ``value`` already is a digest made with this key (so it is not hashed twice)."""
-        return value.startswith(self._prefix) and len(value) == len(self._prefix) + 64
+        """Whether ``value`` already is a digest made by this hasher (so it is not hashed twice)."""
+        prefix = self._prefix
+        if not value.startswith(prefix) or len(value) != len(prefix) + 64:
+            return False
+        tail = value[len(prefix) :]
+        return all(c in "0123456789abcdef" for c in tail)
+
+    def _kind_mac(self, kind: str) -> hmac.HMAC:
+        mac = self._kind_keys.get(kind)
+        if mac is None:
+            kind_key = hmac.new(self._key, _KIND_LABEL + kind.encode(), hashlib.sha256).digest()
+            mac = hmac.new(kind_key, digestmod=hashlib.sha256)
+            with self._lock:
+                self._kind_keys[kind] = mac
+        return mac
 
     def digest(self, kind: str, value: object) -> str:
         raw = value if isinstance(value, str) else str(value)
@@ -64,9 +103,13 @@ class IdHasher:
         found = self._memo.get(memo_key)
         if found is not None:
             return found
-        mac = self._key.copy()
-        mac.update(kind.encode() + b"\x00" + unicodedata.normalize("NFC", raw).encode("utf-8", "surrogatepass"))
-        result = self._prefix + mac.hexdigest()
+        if self.algorithm == ALGORITHM:
+            mac = self._kind_mac(kind).copy()
+            mac.update(normalise(raw))
+            hexdigest = mac.hexdigest()
+        else:
+            hexdigest = hashlib.sha256(kind.encode() + b"\x00" + normalise(raw)).hexdigest()
+        result = self._prefix + hexdigest
         with self._lock:
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()

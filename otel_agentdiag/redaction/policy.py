@@ -1,84 +1,101 @@
 """The redaction policy: a fail-closed allowlist over the whole span.
 
 A :class:`Policy` names every attribute key that may leave the process and the :class:`Rule` its value must
-satisfy. Keys it does not name are dropped; values that break their rule are dropped; correlation IDs are
-replaced by keyed digests; tool and agent names not registered as code become the placeholder ``_OTHER``.
-The same rules apply to event and link attributes; span names are rebuilt from the redacted attributes;
-status descriptions never leave; the resource keeps only allowed prefixes.
+satisfy. Keys it does not name are dropped; values that break their rule are dropped, never coerced;
+correlation IDs are replaced by keyed digests; tool and agent names that code did not register become the
+placeholder ``_OTHER``. The same rules apply to event and link attributes; span names are rebuilt from the
+redacted attributes; status descriptions never leave; resource and scope attributes have rules of their own.
 
-Each outcome other than "kept as is" has a reason code; the processor counts them on the span as
-``agentdiag.redaction.<reason>`` and never records the value or the key.
+Every outcome other than "kept as is" has a reason code; the processor counts them on the span as
+``agentdiag.redaction.<reason>`` and never records the value (nor, outside ``summary="debug"``, the key).
+
+Two presets ship: :data:`STRICT` (the default for OTLP export and support bundles) and :data:`LOCAL` (the
+default for the local SQLite store: a few more diagnostic fields, still no content, still pseudonymised).
+Policies can also be written as TOML files; see :func:`load_policy` and ``docs/policy.md``.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Final
 
 from otel_agentdiag import semconv as sc
 
-# Reason codes (the suffix of the ``agentdiag.redaction.*`` counters).
+# --- reason codes (the suffix of the ``agentdiag.redaction.*`` counters) ----------------------------------
 UNKNOWN_KEY: Final = "unknown_key"
+"""The key is not in the policy."""
 INVALID_VALUE: Final = "invalid_value"
-SENSITIVE_VALUE: Final = "sensitive_value"
+"""The key is allowed but the value breaks its rule: wrong type, out of range, not in the enum, bad shape."""
+TOO_LONG: Final = "too_long"
+"""The value is longer (characters, or items of an array) than its rule allows."""
+PUBLIC_SAFETY_VIOLATION: Final = "public_safety_violation"
+"""The value looks like a credential, an e-mail address, a URL, an absolute path, or matches ``blocked_values``."""
 UNREGISTERED_NAME: Final = "unregistered_name"
+"""A tool/agent/model name that code did not register; replaced by ``_OTHER``."""
+REDACTOR_ERROR: Final = "redactor_error"
+"""A rule or callback raised: the span became a tombstone (or was dropped); the original never left."""
 HASHED: Final = "hashed"
+"""A correlation ID (or, with ``exception_fingerprint``, an exception message) replaced by its keyed digest."""
 EVENT_DROPPED: Final = "event"
+"""An event whose name the policy does not allow."""
 SPAN_NAME: Final = "span_name"
+"""The span name was rebuilt from the redacted attributes or replaced by ``_OTHER``."""
 STATUS_DESCRIPTION: Final = "status_description"
+"""A status description (free text, often the exception message) was removed."""
+
 REASONS: Final = (
     UNKNOWN_KEY,
     INVALID_VALUE,
-    SENSITIVE_VALUE,
+    TOO_LONG,
+    PUBLIC_SAFETY_VIOLATION,
     UNREGISTERED_NAME,
+    REDACTOR_ERROR,
     HASHED,
     EVENT_DROPPED,
     SPAN_NAME,
     STATUS_DESCRIPTION,
 )
 
-_SENSITIVE = re.compile(
+SUMMARY_MODES: Final = ("info", "silent", "debug")
+HASH_FUNCTIONS: Final = ("hmac-sha256", "sha256")
+ON_ERROR_MODES: Final = ("tombstone", "drop")
+
+# --- public-safety checks ---------------------------------------------------------------------------------
+_PUBLIC_SAFETY = re.compile(
     r"""(?ix)
-      \b(?:sk|pk|rk)-[a-z0-9_\-]{12,}        # API keys (OpenAI, Stripe, ...)
-    | \bAKIA[0-9A-Z]{16}\b                    # AWS access key id
+      \b(?:sk|pk|rk)-[a-z0-9_\-]{12,}        # API keys (OpenAI, Anthropic, Stripe, ...)
+    | \b(?:AKIA|ASIA)[0-9A-Z]{16}\b           # AWS access key ids
     | \bgh[pousr]_[A-Za-z0-9]{20,}            # GitHub tokens
+    | \bgithub_pat_[A-Za-z0-9_]{20,}
     | \bxox[abprs]-                           # Slack tokens
     | \bAIza[0-9A-Za-z_\-]{30,}               # Google API keys
     | \beyJ[A-Za-z0-9_\-]{8,}\.               # JWTs
-    | \bbearer\s | \bbasic\s                  # authorization header values
-    | -----BEGIN                              # PEM blocks
-    | [^@\s/]+@[^@\s/]+\.[a-z]{2,}            # e-mail addresses
-    | [a-z][a-z0-9+.\-]*://                   # URLs (may carry hosts, user-info, queries)
-    | (?:^|[\s=:])(?:/|~/|[a-z]:\\)           # absolute paths
-    | /(?:home|users|root|private|var|tmp)/   # paths that name a user or a host's layout
+    | \b(?:bearer|basic|token)\s+\S           # authorization header values
+    | -----BEGIN                              # PEM blocks (private keys, certificates)
+    | [^@\s/:]+@[^@\s/]+\.[a-z]{2,}           # e-mail addresses
+    | [a-z][a-z0-9+.\-]*://                   # URLs: may carry user-info, hosts and query strings
+    | (?:^|[\s=:'"(,])(?:/|~/|[a-z]:[\\/]|\\\\)   # absolute paths (POSIX, home, Windows drive, UNC)
+    | /(?:home|users|root|private|var|tmp|etc)/   # paths that name a user or a host's layout
     """
 )
 
 
 def is_sensitive(text: str) -> bool:
-    """The public-safety check applied to every string a bounded-token rule accepts."""
-    return _SENSITIVE.search(text) is not None
+    """The public-safety check: does ``text`` look like a credential, e-mail address, URL or absolute path?
 
-
-class Rule:
-    """A check for one attribute value. ``apply`` returns ``(value, reason)``.
-
-    ``value`` is what is exported (``None``: drop it); ``reason`` is ``None`` when the value passes unchanged,
-    else the reason code to count. A rule whose verdict depends only on the value is ``cacheable``: the
-    processor remembers recent verdicts per (key, value).
+    Applied to every string a token, array or scalar rule would otherwise keep, so an allowed key cannot carry
+    a secret. It is deliberately broader than necessary (any URL, not only those with user-info or a query).
     """
-
-    __slots__ = ()
-
-    cacheable: bool = True
-
-    def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
-        raise NotImplementedError
+    return _PUBLIC_SAFETY.search(text) is not None
 
 
+# --- rules ------------------------------------------------------------------------------------------------
 class RedactionContext:
     """What rules may consult besides the value: the key hasher and the name registry."""
 
@@ -89,22 +106,63 @@ class RedactionContext:
         self.names = names
 
 
+Verdict = tuple[Any, "str | None"]
+"""``(value, reason)``: ``value`` is what is exported (``None``: drop it); ``reason`` is ``None`` when the value
+passes unchanged, else the reason code to count."""
+
+
+class Rule:
+    """A check for one attribute value.
+
+    A rule whose verdict depends only on the value is ``cacheable``: the processor remembers recent verdicts
+    per (key, value). A rule must not raise for any attribute value OpenTelemetry accepts; if it does, the
+    processor treats the span as unredactable (fail closed).
+    """
+
+    __slots__ = ()
+
+    cacheable: bool = True
+
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """A one-line, human description (for ``agentdiag doctor`` and the README)."""
+        raise NotImplementedError
+
+    def to_spec(self) -> dict[str, Any]:
+        """The rule as a policy-file table (the inverse of :func:`rule_from_spec`)."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True, slots=True)
 class Enum(Rule):
     """The value is one of ``values`` (strings or booleans)."""
 
     values: frozenset[Any]
 
-    def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
         if isinstance(value, (str, bool)) and value in self.values:
             return value, None
         return None, INVALID_VALUE
 
+    def describe(self) -> str:
+        return "one of " + ", ".join(f"`{v}`" for v in sorted(self.values, key=str))
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": "enum", "values": sorted(self.values, key=str)}
+
 
 @dataclass(frozen=True, slots=True)
 class Boolean(Rule):
-    def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
         return (value, None) if isinstance(value, bool) else (None, INVALID_VALUE)
+
+    def describe(self) -> str:
+        return "boolean"
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": "bool"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +172,16 @@ class IntRange(Rule):
     minimum: int
     maximum: int
 
-    def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
         if type(value) is int and self.minimum <= value <= self.maximum:
             return value, None
         return None, INVALID_VALUE
+
+    def describe(self) -> str:
+        return f"integer {self.minimum}..{self.maximum}"
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": "int", "min": self.minimum, "max": self.maximum}
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +191,16 @@ class FloatRange(Rule):
     minimum: float
     maximum: float
 
-    def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
         if type(value) in (int, float) and math.isfinite(value) and self.minimum <= value <= self.maximum:
             return value, None
         return None, INVALID_VALUE
+
+    def describe(self) -> str:
+        return f"finite number {self.minimum:g}..{self.maximum:g}"
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": "float", "min": self.minimum, "max": self.maximum}
 
 
 _MEMO_LIMIT: Final = 4096
@@ -138,22 +208,24 @@ _MEMO_LIMIT: Final = 4096
 
 @dataclass(frozen=True, slots=True)
 class Token(Rule):
-    """A bounded string token: at most ``max_length`` characters, matching ``pattern`` in full, and passing
-    the public-safety check (no credential, e-mail address, URL or absolute path)."""
+    """A bounded string: at most ``max_length`` characters, matching ``pattern`` in full, and passing the
+    public-safety check (no credential, e-mail address, URL or absolute path)."""
 
     pattern: re.Pattern[str]
     max_length: int
-    _memo: dict[str, tuple[Any, str | None]] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    _memo: dict[str, Verdict] = field(default_factory=dict, compare=False, hash=False, repr=False)
     """Verdicts for recently seen values: model, provider and error names repeat on almost every span."""
 
-    def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
-        if not isinstance(value, str) or len(value) > self.max_length:
-            return None, INVALID_VALUE  # length first: never scan an unbounded string
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
+        if not isinstance(value, str):
+            return None, INVALID_VALUE
+        if len(value) > self.max_length:
+            return None, TOO_LONG  # length first: never scan an unbounded string
         memo = self._memo
         verdict = memo.get(value)
         if verdict is None:
             if is_sensitive(value):
-                verdict = (None, SENSITIVE_VALUE)
+                verdict = (None, PUBLIC_SAFETY_VIOLATION)
             elif self.pattern.fullmatch(value) is None:
                 verdict = (None, INVALID_VALUE)
             else:
@@ -163,6 +235,12 @@ class Token(Rule):
             memo[value] = verdict
         return verdict
 
+    def describe(self) -> str:
+        return f"string ≤ {self.max_length} chars matching `{self.pattern.pattern}`"
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": "token", "pattern": self.pattern.pattern, "max_length": self.max_length}
+
 
 @dataclass(frozen=True, slots=True)
 class StringArray(Rule):
@@ -171,15 +249,61 @@ class StringArray(Rule):
     item: Token
     max_items: int
 
-    def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
-        if not isinstance(value, (tuple, list)) or len(value) > self.max_items:
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
+        if not isinstance(value, (tuple, list)):
             return None, INVALID_VALUE
+        if len(value) > self.max_items:
+            return None, TOO_LONG
+        item = self.item
         for element in value:
-            _, reason = self.item.apply(element, ctx)
+            _, reason = item.apply(element, ctx)
             if reason is not None:
                 return None, reason
         return value, None
 
+    def describe(self) -> str:
+        return f"≤ {self.max_items} strings, each ≤ {self.item.max_length} chars matching `{self.item.pattern.pattern}`"
+
+    def to_spec(self) -> dict[str, Any]:
+        return {
+            "type": "string_array",
+            "pattern": self.item.pattern.pattern,
+            "max_length": self.item.max_length,
+            "max_items": self.max_items,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Scalar(Rule):
+    """Any bounded scalar: a bool, an integer, a finite float, or a string of at most ``max_length`` printable
+    characters that passes the public-safety check. Meant for resource attributes such as ``service.*``."""
+
+    max_length: int = 256
+
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
+        kind = type(value)
+        if kind is bool or kind is int:
+            return value, None
+        if kind is float:
+            return (value, None) if math.isfinite(value) else (None, INVALID_VALUE)
+        if kind is not str:
+            return None, INVALID_VALUE
+        if len(value) > self.max_length:
+            return None, TOO_LONG
+        if _CONTROL.search(value) is not None:
+            return None, INVALID_VALUE
+        if is_sensitive(value):
+            return None, PUBLIC_SAFETY_VIOLATION
+        return value, None
+
+    def describe(self) -> str:
+        return f"bool, integer, finite number, or printable string ≤ {self.max_length} chars"
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": "scalar", "max_length": self.max_length}
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 MAX_ID_LENGTH: Final = 4096
 
@@ -190,34 +314,231 @@ class HashedId(Rule):
 
     id_kind: str
 
-    def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             return None, INVALID_VALUE
         if isinstance(value, str):
-            if not value or len(value) > MAX_ID_LENGTH:
+            if not value:
                 return None, INVALID_VALUE
+            if len(value) > MAX_ID_LENGTH:
+                return None, TOO_LONG
             if ctx.hasher.is_digest(value):
-                return value, None
+                return value, None  # already a digest made with this key: redaction is idempotent
         return ctx.hasher.digest(self.id_kind, value), HASHED
+
+    def describe(self) -> str:
+        return f"keyed digest of a `{self.id_kind}` id"
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": "hashed_id", "id_kind": self.id_kind}
+
+
+NAME_KINDS: Final = ("tool", "agent", "model")
 
 
 @dataclass(frozen=True, slots=True)
 class RegisteredName(Rule):
-    """A tool or agent name (``name_kind`` ``"tool"``/``"agent"``) that code declared; anything else becomes
-    the placeholder ``_OTHER``."""
+    """A tool, agent or model name (``name_kind``) that code declared; anything else becomes ``_OTHER``."""
 
     name_kind: str
 
     cacheable = False  # names may be registered at any time
 
-    def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
-        names = ctx.names
-        known = names.is_tool(value) if self.name_kind == "tool" else names.is_agent(value)
-        if known:
+    def __post_init__(self) -> None:
+        if self.name_kind not in NAME_KINDS:
+            raise ValueError(f"name_kind must be one of {', '.join(NAME_KINDS)}, not {self.name_kind!r}")
+
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
+        if not isinstance(value, str):
+            return None, INVALID_VALUE
+        if ctx.names.is_registered(self.name_kind, value):
             return value, None
         return sc.OTHER_VALUE, UNREGISTERED_NAME
 
+    def describe(self) -> str:
+        return f"registered {self.name_kind} name, else `_OTHER`"
 
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": "registered_name", "name_kind": self.name_kind}
+
+
+@dataclass(frozen=True, slots=True)
+class Callback(Rule):
+    """A user function deciding one value: it returns the value to export (possibly changed) or ``None`` to
+    drop it. If it raises, the span is not exported as it was (see ``Policy.on_error``). Python-only: policy
+    files cannot name code."""
+
+    function: Callable[[Any], Any]
+    label: str = "callback"
+
+    cacheable = False
+
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
+        result = self.function(value)
+        if result is None or not _is_attribute_value(result):
+            return None, INVALID_VALUE
+        return result, (None if result is value or result == value else INVALID_VALUE)
+
+    def describe(self) -> str:
+        return f"user callback `{self.label}`"
+
+    def to_spec(self) -> dict[str, Any]:
+        raise PolicyError(f"a callback rule ({self.label}) cannot be written to a policy file")
+
+
+def _is_attribute_value(value: Any) -> bool:
+    """A value OpenTelemetry exports: a scalar or a homogeneous sequence of scalars."""
+    if isinstance(value, (str, bool, int, float)):
+        return True
+    if isinstance(value, (tuple, list)):
+        kinds = {type(v) for v in value}
+        return len(kinds) <= 1 and kinds <= {str, bool, int, float}
+    return False
+
+
+# --- the policy -------------------------------------------------------------------------------------------
+class PolicyError(ValueError):
+    """A policy (or a policy file) that cannot be used; the message says where and why."""
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """``*`` matches any run of characters; everything else is literal."""
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
+
+
+_Table = tuple[dict[str, Rule], tuple[tuple[str, "re.Pattern[str]", Rule], ...]]
+"""A key → rule table split into exact keys and ``*`` patterns."""
+
+
+def _split(keys: Mapping[str, Rule], what: str) -> _Table:
+    exact: dict[str, Rule] = {}
+    patterns: list[tuple[str, re.Pattern[str], Rule]] = []
+    for key, rule in keys.items():
+        if not isinstance(key, str) or not key:
+            raise PolicyError(f"{what}: keys must be non-empty strings, not {key!r}")
+        if not isinstance(rule, Rule):
+            raise PolicyError(f"{what}[{key!r}]: expected a Rule, not {type(rule).__name__}")
+        if "*" in key:
+            patterns.append((key, _glob(key), rule))
+        else:
+            exact[key] = rule
+    # Longest pattern first: the most specific wins when several match.
+    patterns.sort(key=lambda item: len(item[0]), reverse=True)
+    return exact, tuple(patterns)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A fail-closed allowlist over the whole span.
+
+    Option names follow the OpenTelemetry Collector's ``redaction`` processor where the concept is the same
+    (``allowed_keys``, ``blocked_values``, ``hash_function``, ``summary``). Keys containing ``*`` are patterns
+    (``gen_ai.usage.*``); an exact key wins over a pattern, a longer pattern over a shorter one.
+    """
+
+    name: str
+    allowed_keys: Mapping[str, Rule]
+    """Attribute key (or ``*`` pattern) → rule. Applies to span, event and link attributes."""
+    allowed_span_names: frozenset[str] = frozenset()
+    """Literal span names kept when a span's name cannot be rebuilt from its redacted attributes."""
+    allowed_events: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Event name → the attribute keys it may keep (each still checked by ``allowed_keys``)."""
+    resource_keys: Mapping[str, Rule] = field(default_factory=dict)
+    """Resource attribute key (or pattern) → rule."""
+    scope_keys: Mapping[str, Rule] = field(default_factory=dict)
+    """Instrumentation-scope attribute key (or pattern) → rule. Scope names and versions are always checked."""
+    blocked_values: tuple[str, ...] = ()
+    """Extra regular expressions: a kept string value in which one is found is dropped as a public-safety
+    violation (the built-in checks always apply)."""
+    hash_function: str = "hmac-sha256"
+    """``hmac-sha256`` (keyed; the default) or ``sha256`` (unkeyed: digests of guessable IDs can be reversed
+    by trying candidates; only for data that must be joinable without sharing a key)."""
+    summary: str = "info"
+    """``info``: count what was removed on the span (``agentdiag.redaction.<reason>``); ``silent``: record
+    nothing; ``debug``: also list the removed keys (``agentdiag.redaction.keys``) — for the local store only."""
+    exception_fingerprint: bool = False
+    """Keep a keyed digest of each exception message (``agentdiag.exception.fingerprint``) so identical
+    failures can be grouped without exporting the message."""
+    on_error: str = "tombstone"
+    """When a rule or callback raises: ``tombstone`` forwards a span with only ids, timing, kind, status code
+    and ``agentdiag.redaction.redactor_error``; ``drop`` forwards nothing. Either way it is counted."""
+
+    _exact: dict[str, Rule] = field(init=False, repr=False, compare=False)
+    _patterns: tuple[tuple[str, re.Pattern[str], Rule], ...] = field(init=False, repr=False, compare=False)
+    _resource: _Table = field(init=False, repr=False, compare=False)
+    _scope: _Table = field(init=False, repr=False, compare=False)
+    _blocked: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.summary not in SUMMARY_MODES:
+            raise PolicyError(f"summary must be one of {', '.join(SUMMARY_MODES)}, not {self.summary!r}")
+        if self.hash_function not in HASH_FUNCTIONS:
+            raise PolicyError(f"hash_function must be one of {', '.join(HASH_FUNCTIONS)}, not {self.hash_function!r}")
+        if self.on_error not in ON_ERROR_MODES:
+            raise PolicyError(f"on_error must be one of {', '.join(ON_ERROR_MODES)}, not {self.on_error!r}")
+        exact, patterns = _split(self.allowed_keys, "allowed_keys")
+        object.__setattr__(self, "_exact", exact)
+        object.__setattr__(self, "_patterns", patterns)
+        object.__setattr__(self, "_resource", _split(self.resource_keys, "resource_keys"))
+        object.__setattr__(self, "_scope", _split(self.scope_keys, "scope_keys"))
+        object.__setattr__(self, "allowed_span_names", frozenset(self.allowed_span_names))
+        object.__setattr__(self, "allowed_events", {k: frozenset(v) for k, v in self.allowed_events.items()})
+        blocked = tuple(self.blocked_values)
+        for expression in blocked:
+            try:
+                re.compile(expression)
+            except re.error as exc:
+                raise PolicyError(f"blocked_values: {expression!r} is not a regular expression: {exc}") from None
+        object.__setattr__(self, "blocked_values", blocked)
+        object.__setattr__(self, "_blocked", re.compile("|".join(f"(?:{e})" for e in blocked)) if blocked else None)
+
+    @staticmethod
+    def _lookup(table: _Table, key: str) -> Rule | None:
+        exact, patterns = table
+        rule = exact.get(key)
+        if rule is None:
+            for _, compiled, pattern_rule in patterns:
+                if compiled.fullmatch(key):
+                    return pattern_rule
+        return rule
+
+    def rule_for(self, key: str) -> Rule | None:
+        """The rule for a span, event or link attribute ``key`` (``None``: not allowed)."""
+        return self._lookup((self._exact, self._patterns), key)
+
+    def resource_rule_for(self, key: str) -> Rule | None:
+        return self._lookup(self._resource, key)
+
+    def scope_rule_for(self, key: str) -> Rule | None:
+        return self._lookup(self._scope, key)
+
+    def is_blocked(self, value: Any) -> bool:
+        """Whether a kept value (a string or a sequence of strings) matches one of ``blocked_values``."""
+        blocked = self._blocked
+        if blocked is None:
+            return False
+        if isinstance(value, str):
+            return blocked.search(value) is not None
+        if isinstance(value, (tuple, list)):
+            return any(isinstance(v, str) and blocked.search(v) is not None for v in value)
+        return False
+
+    def derive(self, name: str, **changes: Any) -> Policy:
+        """A copy with ``changes``; ``allowed_keys``/``resource_keys``/``scope_keys`` given here are *merged*
+        into this policy's (a value of ``None`` removes a key)."""
+        for table in ("allowed_keys", "resource_keys", "scope_keys"):
+            if table in changes:
+                merged = dict(getattr(self, table))
+                for key, rule in changes[table].items():
+                    if rule is None:
+                        merged.pop(key, None)
+                    else:
+                        merged[key] = rule
+                changes[table] = merged
+        return replace(self, name=name, **changes)
+
+
+# --- building blocks of the presets -----------------------------------------------------------------------
 def token(pattern: str, max_length: int) -> Token:
     return Token(re.compile(pattern), max_length)
 
@@ -227,55 +548,46 @@ PROVIDER_NAME = token(r"[a-z0-9][a-z0-9_.\-]*", 64)
 OPERATION_NAME = token(r"[a-z][a-z0-9_]*", 64)
 ERROR_TYPE = token(r"[A-Za-z_<][A-Za-z0-9_.<>]*", 256)
 FINISH_REASON = token(r"[a-z][a-z0-9_]*", 32)
-RESOURCE_STRING = token(r"[^\x00-\x1f\x7f]*", 256)
+IDENTIFIER = token(r"[A-Za-z_][A-Za-z0-9_.\-]*", 128)
+HOST_NAME = token(r"[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\]", 253)
 
 _INT64 = 2**63 - 1
+_TOKENS = IntRange(0, 10**12)
 
+OPENINFERENCE_SPAN_KINDS = frozenset(
+    {"LLM", "CHAIN", "TOOL", "AGENT", "RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL", "EVALUATOR", "PROMPT"}
+    | {"UNKNOWN"}
+)
 
-@dataclass(frozen=True)
-class Policy:
-    """A fail-closed allowlist over the whole span.
-
-    Option names follow the OpenTelemetry Collector's ``redaction`` processor where the concept is the same
-    (``allowed_keys``, ``summary``).
-    """
-
-    name: str
-    allowed_keys: Mapping[str, Rule]
-    """Attribute key → rule. Applies to span, event and link attributes."""
-    allowed_key_prefixes: tuple[tuple[str, Rule], ...] = ()
-    """``(prefix, rule)``: any key starting with ``prefix`` (e.g. ``gen_ai.usage.``) is checked by ``rule``."""
-    allowed_span_names: frozenset[str] = frozenset()
-    """Literal span names kept when a span's name cannot be rebuilt from its redacted attributes."""
-    allowed_events: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    """Event name → the attribute keys it may keep (each still checked by ``allowed_keys``)."""
-    allowed_resource_prefixes: tuple[str, ...] = ()
-    """Resource attribute keys kept (values must be bounded, non-sensitive scalars)."""
-    summary: str = "info"
-    """``info``: count what was removed on the span (``agentdiag.redaction.*``); ``silent``: record nothing.
-    There is no ``debug``: listing removed keys would itself leak."""
-
-    def __post_init__(self) -> None:
-        if self.summary not in ("info", "silent"):
-            raise ValueError(f"summary must be 'info' or 'silent', not {self.summary!r}")
-
-    def rule_for(self, key: str) -> Rule | None:
-        rule = self.allowed_keys.get(key)
-        if rule is None:
-            for prefix, prefix_rule in self.allowed_key_prefixes:
-                if key.startswith(prefix):
-                    return prefix_rule
-        return rule
+# Fixed span names of the common OpenAI instrumentations (OpenInference, OpenLLMetry): code, not data.
+PEER_SPAN_NAMES = frozenset(
+    {
+        "ChatCompletion",
+        "Completion",
+        "CreateEmbeddings",
+        "Embedding",
+        "Response",
+        "openai.chat",
+        "openai.completion",
+        "openai.embeddings",
+        "openai.response",
+    }
+)
 
 
 def _strict() -> Policy:
     hashed = {key: HashedId(kind) for key, kind in sc.CORRELATION_ID_KINDS.items()}
     keys: dict[str, Rule] = {
+        # otel-agentdiag's own keys
         sc.AGENTDIAG_KIND: Enum(frozenset(sc.KINDS)),
         sc.AGENTDIAG_ITERATION_INDEX: IntRange(0, 10**9),
         sc.AGENTDIAG_SEQUENCE: IntRange(0, _INT64),
+        sc.AGENTDIAG_REDACTION_PREFIX + "*": IntRange(0, 10**9),  # counts from an earlier redaction
+        sc.AGENTDIAG_EXCEPTION_FINGERPRINT: HashedId(sc.ID_KIND_EXCEPTION_MESSAGE),
+        # GenAI semantic conventions
         sc.GEN_AI_OPERATION_NAME: OPERATION_NAME,
         sc.GEN_AI_PROVIDER_NAME: PROVIDER_NAME,
+        sc.GEN_AI_SYSTEM: PROVIDER_NAME,
         sc.GEN_AI_REQUEST_MODEL: MODEL_NAME,
         sc.GEN_AI_RESPONSE_MODEL: MODEL_NAME,
         sc.GEN_AI_REQUEST_MAX_TOKENS: IntRange(0, 10**9),
@@ -290,24 +602,304 @@ def _strict() -> Policy:
         sc.GEN_AI_OUTPUT_TYPE: OPERATION_NAME,
         sc.GEN_AI_RESPONSE_FINISH_REASONS: StringArray(FINISH_REASON, 16),
         sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: FloatRange(0.0, 86_400.0),
+        sc.GEN_AI_USAGE_PREFIX + "*": _TOKENS,
         sc.GEN_AI_AGENT_NAME: RegisteredName("agent"),
         sc.GEN_AI_TOOL_NAME: RegisteredName("tool"),
         sc.GEN_AI_TOOL_TYPE: Enum(frozenset({"function", "extension", "datastore"})),
         sc.ERROR_TYPE: ERROR_TYPE,
         sc.SERVER_PORT: IntRange(0, 65535),
+        sc.HTTP_RESPONSE_STATUS_CODE: IntRange(100, 599),
         sc.EXCEPTION_TYPE: ERROR_TYPE,
+        sc.EXCEPTION_ESCAPED: Boolean(),
+        # OpenInference's names for the same facts
+        "openinference.span.kind": Enum(OPENINFERENCE_SPAN_KINDS),
+        "llm.model_name": MODEL_NAME,
+        "llm.provider": PROVIDER_NAME,
+        "llm.system": PROVIDER_NAME,
+        "llm.token_count.*": _TOKENS,
+        "tool.name": RegisteredName("tool"),
+        # OpenLLMetry's
+        "llm.request.type": Enum(frozenset({"chat", "completion", "embedding", "rerank", "unknown"})),
+        "llm.usage.total_tokens": _TOKENS,
+        "llm.is_streaming": Boolean(),
         **hashed,
     }
+    resource = Scalar(256)
     return Policy(
         name="strict",
         allowed_keys=keys,
-        allowed_key_prefixes=((sc.GEN_AI_USAGE_PREFIX, IntRange(0, 10**12)),),
-        allowed_span_names=frozenset({sc.ITERATION_SPAN_NAME}),
-        # Exception events keep the exception's type only: message and stack trace are data.
-        allowed_events={sc.EXCEPTION_EVENT_NAME: frozenset({sc.EXCEPTION_TYPE})},
-        allowed_resource_prefixes=("service.", "telemetry.sdk.", "deployment.environment"),
+        allowed_span_names=frozenset({sc.ITERATION_SPAN_NAME, sc.TOMBSTONE_SPAN_NAME}) | PEER_SPAN_NAMES,
+        # Exception events keep the exception's type only: message and stack trace are data. The fingerprint
+        # is a keyed digest, present only when the policy asks for it.
+        allowed_events={
+            sc.EXCEPTION_EVENT_NAME: frozenset(
+                {sc.EXCEPTION_TYPE, sc.EXCEPTION_ESCAPED, sc.AGENTDIAG_EXCEPTION_FINGERPRINT}
+            )
+        },
+        resource_keys={
+            "service.name": resource,
+            "service.namespace": resource,
+            "service.version": resource,
+            "service.instance.id": resource,
+            "telemetry.sdk.*": resource,
+            "telemetry.distro.*": resource,
+            "deployment.environment": resource,
+            "deployment.environment.name": resource,
+        },
+        summary="info",
     )
 
 
 STRICT: Final[Policy] = _strict()
-"""The strict preset: the default for every destination until per-destination presets land."""
+"""The strict preset: the default for OTLP export and support bundles."""
+
+
+def _local() -> Policy:
+    resource = Scalar(256)
+    return STRICT.derive(
+        "local",
+        allowed_keys={
+            sc.SERVER_ADDRESS: HOST_NAME,
+            "gen_ai.openai.request.service_tier": IDENTIFIER,
+            "gen_ai.openai.response.service_tier": IDENTIFIER,
+            "gen_ai.openai.response.system_fingerprint": IDENTIFIER,
+            "openai.request.service_tier": IDENTIFIER,
+            "openai.response.service_tier": IDENTIFIER,
+            "openai.response.system_fingerprint": IDENTIFIER,
+            "gen_ai.request.encoding_formats": StringArray(token(r"[a-z0-9_]+", 32), 8),
+            "gen_ai.embeddings.dimension.count": IntRange(0, 10**6),
+            "thread.id": IntRange(0, _INT64),
+            "thread.name": IDENTIFIER,
+            "code.function.name": token(r"[A-Za-z_<][A-Za-z0-9_.<>]*", 256),
+            "code.function": token(r"[A-Za-z_<][A-Za-z0-9_.<>]*", 256),
+            "code.line.number": IntRange(0, 10**7),
+            "code.lineno": IntRange(0, 10**7),
+            # Listed by summary="debug" only; kept so that redacting twice changes nothing.
+            sc.AGENTDIAG_REDACTION_KEYS: StringArray(token(r"[^\x00-\x1f\x7f]+", 256), 64),
+        },
+        resource_keys={
+            "process.pid": resource,
+            "process.runtime.name": resource,
+            "process.runtime.version": resource,
+            "host.arch": resource,
+            "os.type": resource,
+        },
+        exception_fingerprint=True,
+    )
+
+
+LOCAL: Final[Policy] = _local()
+"""The local preset: the default for the SQLite store. Strict plus server address, service tiers, thread and
+code-location names, process id/runtime, and a keyed fingerprint of exception messages. No content."""
+
+PRESETS: Final[Mapping[str, Policy]] = {"strict": STRICT, "local": LOCAL}
+
+
+# --- policy files -----------------------------------------------------------------------------------------
+_RULE_FIELDS: Final[Mapping[str, frozenset[str]]] = {
+    "enum": frozenset({"values"}),
+    "bool": frozenset(),
+    "int": frozenset({"min", "max"}),
+    "float": frozenset({"min", "max"}),
+    "token": frozenset({"pattern", "max_length"}),
+    "string_array": frozenset({"pattern", "max_length", "max_items"}),
+    "scalar": frozenset({"max_length"}),
+    "hashed_id": frozenset({"id_kind"}),
+    "registered_name": frozenset({"name_kind"}),
+}
+_FILE_KEYS: Final = frozenset(
+    {
+        "name",
+        "extends",
+        "allowed_keys",
+        "allowed_span_names",
+        "allowed_events",
+        "resource_keys",
+        "scope_keys",
+        "blocked_values",
+        "hash_function",
+        "summary",
+        "exception_fingerprint",
+        "on_error",
+    }
+)
+
+
+def _require(spec: Mapping[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if name not in spec:
+        raise PolicyError(f"{where}: missing {name!r}")
+    value = spec[name]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise PolicyError(f"{where}: {name!r} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def rule_from_spec(spec: Mapping[str, Any], where: str = "rule") -> Rule:
+    """Build a rule from its policy-file table, e.g. ``{type = "int", min = 0, max = 100}``."""
+    if not isinstance(spec, Mapping):
+        raise PolicyError(f'{where}: a rule is a table such as {{ type = "int", min = 0, max = 10 }}')
+    kind = spec.get("type")
+    if not isinstance(kind, str) or kind not in _RULE_FIELDS:
+        raise PolicyError(f"{where}: 'type' must be one of {', '.join(_RULE_FIELDS)}, not {kind!r}")
+    extra = set(spec) - _RULE_FIELDS[kind] - {"type"}
+    if extra:
+        raise PolicyError(f"{where}: unknown field(s) for a {kind} rule: {', '.join(sorted(extra))}")
+    where = f"{where} ({kind})"
+    if kind == "enum":
+        values = _require(spec, "values", list, where)
+        if not values or not all(isinstance(v, (str, bool)) for v in values):
+            raise PolicyError(f"{where}: 'values' must be a non-empty list of strings or booleans")
+        return Enum(frozenset(values))
+    if kind == "bool":
+        return Boolean()
+    if kind in ("int", "float"):
+        number: type | tuple[type, ...] = int if kind == "int" else (int, float)
+        low, high = _require(spec, "min", number, where), _require(spec, "max", number, where)
+        if low > high or (kind == "float" and not (math.isfinite(low) and math.isfinite(high))):
+            raise PolicyError(f"{where}: need finite min <= max")
+        return IntRange(low, high) if kind == "int" else FloatRange(float(low), float(high))
+    if kind in ("token", "string_array"):
+        pattern = _require(spec, "pattern", str, where)
+        max_length = _require(spec, "max_length", int, where)
+        if max_length < 1:
+            raise PolicyError(f"{where}: 'max_length' must be positive")
+        try:
+            item = Token(re.compile(pattern), max_length)
+        except re.error as exc:
+            raise PolicyError(f"{where}: 'pattern' is not a regular expression: {exc}") from None
+        if kind == "token":
+            return item
+        max_items = _require(spec, "max_items", int, where)
+        if max_items < 1:
+            raise PolicyError(f"{where}: 'max_items' must be positive")
+        return StringArray(item, max_items)
+    if kind == "scalar":
+        max_length = spec.get("max_length", 256)
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
+            raise PolicyError(f"{where}: 'max_length' must be a positive integer")
+        return Scalar(max_length)
+    if kind == "hashed_id":
+        id_kind = _require(spec, "id_kind", str, where)
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", id_kind):
+            raise PolicyError(f"{where}: 'id_kind' must be a short lower-case identifier")
+        return HashedId(id_kind)
+    name_kind = _require(spec, "name_kind", str, where)
+    try:
+        return RegisteredName(name_kind)
+    except ValueError as exc:
+        raise PolicyError(f"{where}: {exc}") from None
+
+
+def _rules(table: Any, where: str) -> dict[str, Rule | None]:
+    if not isinstance(table, Mapping):
+        raise PolicyError(f"{where} must be a table of key = rule")
+    out: dict[str, Rule | None] = {}
+    for key, spec in table.items():
+        if spec is False:
+            out[key] = None  # remove a key the base policy allows
+        else:
+            out[key] = rule_from_spec(spec, f"{where}.{key!r}")
+    return out
+
+
+def policy_from_dict(data: Mapping[str, Any], *, source: str = "policy") -> Policy:
+    """Build a policy from the parsed contents of a policy file (see :func:`load_policy`)."""
+    unknown = set(data) - _FILE_KEYS
+    if unknown:
+        raise PolicyError(f"{source}: unknown setting(s): {', '.join(sorted(unknown))}")
+    base_name = data.get("extends", "strict")
+    if base_name == "none":
+        base = Policy(name="none", allowed_keys={}, on_error="tombstone")
+    elif base_name in PRESETS:
+        base = PRESETS[base_name]
+    else:
+        raise PolicyError(f"{source}: 'extends' must be one of strict, local, none, not {base_name!r}")
+    changes: dict[str, Any] = {}
+    for table in ("allowed_keys", "resource_keys", "scope_keys"):
+        if table in data:
+            changes[table] = _rules(data[table], f"{source}: {table}")
+    if "allowed_span_names" in data:
+        names = data["allowed_span_names"]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise PolicyError(f"{source}: allowed_span_names must be a list of strings")
+        changes["allowed_span_names"] = base.allowed_span_names | frozenset(names)
+    if "allowed_events" in data:
+        events = data["allowed_events"]
+        if not isinstance(events, Mapping) or not all(
+            isinstance(v, list) and all(isinstance(k, str) for k in v) for v in events.values()
+        ):
+            raise PolicyError(f"{source}: allowed_events must be a table of event name = [attribute keys]")
+        changes["allowed_events"] = {**base.allowed_events, **{k: frozenset(v) for k, v in events.items()}}
+    if "blocked_values" in data:
+        blocked = data["blocked_values"]
+        if not isinstance(blocked, list) or not all(isinstance(b, str) for b in blocked):
+            raise PolicyError(f"{source}: blocked_values must be a list of regular expressions")
+        changes["blocked_values"] = base.blocked_values + tuple(blocked)
+    for setting, kind in (("hash_function", str), ("summary", str), ("on_error", str), ("exception_fingerprint", bool)):
+        if setting in data:
+            if not isinstance(data[setting], kind):
+                raise PolicyError(f"{source}: {setting} must be a {kind.__name__}")
+            changes[setting] = data[setting]
+    name = data.get("name", f"{base.name}+{Path(source).stem}" if source != "policy" else f"{base.name}+custom")
+    if not isinstance(name, str) or not name:
+        raise PolicyError(f"{source}: name must be a non-empty string")
+    try:
+        return base.derive(name, **changes)
+    except PolicyError as exc:
+        raise PolicyError(f"{source}: {exc}") from None
+
+
+def load_policy(path: str | os.PathLike[str]) -> Policy:
+    """Read a TOML policy file. Raises :class:`PolicyError` (with the file and the setting) on any problem."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
+    source = str(path)
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy file {source}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"policy file {source} is not valid TOML: {exc}") from None
+    return policy_from_dict(data, source=source)
+
+
+def resolve_policy(spec: Policy | str | os.PathLike[str]) -> Policy:
+    """A policy from a :class:`Policy`, a preset name (``strict``, ``local``) or the path of a TOML file."""
+    if isinstance(spec, Policy):
+        return spec
+    if isinstance(spec, str) and spec in PRESETS:
+        return PRESETS[spec]
+    if isinstance(spec, (str, os.PathLike)):
+        return load_policy(spec)
+    raise PolicyError(f"a policy is a Policy, 'strict', 'local' or a file path, not {type(spec).__name__}")
+
+
+def policy_to_dict(policy: Policy) -> dict[str, Any]:
+    """The policy as a policy-file table with ``extends = "none"`` (round-trips through :func:`policy_from_dict`)."""
+
+    def rules(table: Mapping[str, Rule]) -> dict[str, Any]:
+        return {key: table[key].to_spec() for key in sorted(table)}
+
+    return {
+        "name": policy.name,
+        "extends": "none",
+        "allowed_keys": rules(policy.allowed_keys),
+        "allowed_span_names": sorted(policy.allowed_span_names),
+        "allowed_events": {k: sorted(v) for k, v in sorted(policy.allowed_events.items())},
+        "resource_keys": rules(policy.resource_keys),
+        "scope_keys": rules(policy.scope_keys),
+        "blocked_values": list(policy.blocked_values),
+        "hash_function": policy.hash_function,
+        "summary": policy.summary,
+        "exception_fingerprint": policy.exception_fingerprint,
+        "on_error": policy.on_error,
+    }
+
+
+def describe_keys(policy: Policy) -> Iterable[tuple[str, str]]:
+    """``(key, what may appear)`` for every span/event/link attribute key the policy allows, sorted."""
+    for key in sorted(policy.allowed_keys):
+        yield key, policy.allowed_keys[key].describe()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -32,8 +32,9 @@ _logger = logging.getLogger(__name__)
 _COUNTER_KEYS = {reason: sc.AGENTDIAG_REDACTION_PREFIX + reason for reason in p.REASONS}
 _CACHE_LIMIT = 64
 _VERDICT_LIMIT = 8192
+_DRIFT_LIMIT = 1024
+_DEBUG_KEYS_LIMIT = 64
 _UNKNOWN: tuple[None, str] = (None, p.UNKNOWN_KEY)
-_INVALID: tuple[None, str] = (None, p.INVALID_VALUE)
 _MISSING: Any = object()
 
 
@@ -44,32 +45,48 @@ def _bare_context(ctx: Any) -> Any:
     return trace.SpanContext(ctx.trace_id, ctx.span_id, ctx.is_remote, ctx.trace_flags, trace.TraceState())
 
 
-def _apply(rule: p.Rule, value: Any, ctx: p.RedactionContext) -> tuple[Any, str | None]:
-    try:
-        return rule.apply(value, ctx)
-    except TypeError:  # e.g. an unhashable value from a hand-built span: not a valid attribute
-        return _INVALID
-
-
 class SpanRedactor:
-    """The pure part: ``ReadableSpan`` in, redacted ``ReadableSpan`` out. Thread-safe."""
+    """The pure part: ``ReadableSpan`` in, redacted ``ReadableSpan`` out. Thread-safe.
+
+    Any exception it raises means "this span cannot be redacted"; the processor then fails closed.
+    """
 
     def __init__(self, policy: p.Policy, hasher: IdHasher, names: NameRegistry | None = None) -> None:
+        if hasher.algorithm != policy.hash_function:
+            raise ValueError(
+                f"policy {policy.name!r} asks for {policy.hash_function} but the hasher uses {hasher.algorithm}"
+            )
         self.policy = policy
+        self.hasher = hasher
         self._ctx = p.RedactionContext(hasher, names if names is not None else default_registry)
         self._entries: dict[str, tuple[p.Rule | None, dict[str, tuple[Any, str | None]] | None]] = {}
         self._resources: dict[int, tuple[Resource, Resource]] = {}
         self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
+        self._drift: dict[str, int] = {}
+        self._drift_overflow = 0
+        self._drift_lock = threading.Lock()
+        self._debug = policy.summary == "debug"
+        self._blocked = policy.is_blocked if policy.blocked_values else None
 
     # -- attributes -----------------------------------------------------------------------------------
+    def _decide(self, rule: p.Rule, value: Any) -> tuple[Any, str | None]:
+        verdict = rule.apply(value, self._ctx)
+        blocked = self._blocked
+        if blocked is not None and verdict[1] is None and blocked(verdict[0]):
+            return None, p.PUBLIC_SAFETY_VIOLATION
+        return verdict
+
     def _attributes(
-        self, attributes: Mapping[str, Any] | None, counts: dict[str, int], only: frozenset[str] | None = None
+        self,
+        attributes: Mapping[str, Any] | None,
+        counts: dict[str, int],
+        only: frozenset[str] | None = None,
+        removed: list[str] | None = None,
     ) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if not attributes:
             return out
         entries = self._entries
-        ctx = self._ctx
         for key, value in attribute_items(attributes):
             entry = entries.get(key)
             if entry is None:
@@ -77,20 +94,23 @@ class SpanRedactor:
             rule, by_value = entry
             if rule is None or (only is not None and key not in only):
                 verdict: tuple[Any, str | None] = _UNKNOWN
+                self._seen_unknown(key)
             elif by_value is not None and type(value) is str:
                 # Strings repeat from span to span (kind, operation, provider, model, the session's ids): a
                 # verdict is remembered per key and value. Only strings, since 1 == 1.0 == True.
                 verdict = by_value.get(value)  # type: ignore[assignment]
                 if verdict is None:
-                    verdict = _apply(rule, value, ctx)
+                    verdict = self._decide(rule, value)
                     if len(by_value) >= _VERDICT_LIMIT:
                         by_value.clear()
                     by_value[value] = verdict
             else:
-                verdict = _apply(rule, value, ctx)
+                verdict = self._decide(rule, value)
             new_value, reason = verdict
             if reason is not None:
                 counts[reason] = counts.get(reason, 0) + 1
+                if removed is not None and new_value is None:
+                    removed.append(key)
             if new_value is not None:
                 out[key] = new_value
         return out
@@ -105,6 +125,42 @@ class SpanRedactor:
             entries.clear()  # keys from a misbehaving instrumentation could be unbounded
         entries[key] = entry
         return entry
+
+    def _seen_unknown(self, key: str) -> None:
+        with self._drift_lock:
+            drift = self._drift
+            if key in drift:
+                drift[key] += 1
+            elif len(drift) < _DRIFT_LIMIT:
+                drift[key] = 1
+            else:
+                self._drift_overflow += 1
+
+    def drift_report(self, candidates: Iterable[str] = ()) -> dict[str, Any]:
+        """What attribute keys this redactor has dropped as unknown, and how often: value-free.
+
+        Keys appear as keyed digests (``attribute_key`` kind) unless the policy's summary is ``debug``;
+        ``candidates`` are key names the caller suspects: their digests are shown by name instead, so an
+        allowlist can be grown without the report ever listing keys on its own.
+        """
+        with self._drift_lock:
+            drift = dict(self._drift)
+            overflow = self._drift_overflow
+        known = set(candidates)
+        unknown: dict[str, int] = {}
+        for key, count in sorted(drift.items()):
+            if self._debug or key in known:
+                label = key
+            else:
+                label = self.hasher.digest(sc.ID_KIND_ATTRIBUTE_KEY, key)
+            unknown[label] = unknown.get(label, 0) + count
+        return {
+            "policy": self.policy.name,
+            "summary": self.policy.summary,
+            "unknown_keys": unknown,
+            "distinct_keys": len(drift),
+            "overflow": overflow,
+        }
 
     # -- name -----------------------------------------------------------------------------------------
     def _span_name(self, original: str, attributes: Mapping[str, Any], counts: dict[str, int]) -> str:
@@ -130,38 +186,50 @@ class SpanRedactor:
         return name
 
     # -- events and links -----------------------------------------------------------------------------
-    def _events(self, events: Any, counts: dict[str, int]) -> list[Event]:
+    def _events(self, events: Any, counts: dict[str, int], removed: list[str] | None) -> list[Event]:
         out = []
-        allowed = self.policy.allowed_events
+        policy = self.policy
+        allowed = policy.allowed_events
         for event in events:
             keys = allowed.get(event.name)
             if keys is None:
                 counts[p.EVENT_DROPPED] = counts.get(p.EVENT_DROPPED, 0) + 1
                 continue
-            out.append(Event(event.name, self._attributes(event.attributes, counts, keys), event.timestamp))
+            source = event.attributes
+            attributes = self._attributes(source, counts, keys, removed)
+            if policy.exception_fingerprint and event.name == sc.EXCEPTION_EVENT_NAME and source:
+                message = source.get(sc.EXCEPTION_MESSAGE)
+                if isinstance(message, str) and sc.AGENTDIAG_EXCEPTION_FINGERPRINT not in attributes:
+                    attributes[sc.AGENTDIAG_EXCEPTION_FINGERPRINT] = self.hasher.digest(
+                        sc.ID_KIND_EXCEPTION_MESSAGE, message
+                    )
+                    counts[p.HASHED] = counts.get(p.HASHED, 0) + 1
+            out.append(Event(event.name, attributes, event.timestamp))
         return out
 
-    def _links(self, links: Any, counts: dict[str, int]) -> list[trace.Link]:
-        return [trace.Link(_bare_context(link.context), self._attributes(link.attributes, counts)) for link in links]
+    def _links(self, links: Any, counts: dict[str, int], removed: list[str] | None) -> list[trace.Link]:
+        return [
+            trace.Link(_bare_context(link.context), self._attributes(link.attributes, counts, None, removed))
+            for link in links
+        ]
 
     # -- resource and scope (shared by many spans: cached) --------------------------------------------
+    def _table(self, attributes: Mapping[str, Any] | None, lookup: Any) -> dict[str, Any]:
+        kept: dict[str, Any] = {}
+        for key, value in (attributes or {}).items():
+            rule = lookup(key)
+            if rule is None:
+                continue
+            new_value, _ = self._decide(rule, value)
+            if new_value is not None:
+                kept[key] = new_value
+        return kept
+
     def _resource(self, resource: Resource) -> Resource:
         cached = self._resources.get(id(resource))
         if cached is not None and cached[0] is resource:
             return cached[1]
-        prefixes = self.policy.allowed_resource_prefixes
-        kept: dict[str, Any] = {}
-        for key, value in resource.attributes.items():
-            if not key.startswith(prefixes):
-                continue
-            if isinstance(value, str):
-                value, reason = p.RESOURCE_STRING.apply(value, self._ctx)
-                if reason is not None:
-                    continue
-            elif type(value) not in (bool, int, float):
-                continue
-            kept[key] = value
-        clean = Resource(kept, resource.schema_url)
+        clean = Resource(self._table(resource.attributes, self.policy.resource_rule_for), resource.schema_url)
         if len(self._resources) >= _CACHE_LIMIT:
             self._resources.clear()
         self._resources[id(resource)] = (resource, clean)
@@ -173,10 +241,16 @@ class SpanRedactor:
         cached = self._scopes.get(id(scope))
         if cached is not None and cached[0] is scope:
             return cached[1]
-        # Scope name and version are code, still checked as bounded tokens; scope attributes go.
-        name, reason = p.RESOURCE_STRING.apply(scope.name, self._ctx)
-        version, _ = p.RESOURCE_STRING.apply(scope.version, self._ctx) if scope.version else (None, None)
-        clean = InstrumentationScope(sc.OTHER_VALUE if reason else name, version, scope.schema_url)
+        # Scope name and version are code, still checked as bounded, non-sensitive strings.
+        name, _ = self._decide(_SCOPE_STRING, scope.name)
+        version, _ = self._decide(_SCOPE_STRING, scope.version) if scope.version else (None, None)
+        attributes = self._table(getattr(scope, "attributes", None), self.policy.scope_rule_for)
+        clean = InstrumentationScope(
+            name if isinstance(name, str) else sc.OTHER_VALUE,
+            version,
+            scope.schema_url if scope.schema_url and not p.is_sensitive(scope.schema_url.split("://", 1)[-1]) else None,
+            attributes or None,
+        )
         if len(self._scopes) >= _CACHE_LIMIT:
             self._scopes.clear()
         self._scopes[id(scope)] = (scope, clean)
@@ -185,24 +259,27 @@ class SpanRedactor:
     # -- the span -------------------------------------------------------------------------------------
     def redact(self, span: ReadableSpan) -> ReadableSpan:
         counts: dict[str, int] = {}
-        attributes = self._attributes(span_attributes(span), counts)
+        removed: list[str] | None = [] if self._debug else None
+        attributes = self._attributes(span_attributes(span), counts, None, removed)
         name = self._span_name(span.name, attributes, counts)
         # The SDK's ``events``/``links`` properties copy into a tuple; most spans have neither.
         events: Any = getattr(span, "_events", _MISSING)
         if events is _MISSING:
             events = span.events
-        events = self._events(events, counts) if events else ()
+        events = self._events(events, counts, removed) if events else ()
         links: Any = getattr(span, "_links", _MISSING)
         if links is _MISSING:
             links = span.links
-        links = self._links(links, counts) if links else ()
+        links = self._links(links, counts, removed) if links else ()
         status = span.status
         if status.description:
             counts[p.STATUS_DESCRIPTION] = counts.get(p.STATUS_DESCRIPTION, 0) + 1
             status = Status(status.status_code)
-        if counts and self.policy.summary == "info":
+        if counts and self.policy.summary != "silent":
             for reason, count in counts.items():
                 attributes[_COUNTER_KEYS[reason]] = count
+            if removed:
+                attributes[sc.AGENTDIAG_REDACTION_KEYS] = tuple(sorted(set(removed))[:_DEBUG_KEYS_LIMIT])
         return ReadableSpan(
             name=name,
             context=_bare_context(span.context),
@@ -218,14 +295,42 @@ class SpanRedactor:
             instrumentation_scope=self._scope(span.instrumentation_scope),
         )
 
+    def tombstone(self, span: ReadableSpan) -> ReadableSpan:
+        """What replaces a span that could not be redacted: ids, timing, kind and status code, nothing else."""
+        try:
+            resource = self._resource(span.resource)
+        except Exception:  # noqa: BLE001 - the resource may be what failed
+            resource = Resource.get_empty()
+        return ReadableSpan(
+            name=sc.TOMBSTONE_SPAN_NAME,
+            context=_bare_context(span.context),
+            parent=_bare_context(span.parent),
+            resource=resource,
+            attributes={_COUNTER_KEYS[p.REDACTOR_ERROR]: 1},
+            kind=span.kind,
+            status=Status(span.status.status_code),
+            start_time=span.start_time,
+            end_time=span.end_time,
+        )
+
+
+_SCOPE_STRING = p.Scalar(256)
+
 
 class RedactingSpanProcessor(SpanProcessor):
     """Apply ``policy`` to every ended span and hand the rebuilt span to ``span_processor``.
 
-    Fail closed: a span the redactor cannot rebuild is dropped and counted in :attr:`failed`; the original
-    is never forwarded. ``on_start`` is not forwarded either (the wrapped processor would see a raw,
-    mutable span); it only copies the enclosing agent run's conversation id onto spans that lack it, so
-    spans from other instrumentations inside a run can be correlated (the id is hashed at ``on_end``).
+    Fail closed: when the redactor cannot rebuild a span (a rule or callback raised), the original is never
+    forwarded; per ``policy.on_error`` a tombstone (ids, timing, kind, status code and
+    ``agentdiag.redaction.redactor_error``) goes in its place, or nothing. Either way it is counted.
+
+    ``on_start`` is not forwarded (the wrapped processor would see a raw, mutable span); it only copies the
+    enclosing agent run's conversation id onto spans that lack it, so spans from other instrumentations
+    inside a run can be correlated (the id is hashed at ``on_end``).
+
+    Counters (monotonic, read without a lock): ``redacted`` spans rebuilt and forwarded; ``failed`` spans
+    the redactor could not rebuild (of which ``tombstoned`` were replaced by a tombstone); ``dropped`` spans
+    nothing was forwarded for (a failure with ``on_error="drop"``, or the wrapped processor raised).
     """
 
     def __init__(
@@ -243,11 +348,19 @@ class RedactingSpanProcessor(SpanProcessor):
         self.redacted = 0
         """Spans rebuilt and forwarded."""
         self.failed = 0
-        """Spans dropped because the redactor (or the wrapped processor) failed on them."""
+        """Spans the redactor could not rebuild (never forwarded as they were)."""
+        self.tombstoned = 0
+        """Failed spans replaced by a tombstone."""
+        self.dropped = 0
+        """Spans for which nothing was forwarded."""
 
     @property
     def policy(self) -> p.Policy:
         return self.redactor.policy
+
+    def drift_report(self, candidates: Iterable[str] = ()) -> dict[str, Any]:
+        """See :meth:`SpanRedactor.drift_report`."""
+        return self.redactor.drift_report(candidates)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
@@ -257,25 +370,44 @@ class RedactingSpanProcessor(SpanProcessor):
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("propagating the conversation id", exc)
 
+    def _count(self, counter: str) -> None:
+        with self._lock:
+            setattr(self, counter, getattr(self, counter) + 1)
+
     def on_end(self, span: ReadableSpan) -> None:
         if self._shutdown:
             return
         try:
             clean = self.redactor.redact(span)
-        except Exception as exc:  # noqa: BLE001 - fail closed: drop, count, never export the original
-            with self._lock:
-                self.failed += 1
-            _logger.warning("otel-agentdiag: a span could not be redacted (%s) and was dropped", type(exc).__name__)
+        except Exception as exc:  # noqa: BLE001 - fail closed: never export the original
+            self._count("failed")
+            _logger.warning(
+                "otel-agentdiag: a span could not be redacted (%s); %s",
+                type(exc).__name__,
+                "a tombstone was exported instead" if self.policy.on_error == "tombstone" else "it was dropped",
+            )
+            if self.policy.on_error != "tombstone":
+                self._count("dropped")
+                return
+            try:
+                clean = self.redactor.tombstone(span)
+            except Exception:  # noqa: BLE001
+                self._count("dropped")
+                return
+            if self._forward(clean):
+                self._count("tombstoned")
             return
+        if self._forward(clean):
+            self._count("redacted")
+
+    def _forward(self, span: ReadableSpan) -> bool:
         try:
-            self._next.on_end(clean)
+            self._next.on_end(span)
         except Exception as exc:  # noqa: BLE001 - a downstream failure must not reach the agent
-            with self._lock:
-                self.failed += 1
+            self._count("dropped")
             _logger.warning("otel-agentdiag: the span pipeline failed (%s); span dropped", type(exc).__name__)
-            return
-        with self._lock:
-            self.redacted += 1
+            return False
+        return True
 
     def shutdown(self) -> None:
         if self._shutdown:

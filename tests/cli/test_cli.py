@@ -287,7 +287,9 @@ def test_show_json_matches_the_contract(demo_store: tuple[Path, str]) -> None:
     assert [e["name"] for e in failed[0]["events"]] == ["exception"]
     exception_attributes = failed[0]["events"][0]["attributes"]
     assert "exception.type" in exception_attributes
-    assert set(exception_attributes) <= {"exception.type", "exception.escaped"}
+    # The local policy keeps a keyed fingerprint of the message, never the message.
+    assert set(exception_attributes) <= {"exception.type", "exception.escaped", "agentdiag.exception.fingerprint"}
+    assert exception_attributes["agentdiag.exception.fingerprint"].startswith("hmac-sha256:")
     assert all(s["events"] == [] for s in spans if s is not failed[0])
 
 
