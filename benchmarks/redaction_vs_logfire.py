@@ -678,7 +678,7 @@ NOTES = [
     "logfire.configure() also wraps it in CheckSuppressInstrumentationProcessorWrapper (measured as logfire_root) "
     "and, depending on options, pending-span, tail-sampling and baggage processors (not measured).",
     "logfire fails open: scrubbing runs inside handle_internal_errors and, if it raises, the original span is "
-    "forwarded; agentdiag drops such a span.",
+    "forwarded; agentdiag never forwards the original (a tombstone or nothing, per the policy's on_error).",
     "agentdiag: a fresh processor and IdHasher per round, so unique response and tool-call IDs are hashed (memo "
     "misses) while repeated values (model, conversation id) hit the memos, as in a live process.",
     "baseline is a floor (one Python call per span): ratios against it are large by construction; net_us_per_span "

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from otel_agentdiag.cli import demo as _demo
+from otel_agentdiag.cli import doctor as _doctor
 from otel_agentdiag.cli import traces as _traces
 from otel_agentdiag.cli._common import EXIT_USAGE
 from otel_agentdiag.storage import StoreError
@@ -53,10 +54,11 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="agentdiag")
 def cli() -> None:
-    """Read and demo otel-agentdiag traces: agent runs, iterations, LLM and tool calls."""
+    """Read and demo otel-agentdiag traces (agent runs, iterations, LLM and tool calls); check redaction."""
 
 
 cli.add_command(_demo.demo)
+cli.add_command(_doctor.doctor)
 cli.add_command(_traces.traces)
 cli.add_command(_traces.show)
 

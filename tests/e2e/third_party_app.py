@@ -120,9 +120,15 @@ def _dump(span: ReadableSpan) -> dict[str, Any]:
     return out
 
 
+def _counters(processor: Any) -> dict[str, int]:
+    """A redacting processor's counters (spans forwarded, dropped, ...), whichever this version keeps."""
+    names = ("redacted", "failed", "tombstoned", "dropped")
+    return {name: getattr(processor, name) for name in names if isinstance(getattr(processor, name, None), int)}
+
+
 def _instrument(name: str, tracer_provider: Any) -> None:
     _, module = INSTRUMENTATIONS[name]
-    instrumentor_class = getattr(__import__(module, fromlist=["OpenAIInstrumentor"]), "OpenAIInstrumentor")
+    instrumentor_class = __import__(module, fromlist=["OpenAIInstrumentor"]).OpenAIInstrumentor
     instrumentor_class().instrument(tracer_provider=tracer_provider)
 
 
@@ -239,8 +245,9 @@ def main(argv: list[str]) -> int:
         "instrumentation": name,
         "versions": _versions(),
         "key_id": diag.key_id,
+        "key_ids": dict(getattr(diag, "key_ids", {})),
         "done": done,
-        "processors": [{"redacted": p.redacted, "failed": p.failed} for p in diag.processors],
+        "processors": [_counters(processor) for processor in diag.processors],
         "spans": [_dump(span) for span in control.get_finished_spans()],
     }
     Path(dump).write_text(json.dumps(report, indent=1), encoding="utf-8")

@@ -1,0 +1,191 @@
+"""``agentdiag doctor``: the resolved configuration, the policies per destination, and the redaction canary.
+
+Exit codes: 0 nothing leaked (or nothing is exported at all), 1 a sentinel survived or the canary did not
+come through, 2 a usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import click
+
+from otel_agentdiag import environment_variables as env
+from otel_agentdiag.cli._common import CliError, format_option, store_option
+from otel_agentdiag.redaction.policy import PolicyError
+
+EXIT_LEAKED = 1
+
+# Upstream switches that make other instrumentations record content. Our policy removes what they record,
+# but the user should know the content exists in process memory.
+_CONTENT_SWITCHES = {
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": lambda v: v.lower() not in ("", "false", "no_content"),
+    "TRACELOOP_TRACE_CONTENT": lambda v: v.lower() not in ("false", "0"),
+}
+
+
+def _safe_endpoint(url: str) -> str:
+    """Scheme, host, port and path of an endpoint: never user-info, query or fragment."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<unparseable endpoint>"
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, dict[str, Any]]:
+    from otel_agentdiag.config import _resolve
+
+    options = _resolve(None, store, otlp_endpoint)
+    if options.otlp_endpoint is not None:
+        endpoint: str | None = _safe_endpoint(options.otlp_endpoint)
+    elif options.otlp_from_env:
+        variable = (
+            env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+            if os.environ.get(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+            else env.OTEL_EXPORTER_OTLP_ENDPOINT
+        )
+        endpoint = f"{_safe_endpoint(os.environ[variable])} (from {variable})"
+    else:
+        endpoint = None
+    return options, {
+        "enabled": options.enabled,
+        "service_name": os.environ.get(env.OTEL_SERVICE_NAME) or None,
+        "store": str(options.store_path) if options.store_path else None,
+        "otlp_endpoint": endpoint,
+    }
+
+
+def _destination_info(destination: Any) -> dict[str, Any]:
+    policy = destination.policy
+    return {
+        "destination": destination.name,
+        "policy": policy.name,
+        "policy_source": destination.policy_source,
+        "summary": policy.summary,
+        "hash_function": policy.hash_function,
+        "key_id": destination.hasher.key_id,
+        "key_source": destination.key_source,
+        "allowed_keys": len(policy.allowed_keys),
+        "allowed_events": sorted(policy.allowed_events),
+        "resource_keys": sorted(policy.resource_keys),
+        "exception_fingerprint": policy.exception_fingerprint,
+        "on_error": policy.on_error,
+        "blocked_values": len(policy.blocked_values),
+    }
+
+
+def _warnings() -> list[str]:
+    out = []
+    for variable, enabled in _CONTENT_SWITCHES.items():
+        value = os.environ.get(variable)
+        if value is None and variable == "TRACELOOP_TRACE_CONTENT":
+            continue  # only relevant when OpenLLMetry is in use; it defaults to capturing content
+        if value is not None and enabled(value):
+            out.append(
+                f"{variable} makes other instrumentations record prompts and outputs; otel-agentdiag's policies "
+                "remove them before export, but they exist in process memory"
+            )
+    return out
+
+
+@click.command()
+@store_option
+@click.option(
+    "--otlp-endpoint",
+    default=None,
+    metavar="URL",
+    help="Check an OTLP branch to this endpoint [default: $OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT].",
+)
+@click.option(
+    "--local-policy",
+    default=None,
+    metavar="NAME|FILE",
+    help="Policy of the local store to check [default: $AGENTDIAG_LOCAL_POLICY or 'local'].",
+)
+@click.option(
+    "--otlp-policy",
+    default=None,
+    metavar="NAME|FILE",
+    help="Policy of the OTLP export to check [default: $AGENTDIAG_OTLP_POLICY or 'strict'].",
+)
+@format_option
+def doctor(
+    store_path: Path | None,
+    otlp_endpoint: str | None,
+    local_policy: str | None,
+    otlp_policy: str | None,
+    output_format: str,
+) -> int:
+    """Show the resolved configuration and prove redaction with a canary.
+
+    The canary puts random sentinel strings in every surface of a span (name, attributes, IDs, tool and agent
+    names, events, exception, status, links, resource, scope), sends it through each destination's redacting
+    processor exactly as configured, into memory instead of the store or the collector, and reports whether
+    any sentinel survived. Nothing is written; no key file is created. Exit 0 when nothing leaked, 1 otherwise.
+    """
+    from otel_agentdiag.config import resolve_destinations
+    from otel_agentdiag.diagnostics.canary import run_canary
+
+    options, configuration = _configuration(store_path, otlp_endpoint)
+    destinations: tuple[Any, ...] = ()
+    if options.enabled:
+        try:
+            destinations = resolve_destinations(
+                options, local_policy=local_policy, otlp_policy=otlp_policy, create_key_file=False
+            )
+        except (PolicyError, ValueError) as exc:
+            raise CliError(str(exc)) from None
+    report = run_canary(destinations)
+    result = {
+        "configuration": configuration,
+        "destinations": [_destination_info(d) for d in destinations],
+        "canary": report.as_dict(),
+        "warnings": _warnings(),
+    }
+    if output_format == "json":
+        click.echo(json.dumps(result, indent=2))
+    else:
+        _print_text(result)
+    return EXIT_LEAKED if report.leaked else 0
+
+
+def _print_text(result: dict[str, Any]) -> None:
+    config = result["configuration"]
+    click.echo("configuration")
+    click.echo(f"  enabled        {'yes' if config['enabled'] else 'no (AGENTDIAG_ENABLED is false)'}")
+    click.echo(f"  service name   {config['service_name'] or '(SDK default)'}")
+    click.echo(f"  store          {config['store'] or '(off)'}")
+    click.echo(f"  otlp endpoint  {config['otlp_endpoint'] or '(off)'}")
+    for info in result["destinations"]:
+        click.echo()
+        click.echo(f"destination {info['destination']}")
+        click.echo(f"  policy         {info['policy']} ({info['policy_source']})")
+        click.echo(f"  allowed keys   {info['allowed_keys']}; events: {', '.join(info['allowed_events']) or 'none'}")
+        click.echo(f"  resource keys  {', '.join(info['resource_keys']) or 'none'}")
+        click.echo(f"  summary        {info['summary']}; on error: {info['on_error']}")
+        key = info["key_id"] or "none (unkeyed)"
+        click.echo(f"  hashing        {info['hash_function']}, key id {key}, from {info['key_source']}")
+    canary = result["canary"]
+    click.echo()
+    if not canary["results"]:
+        click.echo("canary: nothing is exported, so nothing can leak")
+    for outcome in canary["results"]:
+        verdict = "PASS" if outcome["ok"] else "FAIL"
+        click.echo(
+            f"canary {outcome['destination']} ({outcome['policy']}): {verdict} - "
+            f"{outcome['spans_received']}/{outcome['spans_sent']} spans, IDs hashed: "
+            f"{'yes' if outcome['ids_hashed'] else 'NO'}"
+        )
+        for surface, state in outcome["surfaces"].items():
+            click.echo(f"  {surface:<12} {state}")
+        for leak in outcome["leaks"]:
+            click.echo(f"  ! a {leak['surface']} sentinel survived in: {', '.join(leak['found_in'])}")
+    for warning in result["warnings"]:
+        click.echo(f"warning: {warning}")

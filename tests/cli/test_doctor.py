@@ -1,0 +1,179 @@
+"""``agentdiag doctor``: resolved configuration without secrets, policies per destination, and the canary."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from otel_agentdiag.cli import cli
+from otel_agentdiag.config import _resolve, resolve_destinations
+from otel_agentdiag.diagnostics.canary import SURFACES, _sentinels, run_canary
+from otel_agentdiag.redaction import policy as p
+
+_ENV_PREFIXES = ("AGENTDIAG_", "OTEL_", "TRACELOOP_")
+SECRET_KEY = "doctor-must-never-print-this-key-0123456789"
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in list(os.environ):
+        if name.startswith(_ENV_PREFIXES):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(cli, ["doctor", *(str(a) for a in args)], catch_exceptions=False)
+
+
+def leaky_policy_file(tmp_path: Path) -> Path:
+    path = tmp_path / "leaky.toml"
+    path.write_text(
+        'extends = "strict"\n[allowed_keys]\n"app.prompt" = { type = "token", pattern = ".*", max_length = 1000 }\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_default_configuration_passes_and_writes_nothing(tmp_path: Path) -> None:
+    result = invoke("--format", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["configuration"]["store"] == str(tmp_path / ".agentdiag" / "traces.db")
+    assert report["configuration"]["otlp_endpoint"] is None
+    (local,) = report["destinations"]
+    assert (local["destination"], local["policy"], local["policy_source"]) == ("local", "local", "default")
+    assert local["key_source"].startswith("ephemeral (a key file would be created")
+    (outcome,) = report["canary"]["results"]
+    assert outcome["ok"] and outcome["ids_hashed"]
+    assert outcome["spans_received"] == outcome["spans_sent"] == 3
+    assert outcome["surfaces"] == dict.fromkeys(SURFACES, "clean")
+    assert report["canary"]["leaked"] is False
+    # The doctor only reads: no store, no key file.
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_both_destinations_are_checked_with_their_own_policy_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTDIAG_HASH_KEY", SECRET_KEY)
+    monkeypatch.setenv("AGENTDIAG_OTLP_HASH_KEY", SECRET_KEY[::-1])
+    monkeypatch.setenv(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", "https://svc:hunter2pass@collector.example:4318/base?token=abc123"
+    )
+    result = invoke("--format", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    by_name = {d["destination"]: d for d in report["destinations"]}
+    assert (by_name["local"]["policy"], by_name["otlp"]["policy"]) == ("local", "strict")
+    assert by_name["local"]["key_source"] == "AGENTDIAG_HASH_KEY"
+    assert by_name["otlp"]["key_source"] == "AGENTDIAG_OTLP_HASH_KEY"
+    assert by_name["local"]["key_id"] != by_name["otlp"]["key_id"]
+    assert [r["destination"] for r in report["canary"]["results"]] == ["local", "otlp"]
+    assert report["configuration"]["otlp_endpoint"] == (
+        "https://collector.example:4318/base (from OTEL_EXPORTER_OTLP_ENDPOINT)"
+    )
+    # Neither the keys nor the endpoint's credentials or query are printed, in any format.
+    text = invoke().output
+    for output in (result.output, text):
+        for secret in (SECRET_KEY, SECRET_KEY[::-1], "hunter2pass", "abc123", "svc:"):
+            assert secret not in output
+
+
+def test_a_leaky_policy_is_caught_and_exits_1(tmp_path: Path) -> None:
+    result = invoke("--local-policy", leaky_policy_file(tmp_path), "--format", "json")
+    assert result.exit_code == 1, result.output
+    (outcome,) = json.loads(result.output)["canary"]["results"]
+    assert outcome["surfaces"]["attributes"] == "LEAKED"
+    assert {"surface": "attributes", "found_in": ["attributes"]} in outcome["leaks"]
+    assert not outcome["ok"]
+    text = invoke("--local-policy", leaky_policy_file(tmp_path))
+    assert text.exit_code == 1
+    assert "FAIL" in text.output and "a attributes sentinel survived in: attributes" in text.output
+
+
+def test_a_policy_that_does_not_hash_ids_fails(tmp_path: Path) -> None:
+    path = tmp_path / "raw-ids.toml"
+    path.write_text(
+        '[allowed_keys]\n"gen_ai.conversation.id" = { type = "token", pattern = "[a-z0-9]+", max_length = 64 }\n',
+        encoding="utf-8",
+    )
+    result = invoke("--local-policy", path, "--format", "json")
+    assert result.exit_code == 1
+    (outcome,) = json.loads(result.output)["canary"]["results"]
+    assert outcome["surfaces"]["ids"] == "LEAKED"
+
+
+def test_disabled_means_nothing_to_check() -> None:
+    result = CliRunner(env={"AGENTDIAG_ENABLED": "false"}).invoke(cli, ["doctor"], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert "nothing is exported" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--local-policy", "missing.toml"], "cannot read policy file missing.toml"),
+        (["--otlp-endpoint", "http://127.0.0.1:9", "--otlp-policy", "local-debug.toml"], "local store only"),
+        (["--format", "yaml"], "Invalid value for '--format'"),
+    ],
+)
+def test_configuration_errors_are_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "local-debug.toml").write_text('extends = "local"\nsummary = "debug"\n', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_ENV_PREFIXES)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "otel_agentdiag", "doctor", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("agentdiag: error: ")
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_content_capture_switches_are_warned_about(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_AND_EVENT")
+    result = invoke("--format", "json")
+    (warning,) = json.loads(result.output)["warnings"]
+    assert warning.startswith("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+
+
+def test_canary_puts_a_sentinel_in_every_surface_it_reports() -> None:
+    sentinels = _sentinels()
+    assert set(sentinels) == set(SURFACES)
+    assert all(labelled for labelled in sentinels.values())
+
+
+def test_canary_detects_a_leak_in_each_surface_it_claims_to_cover(tmp_path: Path) -> None:
+    """The canary is only worth something if it can fail: open each surface in turn and see it caught.
+
+    (Event names are random per run and matched literally, so no policy can open them; span names are rebuilt,
+    never copied, unless listed — both are covered by the clean-run test above.)"""
+    permissive = p.Token(__import__("re").compile(r"(?s).*"), 10_000)
+    options = _resolve(None, tmp_path / "t.db", None)
+    openings: dict[str, p.Policy] = {
+        "attributes": p.STRICT.derive("open-attributes", allowed_keys={"app.prompt": permissive}),
+        "ids": p.STRICT.derive("open-ids", allowed_keys={"gen_ai.conversation.id": permissive}),
+        "names": p.STRICT.derive("open-names", allowed_keys={"gen_ai.tool.name": permissive}),
+        "resource": p.STRICT.derive("open-resource", resource_keys={"host.name": permissive}),
+        "scope": p.STRICT.derive("open-scope", scope_keys={"canary.scope": permissive}),
+        "links": p.STRICT.derive("open-links", allowed_keys={"why": permissive}),
+        "exception": p.STRICT.derive(
+            "open-exception",
+            allowed_events={"exception": frozenset({"exception.type", "exception.message"})},
+            allowed_keys={"exception.message": permissive},
+        ),
+    }
+    for surface, policy in openings.items():
+        (destination,) = resolve_destinations(options, local_policy=policy, create_key_file=False)
+        (outcome,) = run_canary([destination]).results
+        assert surface in outcome.leaks, (surface, outcome.leaks)
+        assert not outcome.ok
