@@ -71,3 +71,52 @@ def test_the_example_agent_runs(tmp_path):
         "execute_tool lookup_word",
         "invoke_agent vocab-agent",
     ]
+
+
+def test_what_leaves_your_process_is_generated_from_the_running_policies():
+    from otel_agentdiag.redaction.describe import BEGIN, END, markdown
+
+    start, end = README.index(BEGIN), README.index(END) + len(END)
+    assert README[start:end] == markdown(), (
+        "README 'What leaves your process' is stale: regenerate it with python -m otel_agentdiag.redaction.describe"
+    )
+
+
+def test_every_key_the_demo_stores_is_listed_in_what_leaves_your_process(tmp_path):
+    """Checked the other way round too: what a real run stores is in the README's table."""
+    import fnmatch
+
+    import otel_agentdiag as agentdiag
+    from otel_agentdiag.demo import run_demo_agent
+    from otel_agentdiag.redaction.describe import BEGIN, END
+    from otel_agentdiag.storage import SpanStore
+
+    section = README[README.index(BEGIN) : README.index(END)]
+    attribute_table = section.split("Events kept")[0]
+    listed = re.findall(r"^\| `([^`]+)` \|", attribute_table, re.M)
+    assert len(listed) > 20
+    store = tmp_path / "t.db"
+    with agentdiag.configure(store=store, set_global=False):
+        result = run_demo_agent()
+    with SpanStore(store, create=False) as reader:
+        spans = reader.get_trace(result.trace_id)
+    keys = {key for span in spans for key in span.attributes}
+    keys |= {key for span in spans for event in span.events for key in event["attributes"]}
+    assert keys
+    for key in keys:
+        assert any(fnmatch.fnmatchcase(key, pattern) for pattern in listed), f"{key} is stored but not in the README"
+
+
+def test_the_policy_file_example_in_the_docs_loads(tmp_path):
+    from otel_agentdiag.redaction import policy as p
+
+    docs = (ROOT / "docs" / "policy.md").read_text()
+    match = re.search(r"```toml\n(.*?)```", docs, re.S)
+    assert match
+    path = tmp_path / "my-policy.toml"
+    path.write_text(match.group(1))
+    loaded = p.load_policy(path)
+    assert loaded.name == "strict+billing"
+    assert isinstance(loaded.rule_for("vendor.metrics.latency"), p.FloatRange)
+    assert loaded.rule_for("gen_ai.request.seed") is None
+    assert loaded.is_blocked("ACME-INTERNAL-42")

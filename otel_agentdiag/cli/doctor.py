@@ -22,9 +22,10 @@ EXIT_LEAKED = 1
 
 # Upstream switches that make other instrumentations record content. Our policy removes what they record,
 # but the user should know the content exists in process memory.
-_CONTENT_SWITCHES = {
-    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": lambda v: v.lower() not in ("", "false", "no_content"),
-    "TRACELOOP_TRACE_CONTENT": lambda v: v.lower() not in ("false", "0"),
+_CONTENT_SWITCHES: dict[str, frozenset[str]] = {
+    # variable -> the values that mean "no content"
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": frozenset({"", "false", "no_content"}),
+    "TRACELOOP_TRACE_CONTENT": frozenset({"false", "0"}),
 }
 
 
@@ -83,11 +84,9 @@ def _destination_info(destination: Any) -> dict[str, Any]:
 
 def _warnings() -> list[str]:
     out = []
-    for variable, enabled in _CONTENT_SWITCHES.items():
+    for variable, off in _CONTENT_SWITCHES.items():
         value = os.environ.get(variable)
-        if value is None and variable == "TRACELOOP_TRACE_CONTENT":
-            continue  # only relevant when OpenLLMetry is in use; it defaults to capturing content
-        if value is not None and enabled(value):
+        if value is not None and value.lower() not in off:
             out.append(
                 f"{variable} makes other instrumentations record prompts and outputs; otel-agentdiag's policies "
                 "remove them before export, but they exist in process memory"

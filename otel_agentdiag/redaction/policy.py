@@ -467,7 +467,7 @@ class Policy:
     _patterns: tuple[tuple[str, re.Pattern[str], Rule], ...] = field(init=False, repr=False, compare=False)
     _resource: _Table = field(init=False, repr=False, compare=False)
     _scope: _Table = field(init=False, repr=False, compare=False)
-    _blocked: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _blocked: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.summary not in SUMMARY_MODES:
@@ -484,13 +484,15 @@ class Policy:
         object.__setattr__(self, "allowed_span_names", frozenset(self.allowed_span_names))
         object.__setattr__(self, "allowed_events", {k: frozenset(v) for k, v in self.allowed_events.items()})
         blocked = tuple(self.blocked_values)
+        compiled = []
         for expression in blocked:
             try:
-                re.compile(expression)
-            except re.error as exc:
+                # Compiled one by one: each may carry its own inline flags, e.g. "(?i)secret".
+                compiled.append(re.compile(expression))
+            except (re.error, TypeError) as exc:
                 raise PolicyError(f"blocked_values: {expression!r} is not a regular expression: {exc}") from None
         object.__setattr__(self, "blocked_values", blocked)
-        object.__setattr__(self, "_blocked", re.compile("|".join(f"(?:{e})" for e in blocked)) if blocked else None)
+        object.__setattr__(self, "_blocked", tuple(compiled))
 
     @staticmethod
     def _lookup(table: _Table, key: str) -> Rule | None:
@@ -515,12 +517,12 @@ class Policy:
     def is_blocked(self, value: Any) -> bool:
         """Whether a kept value (a string or a sequence of strings) matches one of ``blocked_values``."""
         blocked = self._blocked
-        if blocked is None:
+        if not blocked:
             return False
         if isinstance(value, str):
-            return blocked.search(value) is not None
+            return any(pattern.search(value) is not None for pattern in blocked)
         if isinstance(value, (tuple, list)):
-            return any(isinstance(v, str) and blocked.search(v) is not None for v in value)
+            return any(isinstance(v, str) and pattern.search(v) is not None for v in value for pattern in blocked)
         return False
 
     def derive(self, name: str, **changes: Any) -> Policy:

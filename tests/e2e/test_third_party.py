@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -86,10 +86,19 @@ RAW_CAPTURED: dict[str, frozenset[str]] = {
 }
 """Sentinels each library's raw spans are known to carry (found empirically; a library may capture more)."""
 
-LOCAL_POLICY_KEEPS: dict[str, str] = {
-    fake.SENTINEL_FINGERPRINT: "system_fingerprint: the local preset keeps server-made identifier tokens",
+LOCAL_POLICY_KEEPS: dict[str, frozenset[str]] = {
+    # The local preset keeps OpenAI's system fingerprint (a server-made identifier token, not content).
+    fake.SENTINEL_FINGERPRINT: frozenset(
+        {"openai.response.system_fingerprint", "gen_ai.openai.response.system_fingerprint"}
+    ),
 }
-"""Sentinels the local store's policy keeps on purpose (not content); OTLP (strict) must drop them too."""
+"""Sentinels the local store's policy keeps on purpose, and the only keys that may carry them there. The
+OTLP export (strict) must drop them like every other sentinel."""
+SCOPES: dict[str, str] = {
+    "openinference": "openinference.instrumentation.openai",
+    "openllmetry": "opentelemetry.instrumentation.openai.v1",
+    "otel-genai": "opentelemetry.instrumentation.genai.openai",
+}
 
 
 # -- what must survive redaction, per library and call ----------------------------------------------------
@@ -266,17 +275,17 @@ class Run:
     """One run of the app under one instrumentation, with everything it left behind."""
 
     library: str
-    report: dict[str, Any]
-    """What the app dumped: versions, key ids, processor counters and the raw (control) spans."""
-    raw_dump: bytes
-    store_dir: Path
-    store_path: Path
-    received: list[ReceivedSpan]
-    raw_bodies: list[bytes]
-    decoded_bodies: list[bytes]
-    otlp_errors: list[str]
-    requests: list[RecordedRequest]
     seconds: float
+    report: dict[str, Any] = field(repr=False)
+    """What the app dumped: versions, key ids, processor counters and the raw (control) spans."""
+    raw_dump: bytes = field(repr=False)
+    store_dir: Path = field(repr=False)
+    store_path: Path = field(repr=False)
+    received: list[ReceivedSpan] = field(repr=False)
+    raw_bodies: list[bytes] = field(repr=False)
+    decoded_bodies: list[bytes] = field(repr=False)
+    otlp_errors: list[str] = field(repr=False)
+    requests: list[RecordedRequest] = field(repr=False)
 
     @property
     def raw_spans(self) -> list[dict[str, Any]]:
@@ -404,7 +413,7 @@ def test_control_spans_carry_the_content(run: Run) -> None:
     raw_names = [s["name"] for s in run.raw_spans]
     assert len(run.raw_spans) == len(CALLS) + sum(OUR_SPANS.values()), raw_names
     calls = _calls(run)  # the library made one span per OpenAI call
-    assert {s["scope"]["name"] for s in calls.values()} != {OUR_SCOPE}
+    assert {s["scope"]["name"] for s in calls.values()} == {SCOPES[run.library]}
     captured = set(_found(run.raw_dump, fake.SENTINELS))
     missing = RAW_CAPTURED[run.library] - captured
     assert not missing, f"{run.library} no longer captures {sorted(missing)} (captured: {sorted(captured)})"
@@ -430,6 +439,16 @@ def test_no_sentinel_in_any_file_of_the_store(run: Run) -> None:
         conn.close()
     assert b"trip-planner" in dump  # the search is meaningful: allowed values are visible in the same text
     assert not _found(dump, sentinels), f"sentinels in the store's rows: {_found(dump, sentinels)}"
+
+
+def test_what_the_local_policy_keeps_is_only_under_its_keys(run: Run) -> None:
+    for span in run.stored():
+        # Everything but the attributes must be free of them; the attributes only under the allowed keys.
+        rest = json.dumps([span.name, span.events, span.links, dict(span.resource), span.scope]).encode()
+        assert not _found(rest, tuple(LOCAL_POLICY_KEEPS)), span.name
+        for key, value in span.attributes.items():
+            for sentinel in _found(json.dumps(value).encode(), tuple(LOCAL_POLICY_KEEPS)):
+                assert key in LOCAL_POLICY_KEEPS[sentinel], f"{sentinel} in the store under {key!r} ({span.name})"
 
 
 def test_no_sentinel_in_any_otlp_body(run: Run) -> None:
@@ -470,6 +489,10 @@ def test_span_names(run: Run) -> None:
     assert got == expected, {call: (span["name"], got[call]) for call, span in calls.items()}
     for span_id, span in received.items():
         assert span.name == stored[span_id].name
+    for span in calls.values():
+        stored_span = stored[_hex(span["context"]["span_id"])]
+        assert stored_span.scope is not None
+        assert stored_span.scope["name"] == SCOPES[run.library]
 
 
 # -- what must survive ------------------------------------------------------------------------------------
@@ -492,9 +515,8 @@ def test_safe_genai_attributes_survive(run: Run) -> None:
                 continue
             for where, attributes in (("store", stored[span_id].attributes), ("otlp", received[span_id].attributes)):
                 if key not in attributes or not _same(expected, raw[key], attributes[key]):
-                    lost.append(
-                        f"{where} {call} ({span['name']}): {key}={raw[key]!r} -> {attributes.get(key, '<dropped>')!r}"
-                    )
+                    kept = attributes.get(key, "<dropped>")
+                    lost.append(f"{where} {call} ({span['name']}): {key}={raw[key]!r} -> {kept!r}")
     assert not not_emitted, f"{run.library} no longer emits:\n" + "\n".join(not_emitted)
     assert not lost, f"{run.library}: safe attributes lost in redaction:\n" + "\n".join(lost)
 
