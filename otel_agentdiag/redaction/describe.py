@@ -1,7 +1,7 @@
 """Render what the presets let out of the process, as Markdown (the README's "What leaves your process").
 
-``python -m otel_agentdiag.redaction.describe`` prints the section body; a test keeps the README equal to it,
-so the documentation cannot drift from the policy that runs.
+``python -m otel_agentdiag.redaction.describe`` prints the section body (``--write README.md`` replaces it in
+place); a test keeps the README equal to it, so the documentation cannot drift from the policy that runs.
 """
 
 from __future__ import annotations
@@ -70,5 +70,22 @@ def markdown(local: Policy = LOCAL, strict: Policy = STRICT) -> str:
     return "\n".join(out)
 
 
+def rewrite(path: str) -> bool:
+    """Replace the generated block in the Markdown file at ``path``; True when it changed."""
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    updated = text[:start] + markdown() + text[end:]
+    if updated != text:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(updated)
+    return updated != text
+
+
 if __name__ == "__main__":  # pragma: no cover
-    print(markdown())
+    import sys
+
+    if sys.argv[1:2] == ["--write"] and len(sys.argv) == 3:
+        print(f"{sys.argv[2]}: {'updated' if rewrite(sys.argv[2]) else 'already up to date'}")
+    else:
+        print(markdown())

@@ -551,6 +551,9 @@ OPERATION_NAME = token(r"[a-z][a-z0-9_]*", 64)
 ERROR_TYPE = token(r"[A-Za-z_<][A-Za-z0-9_.<>]*", 256)
 FINISH_REASON = token(r"[a-z][a-z0-9_]*", 32)
 IDENTIFIER = token(r"[A-Za-z_][A-Za-z0-9_.\-]*", 128)
+SERVICE_TIER = token(r"[a-z][a-z0-9_\-]*", 32)
+SYSTEM_FINGERPRINT = token(r"fp_[0-9a-f]{1,64}", 67)
+"""OpenAI's backend configuration fingerprint, in the only shape OpenAI makes it: anything else is data."""
 HOST_NAME = token(r"[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\]", 253)
 
 _INT64 = 2**63 - 1
@@ -604,6 +607,9 @@ def _strict() -> Policy:
         sc.GEN_AI_OUTPUT_TYPE: OPERATION_NAME,
         sc.GEN_AI_RESPONSE_FINISH_REASONS: StringArray(FINISH_REASON, 16),
         sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: FloatRange(0.0, 86_400.0),
+        "gen_ai.is_streaming": Boolean(),
+        "gen_ai.embeddings.dimension.count": IntRange(0, 10**6),
+        "openai.api.type": Enum(frozenset({"chat_completions", "responses", "embeddings", "completions"})),
         sc.GEN_AI_USAGE_PREFIX + "*": _TOKENS,
         sc.GEN_AI_AGENT_NAME: RegisteredName("agent"),
         sc.GEN_AI_TOOL_NAME: RegisteredName("tool"),
@@ -619,6 +625,8 @@ def _strict() -> Policy:
         "llm.provider": PROVIDER_NAME,
         "llm.system": PROVIDER_NAME,
         "llm.token_count.*": _TOKENS,
+        "llm.finish_reason": FINISH_REASON,
+        "embedding.model_name": MODEL_NAME,
         "tool.name": RegisteredName("tool"),
         # OpenLLMetry's
         "llm.request.type": Enum(frozenset({"chat", "completion", "embedding", "rerank", "unknown"})),
@@ -662,14 +670,13 @@ def _local() -> Policy:
         "local",
         allowed_keys={
             sc.SERVER_ADDRESS: HOST_NAME,
-            "gen_ai.openai.request.service_tier": IDENTIFIER,
-            "gen_ai.openai.response.service_tier": IDENTIFIER,
-            "gen_ai.openai.response.system_fingerprint": IDENTIFIER,
-            "openai.request.service_tier": IDENTIFIER,
-            "openai.response.service_tier": IDENTIFIER,
-            "openai.response.system_fingerprint": IDENTIFIER,
+            "gen_ai.openai.request.service_tier": SERVICE_TIER,
+            "gen_ai.openai.response.service_tier": SERVICE_TIER,
+            "gen_ai.openai.response.system_fingerprint": SYSTEM_FINGERPRINT,
+            "openai.request.service_tier": SERVICE_TIER,
+            "openai.response.service_tier": SERVICE_TIER,
+            "openai.response.system_fingerprint": SYSTEM_FINGERPRINT,
             "gen_ai.request.encoding_formats": StringArray(token(r"[a-z0-9_]+", 32), 8),
-            "gen_ai.embeddings.dimension.count": IntRange(0, 10**6),
             "thread.id": IntRange(0, _INT64),
             "thread.name": IDENTIFIER,
             "code.function.name": token(r"[A-Za-z_<][A-Za-z0-9_.<>]*", 256),

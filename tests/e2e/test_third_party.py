@@ -86,14 +86,6 @@ RAW_CAPTURED: dict[str, frozenset[str]] = {
 }
 """Sentinels each library's raw spans are known to carry (found empirically; a library may capture more)."""
 
-LOCAL_POLICY_KEEPS: dict[str, frozenset[str]] = {
-    # The local preset keeps OpenAI's system fingerprint (a server-made identifier token, not content).
-    fake.SENTINEL_FINGERPRINT: frozenset(
-        {"openai.response.system_fingerprint", "gen_ai.openai.response.system_fingerprint"}
-    ),
-}
-"""Sentinels the local store's policy keeps on purpose, and the only keys that may carry them there. The
-OTLP export (strict) must drop them like every other sentinel."""
 SCOPES: dict[str, str] = {
     "openinference": "openinference.instrumentation.openai",
     "openllmetry": "opentelemetry.instrumentation.openai.v1",
@@ -426,7 +418,7 @@ def test_control_spans_carry_the_content(run: Run) -> None:
 
 # -- no sentinel anywhere ---------------------------------------------------------------------------------
 def test_no_sentinel_in_any_file_of_the_store(run: Run) -> None:
-    sentinels = tuple(s for s in fake.SENTINELS if s not in LOCAL_POLICY_KEEPS)
+    sentinels = tuple(fake.SENTINELS)
     files = sorted(p for p in run.store_dir.rglob("*") if p.is_file())
     assert run.store_path in files
     leaks = {str(p.relative_to(run.store_dir)): found for p in files if (found := _found(p.read_bytes(), sentinels))}
@@ -439,16 +431,6 @@ def test_no_sentinel_in_any_file_of_the_store(run: Run) -> None:
         conn.close()
     assert b"trip-planner" in dump  # the search is meaningful: allowed values are visible in the same text
     assert not _found(dump, sentinels), f"sentinels in the store's rows: {_found(dump, sentinels)}"
-
-
-def test_what_the_local_policy_keeps_is_only_under_its_keys(run: Run) -> None:
-    for span in run.stored():
-        # Everything but the attributes must be free of them; the attributes only under the allowed keys.
-        rest = json.dumps([span.name, span.events, span.links, dict(span.resource), span.scope]).encode()
-        assert not _found(rest, tuple(LOCAL_POLICY_KEEPS)), span.name
-        for key, value in span.attributes.items():
-            for sentinel in _found(json.dumps(value).encode(), tuple(LOCAL_POLICY_KEEPS)):
-                assert key in LOCAL_POLICY_KEEPS[sentinel], f"{sentinel} in the store under {key!r} ({span.name})"
 
 
 def test_no_sentinel_in_any_otlp_body(run: Run) -> None:
