@@ -78,7 +78,8 @@ def test_what_leaves_your_process_is_generated_from_the_running_policies():
 
     start, end = README.index(BEGIN), README.index(END) + len(END)
     assert README[start:end] == markdown(), (
-        "README 'What leaves your process' is stale: regenerate it with python -m otel_agentdiag.redaction.describe --write README.md"
+        "README 'What leaves your process' is stale: regenerate it with "
+        "python -m otel_agentdiag.redaction.describe --write README.md"
     )
 
 
