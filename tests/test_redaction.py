@@ -418,3 +418,34 @@ def test_tracestate_and_scope_do_not_carry_data():
     assert span.links[0].context.span_id == 0x5678
     assert span.instrumentation_scope.name == "scope with spaces"
     assert span.instrumentation_scope.version is None  # an absolute path is not a version
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [
+        ("checkout-agent", True),
+        (3, True),
+        (2.5, True),
+        (math.nan, False),
+        ('{"user": "S3NT1NEL"}', False),
+        ('["S3NT1NEL"]', False),
+        ("line\nbreak", False),
+        ("x" * 257, False),
+        ("ops@example.com", False),
+        (("a", "b"), False),
+    ],
+)
+def test_resource_values_must_be_bounded_scalars(value, kept):
+    rule = p.STRICT.resource_rule_for("service.name")
+    assert rule is not None
+    new_value, reason = rule.apply(value, p.RedactionContext(IdHasher(TEST_HASH_KEY), NameRegistry()))
+    assert (new_value is not None) is kept
+    assert (reason is None) is kept
+
+
+def test_openai_system_fingerprint_is_kept_locally_only_in_its_real_shape():
+    ctx = p.RedactionContext(IdHasher(TEST_HASH_KEY), NameRegistry())
+    rule = p.LOCAL.rule_for("openai.response.system_fingerprint")
+    assert rule is not None and p.STRICT.rule_for("openai.response.system_fingerprint") is None
+    assert rule.apply("fp_44709d6fcb", ctx) == ("fp_44709d6fcb", None)
+    assert rule.apply("fp_S3NT1NEL", ctx)[0] is None

@@ -276,7 +276,8 @@ class StringArray(Rule):
 @dataclass(frozen=True, slots=True)
 class Scalar(Rule):
     """Any bounded scalar: a bool, an integer, a finite float, or a string of at most ``max_length`` printable
-    characters that passes the public-safety check. Meant for resource attributes such as ``service.*``."""
+    characters that is not JSON text and passes the public-safety check. Meant for resource attributes such as
+    ``service.*``."""
 
     max_length: int = 256
 
@@ -290,8 +291,8 @@ class Scalar(Rule):
             return None, INVALID_VALUE
         if len(value) > self.max_length:
             return None, TOO_LONG
-        if _CONTROL.search(value) is not None:
-            return None, INVALID_VALUE
+        if _CONTROL.search(value) is not None or value[:1] in ("{", "["):
+            return None, INVALID_VALUE  # control characters, or structured (JSON) text: not a scalar
         if is_sensitive(value):
             return None, PUBLIC_SAFETY_VIOLATION
         return value, None
