@@ -45,8 +45,8 @@ AGENTDIAG_LOCAL_POLICY = "AGENTDIAG_LOCAL_POLICY"
 .. envvar:: AGENTDIAG_LOCAL_POLICY
 
 Redaction policy of the local SQLite store: a preset name (``local``, the default, or ``strict``) or the
-path of a TOML policy file (see ``docs/policy.md``). A file that cannot be used is an error at
-``configure()`` time, never a silent fallback to a weaker policy.
+path of a TOML policy file (see ``docs/policy.md``). A value that cannot be used (a missing or invalid
+file) is logged as an error and the strict policy is used: never a silent fallback to a weaker policy.
 """
 
 AGENTDIAG_OTLP_POLICY = "AGENTDIAG_OTLP_POLICY"
@@ -54,7 +54,8 @@ AGENTDIAG_OTLP_POLICY = "AGENTDIAG_OTLP_POLICY"
 .. envvar:: AGENTDIAG_OTLP_POLICY
 
 Redaction policy of the OTLP export: a preset name (``strict``, the default, or ``local``) or a TOML
-policy file. ``summary = "debug"`` is refused here: listing removed key names is for local use only.
+policy file. ``summary = "debug"`` is refused here: listing removed key names is for local use only. An
+unusable value is logged as an error and the strict policy is used.
 """
 
 OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"

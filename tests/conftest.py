@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-_ENVIRONMENT = (
-    "AGENTDIAG_ENABLED",
-    "AGENTDIAG_STORE",
-    "AGENTDIAG_HASH_KEY",
-    "OTEL_SERVICE_NAME",
-    "OTEL_RESOURCE_ATTRIBUTES",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-)
+_PREFIXES = ("AGENTDIAG_", "OTEL_")
 
 
 @pytest.fixture(autouse=True)
 def _hermetic_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _ENVIRONMENT:
-        monkeypatch.delenv(name, raising=False)
+    for name in list(os.environ):
+        if name.startswith(_PREFIXES):
+            monkeypatch.delenv(name, raising=False)

@@ -192,7 +192,9 @@ class FloatRange(Rule):
     maximum: float
 
     def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
-        if type(value) in (int, float) and math.isfinite(value) and self.minimum <= value <= self.maximum:
+        kind = type(value)
+        # ints are compared as they are: math.isfinite() would overflow on a huge one
+        if (kind is int or (kind is float and math.isfinite(value))) and self.minimum <= value <= self.maximum:
             return value, None
         return None, INVALID_VALUE
 
@@ -283,8 +285,10 @@ class Scalar(Rule):
 
     def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
         kind = type(value)
-        if kind is bool or kind is int:
+        if kind is bool:
             return value, None
+        if kind is int:
+            return (value, None) if _INT64_MIN <= value <= _INT64_MAX else (None, INVALID_VALUE)
         if kind is float:
             return (value, None) if math.isfinite(value) else (None, INVALID_VALUE)
         if kind is not str:
@@ -304,7 +308,9 @@ class Scalar(Rule):
         return {"type": "scalar", "max_length": self.max_length}
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0 and C1 control characters and the Unicode line/paragraph separators: not printable text."""
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 MAX_ID_LENGTH: Final = 4096
 
@@ -318,6 +324,8 @@ class HashedId(Rule):
     def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             return None, INVALID_VALUE
+        if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+            return None, INVALID_VALUE  # not an OTLP integer; str() of a huge int may even raise
         if isinstance(value, str):
             if not value:
                 return None, INVALID_VALUE
@@ -378,6 +386,10 @@ class Callback(Rule):
         result = self.function(value)
         if result is None or not _is_attribute_value(result):
             return None, INVALID_VALUE
+        # What a callback returns still meets the public-safety check, like every kept string.
+        texts = (result,) if isinstance(result, str) else result if isinstance(result, (tuple, list)) else ()
+        if any(isinstance(text, str) and is_sensitive(text) for text in texts):
+            return None, PUBLIC_SAFETY_VIOLATION
         return result, (None if result is value or result == value else INVALID_VALUE)
 
     def describe(self) -> str:
@@ -397,14 +409,27 @@ def _is_attribute_value(value: Any) -> bool:
     return False
 
 
+DEBUG_KEYS = StringArray(Token(re.compile(r"[A-Za-z0-9_.@:/\-]+"), 256), 64)
+"""The rule for ``agentdiag.redaction.keys`` (``summary="debug"`` only): attribute-key-shaped names."""
+
+
 # --- the policy -------------------------------------------------------------------------------------------
 class PolicyError(ValueError):
     """A policy (or a policy file) that cannot be used; the message says where and why."""
 
 
+_KEY_SEGMENTS = r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*"
+MAX_PATTERN_KEY_LENGTH: Final = 128
+
+
 def _glob(pattern: str) -> re.Pattern[str]:
-    """``*`` matches any run of characters; everything else is literal."""
-    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
+    """``*`` matches one or more dot-separated identifier segments; everything else is literal.
+
+    What ``*`` matches becomes part of an exported key, so it is held to the shape of a key: no spaces, ``@``,
+    ``/``, ``:`` or other characters of prose, addresses, URLs or paths (and the whole key is length-bounded
+    and passes the public-safety check, see :meth:`Policy.rule_for`).
+    """
+    return re.compile(_KEY_SEGMENTS.join(re.escape(part) for part in pattern.split("*")))
 
 
 _Table = tuple[dict[str, Rule], tuple[tuple[str, "re.Pattern[str]", Rule], ...]]
@@ -477,7 +502,13 @@ class Policy:
             raise PolicyError(f"hash_function must be one of {', '.join(HASH_FUNCTIONS)}, not {self.hash_function!r}")
         if self.on_error not in ON_ERROR_MODES:
             raise PolicyError(f"on_error must be one of {', '.join(ON_ERROR_MODES)}, not {self.on_error!r}")
-        exact, patterns = _split(self.allowed_keys, "allowed_keys")
+        allowed = self.allowed_keys
+        if self.summary == "debug" and sc.AGENTDIAG_REDACTION_KEYS not in allowed:
+            # The list of removed keys this policy writes must survive a second pass (idempotence); only
+            # key-shaped names, so no other instrumentation can smuggle text through it.
+            allowed = {**allowed, sc.AGENTDIAG_REDACTION_KEYS: DEBUG_KEYS}
+            object.__setattr__(self, "allowed_keys", allowed)
+        exact, patterns = _split(allowed, "allowed_keys")
         object.__setattr__(self, "_exact", exact)
         object.__setattr__(self, "_patterns", patterns)
         object.__setattr__(self, "_resource", _split(self.resource_keys, "resource_keys"))
@@ -499,7 +530,7 @@ class Policy:
     def _lookup(table: _Table, key: str) -> Rule | None:
         exact, patterns = table
         rule = exact.get(key)
-        if rule is None:
+        if rule is None and patterns and len(key) <= MAX_PATTERN_KEY_LENGTH and not is_sensitive(key):
             for _, compiled, pattern_rule in patterns:
                 if compiled.fullmatch(key):
                     return pattern_rule
@@ -684,8 +715,6 @@ def _local() -> Policy:
             "code.function": token(r"[A-Za-z_<][A-Za-z0-9_.<>]*", 256),
             "code.line.number": IntRange(0, 10**7),
             "code.lineno": IntRange(0, 10**7),
-            # Listed by summary="debug" only; kept so that redacting twice changes nothing.
-            sc.AGENTDIAG_REDACTION_KEYS: StringArray(token(r"[^\x00-\x1f\x7f]+", 256), 64),
         },
         resource_keys={
             "process.pid": resource,

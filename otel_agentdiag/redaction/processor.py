@@ -8,6 +8,7 @@ neighbour. The original span is never forwarded. If redaction itself fails, the 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -72,7 +73,8 @@ class SpanRedactor:
     def _decide(self, rule: p.Rule, value: Any) -> tuple[Any, str | None]:
         verdict = rule.apply(value, self._ctx)
         blocked = self._blocked
-        if blocked is not None and verdict[1] is None and blocked(verdict[0]):
+        # Every value that is kept, changed or not, meets blocked_values; except digests, which are ours.
+        if blocked is not None and verdict[0] is not None and type(rule) is not p.HashedId and blocked(verdict[0]):
             return None, p.PUBLIC_SAFETY_VIOLATION
         return verdict
 
@@ -94,7 +96,8 @@ class SpanRedactor:
             rule, by_value = entry
             if rule is None or (only is not None and key not in only):
                 verdict: tuple[Any, str | None] = _UNKNOWN
-                self._seen_unknown(key)
+                if rule is None:
+                    self._seen_unknown(key)  # drift: keys no rule knows (not keys merely not kept on an event)
             elif by_value is not None and type(value) is str:
                 # Strings repeat from span to span (kind, operation, provider, model, the session's ids): a
                 # verdict is remembered per key and value. Only strings, since 1 == 1.0 == True.
@@ -199,7 +202,7 @@ class SpanRedactor:
             attributes = self._attributes(source, counts, keys, removed)
             if policy.exception_fingerprint and event.name == sc.EXCEPTION_EVENT_NAME and source:
                 message = source.get(sc.EXCEPTION_MESSAGE)
-                if isinstance(message, str) and sc.AGENTDIAG_EXCEPTION_FINGERPRINT not in attributes:
+                if isinstance(message, str) and sc.AGENTDIAG_EXCEPTION_FINGERPRINT not in source:
                     attributes[sc.AGENTDIAG_EXCEPTION_FINGERPRINT] = self.hasher.digest(
                         sc.ID_KIND_EXCEPTION_MESSAGE, message
                     )
@@ -229,7 +232,9 @@ class SpanRedactor:
         cached = self._resources.get(id(resource))
         if cached is not None and cached[0] is resource:
             return cached[1]
-        clean = Resource(self._table(resource.attributes, self.policy.resource_rule_for), resource.schema_url)
+        clean = Resource(
+            self._table(resource.attributes, self.policy.resource_rule_for), self._schema_url(resource.schema_url)
+        )
         if len(self._resources) >= _CACHE_LIMIT:
             self._resources.clear()
         self._resources[id(resource)] = (resource, clean)
@@ -248,7 +253,7 @@ class SpanRedactor:
         clean = InstrumentationScope(
             name if isinstance(name, str) else sc.OTHER_VALUE,
             version,
-            scope.schema_url if scope.schema_url and not p.is_sensitive(scope.schema_url.split("://", 1)[-1]) else None,
+            self._schema_url(scope.schema_url),
             attributes or None,
         )
         if len(self._scopes) >= _CACHE_LIMIT:
@@ -279,7 +284,7 @@ class SpanRedactor:
             for reason, count in counts.items():
                 attributes[_COUNTER_KEYS[reason]] = count
             if removed:
-                attributes[sc.AGENTDIAG_REDACTION_KEYS] = tuple(sorted(set(removed))[:_DEBUG_KEYS_LIMIT])
+                attributes[sc.AGENTDIAG_REDACTION_KEYS] = self._debug_keys(removed)
         return ReadableSpan(
             name=name,
             context=_bare_context(span.context),
@@ -294,6 +299,21 @@ class SpanRedactor:
             end_time=span.end_time,
             instrumentation_scope=self._scope(span.instrumentation_scope),
         )
+
+    def _debug_keys(self, removed: list[str]) -> tuple[str, ...]:
+        """Removed key names for ``summary="debug"``; a name that is not key-shaped (prose, an address, a very
+        long key) is itself data and is listed as ``_OTHER``."""
+        item = p.DEBUG_KEYS.item
+        names = {key if item.apply(key, self._ctx)[1] is None else sc.OTHER_VALUE for key in removed}
+        return tuple(sorted(names)[:_DEBUG_KEYS_LIMIT])
+
+    def _schema_url(self, url: str | None) -> str | None:
+        """A schema URL is kept only if it is a plain https/http URL without user-info, query or fragment."""
+        if not url:
+            return None
+        if len(url) > 256 or _CONTROL.search(url) or not _SCHEMA_URL.fullmatch(url):
+            return None
+        return url
 
     def tombstone(self, span: ReadableSpan) -> ReadableSpan:
         """What replaces a span that could not be redacted: ids, timing, kind and status code, nothing else."""
@@ -315,6 +335,9 @@ class SpanRedactor:
 
 
 _SCOPE_STRING = p.Scalar(256)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SCHEMA_URL = re.compile(r"https?://[A-Za-z0-9.\-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._\-]+)*/?")
+"""Schema URLs name a published schema (``https://opentelemetry.io/schemas/1.37.0``): host and plain path only."""
 
 
 class RedactingSpanProcessor(SpanProcessor):
