@@ -24,7 +24,7 @@ from otel_agentdiag.instrumentation.manual import (
     tool,
     tool_call,
 )
-from otel_agentdiag.redaction import IdHasher, Policy, RedactingSpanProcessor
+from otel_agentdiag.redaction import IdHasher, Policy, PolicyError, RedactingSpanProcessor, load_policy
 from otel_agentdiag.storage import SpanStore, StoreError
 from otel_agentdiag.version import __version__
 
@@ -34,6 +34,7 @@ __all__ = [
     "IdHasher",
     "LLMCall",
     "Policy",
+    "PolicyError",
     "RedactingSpanProcessor",
     "SQLiteSpanExporter",
     "SpanStore",
@@ -44,6 +45,7 @@ __all__ = [
     "configure",
     "iteration",
     "llm_call",
+    "load_policy",
     "register_names",
     "tool",
     "tool_call",

@@ -178,20 +178,28 @@ class Destination:
     or ``ephemeral`` (this process only)."""
 
 
+def _given_key(value: str | bytes | None, name: str, variable: str) -> tuple[bytes, str] | None:
+    """A key from an argument (``str`` or ``bytes``) or its environment variable, with where it came from."""
+    if isinstance(value, bytes):
+        if len(value) < hashing.MIN_KEY_BYTES:
+            raise ValueError(f"{name} must be at least {hashing.MIN_KEY_BYTES} bytes")
+        return value, "argument"
+    if isinstance(value, str):
+        return hashing.key_from_text(value), "argument"
+    if value is not None:
+        raise ValueError(f"{name} must be str or bytes")
+    from_env = os.environ.get(variable)
+    if from_env:
+        return hashing.key_from_text(from_env), variable
+    return None
+
+
 def _hash_key(
     hash_key: str | bytes | None, store_path: Path | None, *, create_key_file: bool = True
 ) -> tuple[bytes, str]:
-    if isinstance(hash_key, bytes):
-        if len(hash_key) < hashing.MIN_KEY_BYTES:
-            raise ValueError(f"hash_key must be at least {hashing.MIN_KEY_BYTES} bytes")
-        return hash_key, "argument"
-    if isinstance(hash_key, str):
-        return hashing.key_from_text(hash_key), "argument"
-    if hash_key is not None:
-        raise ValueError("hash_key must be str or bytes")
-    from_env = os.environ.get(env.AGENTDIAG_HASH_KEY)
-    if from_env:
-        return hashing.key_from_text(from_env), env.AGENTDIAG_HASH_KEY
+    given = _given_key(hash_key, "hash_key", env.AGENTDIAG_HASH_KEY)
+    if given is not None:
+        return given
     key_path = (store_path or default_store_path()).absolute().parent / hashing.KEY_FILE_NAME
     if not create_key_file and not key_path.exists():
         return hashing.ephemeral_key(), f"ephemeral (a key file would be created at {key_path})"
@@ -205,21 +213,6 @@ def _hash_key(
             exc,
         )
         return hashing.ephemeral_key(), "ephemeral"
-
-
-def _otlp_hash_key(otlp_hash_key: str | bytes | None) -> tuple[bytes, str] | None:
-    if isinstance(otlp_hash_key, bytes):
-        if len(otlp_hash_key) < hashing.MIN_KEY_BYTES:
-            raise ValueError(f"otlp_hash_key must be at least {hashing.MIN_KEY_BYTES} bytes")
-        return otlp_hash_key, "argument"
-    if isinstance(otlp_hash_key, str):
-        return hashing.key_from_text(otlp_hash_key), "argument"
-    if otlp_hash_key is not None:
-        raise ValueError("otlp_hash_key must be str or bytes")
-    from_env = os.environ.get(env.AGENTDIAG_OTLP_HASH_KEY)
-    if from_env:
-        return hashing.key_from_text(from_env), env.AGENTDIAG_OTLP_HASH_KEY
-    return None
 
 
 def _policy(
@@ -287,7 +280,7 @@ def resolve_destinations(
         destinations.append(Destination(LOCAL_DESTINATION, policy, source, _hasher(key, policy, cache), key_source))
     if wants_otlp:
         policy, source = _policy(OTLP_DESTINATION, otlp_policy, env.AGENTDIAG_OTLP_POLICY, STRICT)
-        otlp_key = _otlp_hash_key(otlp_hash_key) or (key, key_source)
+        otlp_key = _given_key(otlp_hash_key, "otlp_hash_key", env.AGENTDIAG_OTLP_HASH_KEY) or (key, key_source)
         destinations.append(
             Destination(OTLP_DESTINATION, policy, source, _hasher(otlp_key[0], policy, cache), otlp_key[1])
         )

@@ -1,7 +1,50 @@
 """Redaction: the policy (``policy``), keyed ID hashing (``hashing``) and the processor (``processor``)."""
 
 from otel_agentdiag.redaction.hashing import IdHasher
-from otel_agentdiag.redaction.policy import STRICT, Policy
+from otel_agentdiag.redaction.policy import (
+    LOCAL,
+    PRESETS,
+    STRICT,
+    Boolean,
+    Callback,
+    Enum,
+    FloatRange,
+    HashedId,
+    IntRange,
+    Policy,
+    PolicyError,
+    RegisteredName,
+    Rule,
+    Scalar,
+    StringArray,
+    Token,
+    load_policy,
+    resolve_policy,
+    token,
+)
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor, SpanRedactor
 
-__all__ = ["STRICT", "IdHasher", "Policy", "RedactingSpanProcessor", "SpanRedactor"]
+__all__ = [
+    "LOCAL",
+    "PRESETS",
+    "STRICT",
+    "Boolean",
+    "Callback",
+    "Enum",
+    "FloatRange",
+    "HashedId",
+    "IdHasher",
+    "IntRange",
+    "Policy",
+    "PolicyError",
+    "RedactingSpanProcessor",
+    "RegisteredName",
+    "Rule",
+    "Scalar",
+    "SpanRedactor",
+    "StringArray",
+    "Token",
+    "load_policy",
+    "resolve_policy",
+    "token",
+]
