@@ -619,6 +619,7 @@ def _strict() -> Policy:
         sc.AGENTDIAG_KIND: Enum(frozenset(sc.KINDS)),
         sc.AGENTDIAG_ITERATION_INDEX: IntRange(0, 10**9),
         sc.AGENTDIAG_SEQUENCE: IntRange(0, _INT64),
+        sc.AGENTDIAG_OBSERVER_ID: token(r"[0-9a-f]{16}", 16),
         sc.AGENTDIAG_REDACTION_PREFIX + "*": IntRange(0, 10**9),  # counts from an earlier redaction
         sc.AGENTDIAG_EXCEPTION_FINGERPRINT: HashedId(sc.ID_KIND_EXCEPTION_MESSAGE),
         # GenAI semantic conventions
