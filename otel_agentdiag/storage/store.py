@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import logging
@@ -10,14 +11,25 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from otel_agentdiag import environment_variables as env
+from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.spans import attribute_items
 from otel_agentdiag.storage.migrations import StoreError, check_ownership, migrate
+from otel_agentdiag.storage.retention import (
+    Pruned,
+    RetentionLimits,
+    fit_span,
+    nbytes,
+    prune_by_age,
+    prune_session,
+    prune_store,
+)
 
 _logger = logging.getLogger(__name__)
 
@@ -83,6 +95,10 @@ class SpanRow:
     resource: Mapping[str, Any]
     """Resource attributes; spans sharing one mapping object share one ``resources`` row (cached by identity)."""
     scope: dict[str, Any] | None
+    observer: str | None = None
+    """``agentdiag.observer.id`` of the pipeline that saw the span (None: unknown)."""
+    sequence: int | None = None
+    """``agentdiag.sequence``: the span's number within (observer, session), from 0 (None: not numbered)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +129,200 @@ class TraceSummary:
         return None if self.end_ns is None else self.end_ns - self.start_ns
 
 
+@dataclass
+class Accounting:
+    """Counts the pipeline reports with a batch (or alone, through :meth:`SpanStore.record_accounting`).
+
+    ``rejected`` and ``dropped`` are DELTAS since the last successful write: session digest (None = no
+    session) -> reason/cause -> n (counts that are not positive integers are ignored). Each delta adds to
+    ``observed`` as well as to ``rejected``/``dropped`` of the (observer, session) row. The last five fields
+    are ABSOLUTE values for the observer's row of ``observers`` (replaced, not added).
+    """
+
+    observer: str
+    rejected: dict[str | None, dict[str, int]] = field(default_factory=dict)
+    dropped: dict[str | None, dict[str, int]] = field(default_factory=dict)
+    peak_queue: int = 0
+    queue_limit: int = 0
+    flush_attempts: int = 0
+    flush_failures: int = 0
+    pid: int = field(default_factory=os.getpid)
+    started_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What one :meth:`SpanStore.write_batch` did."""
+
+    inserted: int = 0
+    """Rows written."""
+    duplicates: int = 0
+    """Rows already stored (same trace and span id), not written again."""
+    cleared: int = 0
+    """Rows not written because their session was cleared after they started."""
+    pruned: int = 0
+    """Rows deleted by retention in this transaction."""
+    oversize_attributes: int = 0
+    """Attributes removed from spans larger than ``max_span_bytes``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    """Rows (and their bytes) deleted by :meth:`SpanStore.prune`."""
+
+    spans: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One session as the rows show it (``session=None``: spans outside any session), plus its clear/prune
+    bookkeeping. ``last_activity_ns`` is the latest end (or start) of its spans; None without rows."""
+
+    session: str | None
+    span_count: int
+    bytes: int
+    first_start_ns: int | None
+    last_activity_ns: int | None
+    trace_ids: tuple[str, ...]
+    cleared_at_ns: int | None
+    generation: int
+    pruned_spans: int
+    cleared_spans: int = 0
+    """Rows deleted by :meth:`SpanStore.clear_session`, cumulative."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """The cumulative ledger of one (observer, session): ``observed == accepted + sum(rejected) + sum(dropped)``.
+
+    ``observer`` is ``''`` for rows written without an observer and without accounting; ``session`` is None
+    for spans outside any session. ``stored`` counts rows written (a duplicate is accepted, not stored).
+    """
+
+    observer: str
+    session: str | None
+    observed: int
+    accepted: int
+    stored: int
+    duplicates: int
+    rejected: dict[str, int]
+    dropped: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ObserverInfo:
+    """One pipeline instance: the values of its last accounting (``pid`` is None if it never sent one)."""
+
+    observer: str
+    pid: int | None
+    started_ns: int | None
+    last_seen_ns: int | None
+    peak_queue: int
+    queue_limit: int
+    flush_attempts: int
+    flush_failures: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSummary:
+    """The whole store: rows and bytes (counted from the rows), cumulative pruned counts, malformed rows and the
+    number of distinct sessions with rows."""
+
+    span_count: int
+    total_bytes: int
+    pruned_spans: int
+    pruned_bytes: int
+    malformed_rows: int
+    session_count: int
+
+
+class _AllSessions(enum.Enum):
+    ALL = "all"
+
+
+ALL_SESSIONS = _AllSessions.ALL
+"""Default of :meth:`SpanStore.session_stats`: every session."""
+
+
+DROP_QUEUE_FULL = "queue_full"
+DROP_EXPORT_FAILURE = "export_failure"
+DROP_SHUTDOWN = "shutdown"
+DROP_CLEARED = "cleared"
+DROP_CAUSES = (DROP_QUEUE_FULL, DROP_EXPORT_FAILURE, DROP_SHUTDOWN, DROP_CLEARED)
+"""The causes a span can be dropped for (keys of :attr:`SessionStats.dropped`)."""
+REJECT_REDACTOR_ERROR = "redactor_error"
+"""A span the redactor could not rebuild (keys of :attr:`SessionStats.rejected`)."""
+
+_TOMBSTONE = sc.AGENTDIAG_REDACTION_PREFIX + REJECT_REDACTOR_ERROR
+"""The attribute that marks a redaction tombstone: stored, but counted rejected."""
+
+_INSERT_SPAN = (
+    "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, span_kind, start_ns, end_ns,"
+    " status, session, attributes, events, links, resource_id, scope, observer, sequence, size)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (trace_id, span_id) DO NOTHING"
+)
+
+_SPAN_COLUMNS = (
+    "s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.span_kind, s.start_ns, s.end_ns, s.status,"
+    " s.session, s.attributes, s.events, s.links, r.attributes, s.scope, s.observer, s.sequence"
+)
+
+
+class _Tally:
+    """Deltas for one (observer, session) row of ``session_stats`` within one transaction."""
+
+    __slots__ = ("accepted", "dropped", "duplicates", "observed", "rejected", "stored")
+
+    def __init__(self) -> None:
+        self.observed = self.accepted = self.stored = self.duplicates = 0
+        self.rejected: dict[str, int] = {}
+        self.dropped: dict[str, int] = {}
+
+    def add_rejected(self, reason: str, n: int) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + n
+
+    def add_dropped(self, cause: str, n: int) -> None:
+        self.dropped[cause] = self.dropped.get(cause, 0) + n
+
+
+def _add_accounting(tallies: dict[tuple[str, str], _Tally], accounting: Accounting) -> None:
+    """Add the accounting's rejected/dropped deltas (each also ``observed``); non-positive counts are ignored."""
+    for deltas, rejected in ((accounting.rejected, True), (accounting.dropped, False)):
+        for session, counts in deltas.items():
+            key = (accounting.observer, session or "")
+            for reason, n in counts.items():
+                if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+                    continue
+                tally = tallies.get(key)
+                if tally is None:
+                    tally = tallies[key] = _Tally()
+                tally.observed += n
+                if rejected:
+                    tally.add_rejected(str(reason), n)
+                else:
+                    tally.add_dropped(str(reason), n)
+
+
+def _load_counts(text: Any) -> dict[str, int]:
+    """A ``{reason: n}`` column; anything malformed reads as empty (never raises)."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _merge_counts(base: dict[str, int], delta: dict[str, int]) -> dict[str, int]:
+    out = dict(base)
+    for key, n in delta.items():
+        out[key] = out.get(key, 0) + n
+    return out
+
+
 def _create_private_file(path: Path) -> None:
     """Create ``path`` empty with mode 0600 (its folder 0700) unless it exists; tighten a loose mode."""
     parent = path.parent
@@ -140,12 +350,27 @@ class SpanStore:
 
     ``create=False`` opens an existing store only (readers): a missing file raises :class:`StoreError`.
     All methods are thread-safe. Constructing raises :class:`StoreError` for a file that is not a store.
+    Opening an up-to-date store only reads, so a read-only store can be opened for reading.
+
+    ``retention`` (None: the defaults of :class:`RetentionLimits`) applies on writes and :meth:`prune`.
+    ``max_page_count`` caps the database file in pages (``PRAGMA max_page_count``, per connection; a write
+    that needs more fails with ``sqlite3.OperationalError: database or disk is full``).
+
+    Every write first checks that ``path`` still names the file that was opened: when the file (or its folder)
+    was removed or replaced, writes raise :class:`StoreError` instead of going to an unlinked file.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, create: bool = True, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S,
+        retention: RetentionLimits | None = None,
+        max_page_count: int | None = None,
     ):
         self.path = Path(path)
+        self.retention = RetentionLimits() if retention is None else retention
         if create:
             _create_private_file(self.path)
         elif not self.path.is_file():
@@ -167,6 +392,13 @@ class SpanStore:
                 _logger.warning("otel-agentdiag: %s could not switch to WAL (journal_mode=%s)", self.path, mode)
             self._conn.execute("PRAGMA synchronous = NORMAL")
             migrate(self._conn)
+            if max_page_count is not None:
+                self._conn.execute(f"PRAGMA max_page_count = {int(max_page_count)}")
+            st = os.stat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
+        except OSError as exc:
+            self._conn.close()
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise StoreError(f"{self.path} is not a usable otel-agentdiag store: {exc}") from exc
@@ -177,6 +409,15 @@ class SpanStore:
             _tighten(Path(f"{self.path}{suffix}"))
 
     # -- writing --------------------------------------------------------------------------------------
+    def _check_file(self) -> None:
+        """Raise :class:`StoreError` unless ``path`` still names the opened database file."""
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise StoreError(f"the store {self.path} is gone ({exc.strerror})") from None
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise StoreError(f"the store {self.path} was replaced by another file")
+
     def _resource_id(self, resource: Mapping[str, Any]) -> int:
         by_object = self._resource_objects.get(id(resource))
         if by_object is not None and by_object[0] is resource:
@@ -197,52 +438,398 @@ class SpanStore:
     def write_spans(self, rows: Sequence[SpanRow]) -> int:
         """Write ``rows`` in one transaction; returns how many were new (a span already stored is kept).
 
-        Raises ``sqlite3.Error`` (the transaction is rolled back and nothing of the batch is written).
+        A thin wrapper over :meth:`write_batch` (so stats and retention apply). Raises ``sqlite3.Error``
+        (the transaction is rolled back and nothing of the batch is written).
         """
+        return self.write_batch(rows).inserted
+
+    def write_batch(
+        self, rows: Sequence[SpanRow], accounting: Accounting | None = None, *, now_ns: int | None = None
+    ) -> WriteResult:
+        """Write ``rows`` and the pipeline's ``accounting`` deltas in ONE transaction (``BEGIN IMMEDIATE``).
+
+        In order: rows of a cleared session that started at or before the clear are not written (counted
+        ``dropped["cleared"]``); a row larger than ``max_span_bytes`` is shrunk (see :class:`RetentionLimits`);
+        rows are inserted, a span already stored is kept (counted as a duplicate); ``session_stats`` gets one
+        upsert per (observer, session) of the batch and of the accounting, so that per row of that table
+        ``observed == accepted + sum(rejected) + sum(dropped)``; the observer row is upserted; retention
+        prunes the touched sessions and the store. A row's observer is ``row.observer``, else
+        ``accounting.observer``, else ``''``; its session key is ``row.session`` or ``''``.
+
+        Raises ``sqlite3.Error`` (or :class:`StoreError`) with the whole transaction rolled back: stats are
+        then unchanged too, and the caller may retry the same batch.
+        """
+        now = time.time_ns() if now_ns is None else now_ns
+        default_observer = accounting.observer if accounting is not None else ""
+        limits = self.retention
+        max_span = limits.max_span_bytes
         with self._lock:
+            self._check_file()
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                params = []
+                tallies: dict[tuple[str, str], _Tally] = {}
+                cleared_at = self._cleared_gates({row.session for row in rows}) if rows else {}
+                params: list[tuple[Any, ...]] = []
+                # per row to insert: (its tally, session key, size, is a tombstone)
+                pending: list[tuple[_Tally, str, int, bool]] = []
+                n_cleared = oversize = 0
+                last_key: tuple[str, str] | None = None
+                tally = _Tally()
+                resource_id = self._resource_id
                 for row in rows:
-                    rid = self._resource_id(row.resource)
+                    session = row.session or ""
+                    observer = row.observer or default_observer
+                    key = (observer, session)
+                    if key != last_key:
+                        last_key = key
+                        found = tallies.get(key)
+                        tally = tallies[key] = _Tally() if found is None else found
+                    tally.observed += 1
+                    if cleared_at:
+                        gate = cleared_at.get(session)
+                        if gate is not None and row.start_ns <= gate:
+                            tally.add_dropped(DROP_CLEARED, 1)
+                            n_cleared += 1
+                            continue
+                    attributes = row.attributes
+                    a_json = row_json(attributes)
+                    e_json = row_json(row.events)
+                    l_json = row_json(row.links)
+                    s_json = None if row.scope is None else row_json(row.scope)
+                    name = row.name
+                    # UTF-8 bytes of the name and the JSON columns (a non-text name counts as SQLite casts it).
+                    joined = f"{name}{a_json}{e_json}{l_json}{s_json or ''}"
+                    size = len(joined) if joined.isascii() else nbytes(joined)
+                    if size > max_span:
+                        fitted = fit_span(attributes, row.events, a_json, e_json, size, max_span, row_json)
+                        if fitted is not None:
+                            a_json, e_json, size = fitted.attributes_json, fitted.events_json, fitted.size
+                            oversize += fitted.dropped_attributes
                     params.append(
                         (
                             row.trace_id,
                             row.span_id,
                             row.parent_span_id,
-                            row.name,
+                            name,
                             row.kind,
                             row.span_kind,
                             row.start_ns,
                             row.end_ns,
                             row.status,
-                            row.session,
-                            row_json(row.attributes),
-                            row_json(row.events),
-                            row_json(row.links),
-                            rid,
-                            None if row.scope is None else row_json(row.scope),
+                            row.session or None,
+                            a_json,
+                            e_json,
+                            l_json,
+                            resource_id(row.resource),
+                            s_json,
+                            observer or None,
+                            row.sequence,
+                            size,
                         )
                     )
-                before = conn.total_changes
-                conn.executemany(
-                    "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, span_kind, start_ns, end_ns,"
-                    " status, session, attributes, events, links, resource_id, scope)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (trace_id, span_id) DO NOTHING",
-                    params,
-                )
-                written = conn.total_changes - before
+                    pending.append((tally, session, size, _TOMBSTONE in attributes))
+                inserted_flags = self._insert(params)
+                inserted = 0
+                added: dict[str, list[int]] = {}  # session -> [spans, bytes] written now
+                for (tally, session, size, tombstone), new in zip(pending, inserted_flags, strict=True):
+                    if new:
+                        inserted += 1
+                        tally.stored += 1
+                        if tombstone:
+                            tally.add_rejected(REJECT_REDACTOR_ERROR, 1)
+                        else:
+                            tally.accepted += 1
+                        entry = added.get(session)
+                        if entry is None:
+                            added[session] = [1, size]
+                        else:
+                            entry[0] += 1
+                            entry[1] += size
+                    else:
+                        tally.accepted += 1
+                        tally.duplicates += 1
+                if accounting is not None:
+                    _add_accounting(tallies, accounting)
+                self._upsert_stats(tallies)
+                self._upsert_observers(accounting, {obs for obs, _session in tallies if obs}, now)
+                pruned = self._apply_written(added, now)
                 conn.execute("COMMIT")
             except BaseException:
-                # ids inserted in the rolled-back transaction are gone
-                self._resource_ids.clear()
-                self._resource_objects.clear()
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                self._rollback()
                 raise
-            return written
+            return WriteResult(
+                inserted=inserted,
+                duplicates=len(pending) - inserted,
+                cleared=n_cleared,
+                pruned=pruned.spans,
+                oversize_attributes=oversize,
+            )
+
+    def record_accounting(self, accounting: Accounting, *, now_ns: int | None = None) -> None:
+        """Persist ``accounting`` alone (drops and rejections when no rows are written) in one transaction.
+
+        Raises ``sqlite3.Error`` with the transaction rolled back.
+        """
+        now = time.time_ns() if now_ns is None else now_ns
+        with self._lock:
+            self._check_file()
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                tallies: dict[tuple[str, str], _Tally] = {}
+                _add_accounting(tallies, accounting)
+                self._upsert_stats(tallies)
+                self._upsert_observers(accounting, set(), now)
+                conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
+    def clear_session(self, session_digest: str, *, now_ns: int | None = None) -> int:
+        """Delete the session's spans (not its stats) and advance its generation gate; returns spans deleted.
+
+        Spans of the session that started at or before ``now_ns`` and arrive later are not written (counted
+        ``dropped["cleared"]`` for their observer). Raises ``sqlite3.Error`` with nothing changed.
+        """
+        if not isinstance(session_digest, str) or not session_digest:
+            raise StoreError("clear_session needs a session digest")
+        now = time.time_ns() if now_ns is None else now_ns
+        with self._lock:
+            self._check_file()
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                count, size = conn.execute(
+                    "SELECT COUNT(*), coalesce(SUM(size), 0) FROM spans WHERE session = ?", (session_digest,)
+                ).fetchone()
+                conn.execute("DELETE FROM spans WHERE session = ?", (session_digest,))
+                conn.execute(
+                    "INSERT INTO sessions (session, cleared_at_ns, generation, cleared_spans) VALUES (?, ?, 1, ?)"
+                    " ON CONFLICT (session) DO UPDATE SET"
+                    " cleared_at_ns = max(coalesce(cleared_at_ns, excluded.cleared_at_ns), excluded.cleared_at_ns),"
+                    " generation = generation + 1, cleared_spans = cleared_spans + excluded.cleared_spans,"
+                    " span_count = 0, bytes = 0",
+                    (session_digest, now, count),
+                )
+                self._store_totals()
+                conn.execute(
+                    "UPDATE store_stats SET span_count = span_count - ?, total_bytes = total_bytes - ? WHERE id = 1",
+                    (count, size),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        return int(count)
+
+    def prune(self, *, now_ns: int | None = None) -> PruneResult:
+        """Apply every retention limit to every session and the store now; returns what was deleted.
+
+        Also recomputes the running totals (rows and bytes per session and per store) from the rows.
+        Raises ``sqlite3.Error`` with nothing changed.
+        """
+        now = time.time_ns() if now_ns is None else now_ns
+        limits = self.retention
+        with self._lock:
+            self._check_file()
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("UPDATE sessions SET span_count = 0, bytes = 0")
+                conn.execute(
+                    "INSERT INTO sessions (session, span_count, bytes)"
+                    " SELECT coalesce(session, ''), COUNT(*), SUM(size) FROM spans WHERE true"
+                    " GROUP BY coalesce(session, '')"
+                    " ON CONFLICT (session) DO UPDATE SET span_count = excluded.span_count, bytes = excluded.bytes"
+                )
+                conn.execute(
+                    "INSERT INTO store_stats (id, span_count, total_bytes)"
+                    " SELECT 1, COUNT(*), coalesce(SUM(size), 0) FROM spans WHERE true"
+                    " ON CONFLICT (id) DO UPDATE SET span_count = excluded.span_count,"
+                    " total_bytes = excluded.total_bytes"
+                )
+                total = Pruned()
+                for entry in prune_by_age(conn, limits, now).values():
+                    total.add(entry)
+                conditions, args = [], []
+                if limits.max_session_spans is not None:
+                    conditions.append("span_count > ?")
+                    args.append(limits.max_session_spans)
+                if limits.max_session_bytes is not None:
+                    conditions.append("bytes > ?")
+                    args.append(limits.max_session_bytes)
+                if conditions:
+                    over = conn.execute(
+                        f"SELECT session, span_count, bytes FROM sessions WHERE {' OR '.join(conditions)}", args
+                    ).fetchall()
+                    for session, count, size in over:
+                        for entry in prune_session(conn, limits, session, count, size).values():
+                            total.add(entry)
+                for entry in prune_store(conn, limits, self._store_totals()[1]).values():
+                    total.add(entry)
+                conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        return PruneResult(spans=total.spans, bytes=total.bytes)
+
+    # -- writing: parts of one transaction ---------------------------------------------------------------
+    def _rollback(self) -> None:
+        # ids inserted in the rolled-back transaction are gone
+        self._resource_ids.clear()
+        self._resource_objects.clear()
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+    def _cleared_gates(self, sessions: set[str | None]) -> dict[str, int]:
+        """``cleared_at_ns`` of those of ``sessions`` that were cleared."""
+        keys = [s for s in sessions if s]
+        gates: dict[str, int] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for session, cleared in self._conn.execute(
+                f"SELECT session, cleared_at_ns FROM sessions WHERE cleared_at_ns IS NOT NULL AND session IN ({marks})",
+                chunk,
+            ):
+                gates[session] = cleared
+        return gates
+
+    def _insert(self, params: list[tuple[Any, ...]]) -> list[bool]:
+        """Insert the rows; returns, per row, whether it was new (False: that span is already stored)."""
+        if not params:
+            return []
+        conn = self._conn
+        before = conn.total_changes
+        conn.execute("SAVEPOINT agentdiag_insert")
+        conn.executemany(_INSERT_SPAN, params)
+        if conn.total_changes - before == len(params):
+            conn.execute("RELEASE agentdiag_insert")
+            return [True] * len(params)
+        # Some spans were stored already: redo the batch row by row to know which.
+        conn.execute("ROLLBACK TO agentdiag_insert")
+        conn.execute("RELEASE agentdiag_insert")
+        flags = []
+        for row in params:
+            before = conn.total_changes
+            conn.execute(_INSERT_SPAN, row)
+            flags.append(conn.total_changes != before)
+        return flags
+
+    def _upsert_stats(self, tallies: dict[tuple[str, str], _Tally]) -> None:
+        conn = self._conn
+        for (observer, session), t in tallies.items():
+            if t.rejected or t.dropped:
+                found = conn.execute(
+                    "SELECT rejected, dropped FROM session_stats WHERE observer = ? AND session = ?",
+                    (observer, session),
+                ).fetchone()
+                rejected = _merge_counts(_load_counts(found[0]) if found else {}, t.rejected)
+                dropped = _merge_counts(_load_counts(found[1]) if found else {}, t.dropped)
+                conn.execute(
+                    "INSERT INTO session_stats (observer, session, observed, accepted, stored, duplicates,"
+                    " rejected, dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (observer, session) DO UPDATE SET observed = observed + excluded.observed,"
+                    " accepted = accepted + excluded.accepted, stored = stored + excluded.stored,"
+                    " duplicates = duplicates + excluded.duplicates, rejected = excluded.rejected,"
+                    " dropped = excluded.dropped",
+                    (
+                        observer,
+                        session,
+                        t.observed,
+                        t.accepted,
+                        t.stored,
+                        t.duplicates,
+                        canonical_json(rejected),
+                        canonical_json(dropped),
+                    ),
+                )
+            else:
+                conn.execute(
+                    "INSERT INTO session_stats (observer, session, observed, accepted, stored, duplicates)"
+                    " VALUES (?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (observer, session) DO UPDATE SET observed = observed + excluded.observed,"
+                    " accepted = accepted + excluded.accepted, stored = stored + excluded.stored,"
+                    " duplicates = duplicates + excluded.duplicates",
+                    (observer, session, t.observed, t.accepted, t.stored, t.duplicates),
+                )
+
+    def _upsert_observers(self, accounting: Accounting | None, seen: set[str], now: int) -> None:
+        conn = self._conn
+        if accounting is not None and accounting.observer:
+            conn.execute(
+                "INSERT INTO observers (observer, pid, started_ns, last_seen_ns, peak_queue, queue_limit,"
+                " flush_attempts, flush_failures) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (observer) DO UPDATE SET pid = excluded.pid, started_ns = excluded.started_ns,"
+                " last_seen_ns = excluded.last_seen_ns, peak_queue = excluded.peak_queue,"
+                " queue_limit = excluded.queue_limit, flush_attempts = excluded.flush_attempts,"
+                " flush_failures = excluded.flush_failures",
+                (
+                    accounting.observer,
+                    accounting.pid,
+                    accounting.started_ns,
+                    now,
+                    accounting.peak_queue,
+                    accounting.queue_limit,
+                    accounting.flush_attempts,
+                    accounting.flush_failures,
+                ),
+            )
+            seen = seen - {accounting.observer}
+        for observer in seen:
+            conn.execute(
+                "INSERT INTO observers (observer, last_seen_ns) VALUES (?, ?)"
+                " ON CONFLICT (observer) DO UPDATE SET last_seen_ns = excluded.last_seen_ns"
+                # at most once a second: an unchanged row dirties no page
+                " WHERE excluded.last_seen_ns >= coalesce(last_seen_ns, 0) + 1000000000",
+                (observer, now),
+            )
+
+    def _store_totals(self) -> tuple[int, int]:
+        """``(span_count, total_bytes)`` of the running totals (recomputed if their row is missing)."""
+        found = self._conn.execute("SELECT span_count, total_bytes FROM store_stats WHERE id = 1").fetchone()
+        if found is None:
+            found = self._conn.execute("SELECT COUNT(*), coalesce(SUM(size), 0) FROM spans").fetchone()
+            self._conn.execute(
+                "INSERT INTO store_stats (id, span_count, total_bytes) VALUES (1, ?, ?)", (found[0], found[1])
+            )
+        return int(found[0]), int(found[1])
+
+    def _apply_written(self, added: dict[str, list[int]], now: int) -> Pruned:
+        """Add the written rows to the running totals, then apply retention; returns what was pruned."""
+        conn = self._conn
+        limits = self.retention
+        total = Pruned()
+        if not added:
+            return total
+        spans = size = 0
+        for session, (count, nbytes_) in added.items():
+            spans += count
+            size += nbytes_
+            conn.execute(
+                "INSERT INTO sessions (session, span_count, bytes) VALUES (?, ?, ?)"
+                " ON CONFLICT (session) DO UPDATE SET span_count = span_count + excluded.span_count,"
+                " bytes = bytes + excluded.bytes",
+                (session, count, nbytes_),
+            )
+        _spans, store_bytes = self._store_totals()
+        conn.execute(
+            "UPDATE store_stats SET span_count = span_count + ?, total_bytes = total_bytes + ? WHERE id = 1",
+            (spans, size),
+        )
+        store_bytes += size
+        for entry in prune_by_age(conn, limits, now).values():
+            total.add(entry)
+        if limits.max_session_spans is not None or limits.max_session_bytes is not None:
+            for session in added:
+                found = conn.execute("SELECT span_count, bytes FROM sessions WHERE session = ?", (session,)).fetchone()
+                for entry in prune_session(conn, limits, session, found[0], found[1]).values():
+                    total.add(entry)
+        if limits.max_store_bytes is not None and store_bytes - total.bytes > limits.max_store_bytes:
+            for entry in prune_store(conn, limits, store_bytes - total.bytes).values():
+                total.add(entry)
+        return total
 
     # -- reading --------------------------------------------------------------------------------------
     def span_count(self) -> int:
@@ -296,19 +883,192 @@ class SpanStore:
             raise StoreError(f"no trace {text} in {self.path}")
         if len(matches) > 1:
             raise StoreError(f"trace id prefix {text} is ambiguous; give more digits")
-        return matches[0]
+        return str(matches[0])
 
     def get_trace(self, trace_id: str) -> list[StoredSpan]:
         """All spans of one trace, ordered by start time."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.span_kind, s.start_ns,"
-                " s.end_ns, s.status, s.session, s.attributes, s.events, s.links, r.attributes, s.scope"
-                " FROM spans s LEFT JOIN resources r ON r.id = s.resource_id"
+                f"SELECT {_SPAN_COLUMNS} FROM spans s LEFT JOIN resources r ON r.id = s.resource_id"
                 " WHERE s.trace_id = ? ORDER BY s.start_ns, s.span_id",
                 (trace_id,),
             ).fetchall()
         return [_decode(row) for row in rows]
+
+    def session_spans(self, session: str | None) -> list[StoredSpan]:
+        """All spans of one session (None: spans outside any session), ordered by start time."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_SPAN_COLUMNS} FROM spans s LEFT JOIN resources r ON r.id = s.resource_id"
+                " WHERE s.session IS ? ORDER BY s.start_ns, s.span_id",
+                (session or None,),
+            ).fetchall()
+        return [_decode(row) for row in rows]
+
+    def list_sessions(self) -> list[SessionSummary]:
+        """Sessions with rows or a ``sessions`` row (e.g. cleared), newest activity first.
+
+        Counted from the rows themselves. Spans outside any session appear as ``session=None``, only when
+        there are some. Sessions without rows (cleared or pruned empty) come last.
+        """
+        with self._lock:
+            counted = self._conn.execute(
+                "SELECT coalesce(session, ''), COUNT(*), coalesce(SUM(size), 0), MIN(start_ns),"
+                " MAX(max(coalesce(end_ns, start_ns), start_ns)), group_concat(DISTINCT trace_id)"
+                " FROM spans GROUP BY coalesce(session, '')"
+            ).fetchall()
+            known = {
+                row[0]: row[1:]
+                for row in self._conn.execute(
+                    "SELECT session, cleared_at_ns, generation, pruned_spans, cleared_spans FROM sessions"
+                )
+            }
+        out: list[SessionSummary] = []
+        seen: set[str] = set()
+        for session, count, size, first, last, traces in counted:
+            seen.add(session)
+            cleared, generation, pruned, cleared_spans = known.get(session, (None, 0, 0, 0))
+            out.append(
+                SessionSummary(
+                    session=session or None,
+                    span_count=int(count),
+                    bytes=int(size),
+                    first_start_ns=first,
+                    last_activity_ns=last,
+                    trace_ids=tuple(sorted(str(traces).split(","))) if traces else (),
+                    cleared_at_ns=cleared,
+                    generation=int(generation or 0),
+                    pruned_spans=int(pruned or 0),
+                    cleared_spans=int(cleared_spans or 0),
+                )
+            )
+        for session, (cleared, generation, pruned, cleared_spans) in known.items():
+            if session in seen or not session:
+                continue
+            out.append(
+                SessionSummary(
+                    session=session,
+                    span_count=0,
+                    bytes=0,
+                    first_start_ns=None,
+                    last_activity_ns=None,
+                    trace_ids=(),
+                    cleared_at_ns=cleared,
+                    generation=int(generation or 0),
+                    pruned_spans=int(pruned or 0),
+                    cleared_spans=int(cleared_spans or 0),
+                )
+            )
+        out.sort(key=lambda s: (s.last_activity_ns is None, -(s.last_activity_ns or 0), s.session or ""))
+        return out
+
+    def session_stats(self, session: str | _AllSessions | None = ALL_SESSIONS) -> list[SessionStats]:
+        """Cumulative stats rows, of one session (None: outside any session) or of all (the default)."""
+        sql = "SELECT observer, session, observed, accepted, stored, duplicates, rejected, dropped FROM session_stats"
+        args: tuple[Any, ...] = ()
+        if not isinstance(session, _AllSessions):
+            sql += " WHERE session = ?"
+            args = (session or "",)
+        with self._lock:
+            rows = self._conn.execute(sql + " ORDER BY session, observer", args).fetchall()
+        return [
+            SessionStats(
+                observer=observer,
+                session=sess or None,
+                observed=int(observed or 0),
+                accepted=int(accepted or 0),
+                stored=int(stored or 0),
+                duplicates=int(duplicates or 0),
+                rejected=_load_counts(rejected),
+                dropped=_load_counts(dropped),
+            )
+            for observer, sess, observed, accepted, stored, duplicates, rejected, dropped in rows
+        ]
+
+    def observers(self) -> list[ObserverInfo]:
+        """Every observer that wrote rows or accounting, oldest start first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT observer, pid, started_ns, last_seen_ns, peak_queue, queue_limit, flush_attempts,"
+                " flush_failures FROM observers ORDER BY coalesce(started_ns, 0), observer"
+            ).fetchall()
+        return [
+            ObserverInfo(
+                observer=row[0],
+                pid=row[1],
+                started_ns=row[2],
+                last_seen_ns=row[3],
+                peak_queue=int(row[4] or 0),
+                queue_limit=int(row[5] or 0),
+                flush_attempts=int(row[6] or 0),
+                flush_failures=int(row[7] or 0),
+            )
+            for row in rows
+        ]
+
+    def store_summary(self) -> StoreSummary:
+        """Rows and bytes counted from the rows; cumulative pruned counts; rows with malformed JSON columns.
+
+        ``session_count`` is the number of distinct sessions with rows (spans outside any session not counted).
+        """
+        with self._lock:
+            count, size, sessions = self._conn.execute(
+                "SELECT COUNT(*), coalesce(SUM(size), 0), COUNT(DISTINCT session) FROM spans"
+            ).fetchone()
+            found = self._conn.execute("SELECT pruned_spans, pruned_bytes FROM store_stats WHERE id = 1").fetchone()
+            malformed = self._malformed_rows()
+        pruned_spans, pruned_bytes = found if found is not None else (0, 0)
+        return StoreSummary(
+            span_count=int(count),
+            total_bytes=int(size),
+            pruned_spans=int(pruned_spans),
+            pruned_bytes=int(pruned_bytes),
+            malformed_rows=malformed,
+            session_count=int(sessions),
+        )
+
+    def _malformed_rows(self) -> int:
+        """Rows that read back ``corrupt`` (a JSON column that does not decode to its type)."""
+        try:
+            (n,) = self._conn.execute(
+                "SELECT COUNT(*) FROM spans s LEFT JOIN resources r ON r.id = s.resource_id WHERE"
+                f" {_bad_json('s.attributes', 'object')} OR {_bad_json('s.events', 'array')}"
+                f" OR {_bad_json('s.links', 'array')}"
+                f" OR (s.scope IS NOT NULL AND {_bad_json('s.scope', 'object')})"
+                f" OR (r.attributes IS NOT NULL AND {_bad_json('r.attributes', 'object')})"
+            ).fetchone()
+            return int(n)
+        except sqlite3.OperationalError:  # an SQLite without JSON functions: decode every row
+            rows = self._conn.execute(
+                f"SELECT {_SPAN_COLUMNS} FROM spans s LEFT JOIN resources r ON r.id = s.resource_id"
+            )
+            return sum(1 for row in rows if _decode(row).corrupt)
+
+    def resolve_session(self, text: str) -> str:
+        """The stored session digest for ``text``: the digest itself, or a unique prefix of at least 4 characters
+        of the digest or of its hex part (after the last ``:``). Raises :class:`StoreError` otherwise."""
+        needle = text.strip() if isinstance(text, str) else ""
+        if not needle:
+            raise StoreError("no session given")
+        with self._lock:
+            known = {
+                row[0]
+                for row in self._conn.execute(
+                    "SELECT session FROM sessions WHERE session <> ''"
+                    " UNION SELECT DISTINCT session FROM spans WHERE session IS NOT NULL"
+                )
+            }
+        if needle in known:
+            return needle
+        if len(needle) < 4:
+            raise StoreError(f"session prefix {text!r} is too short; give at least 4 characters")
+        lowered = needle.lower()
+        matches = sorted(s for s in known if s.startswith(needle) or s.rsplit(":", 1)[-1].startswith(lowered))
+        if not matches:
+            raise StoreError(f"no session {text} in {self.path}")
+        if len(matches) > 1:
+            raise StoreError(f"session prefix {text} is ambiguous ({len(matches)} sessions); give more characters")
+        return str(matches[0])
 
     def close(self) -> None:
         with self._lock:
@@ -343,6 +1103,7 @@ def _decode(row: tuple[Any, ...]) -> StoredSpan:
     links = load(row[12], [])
     resource = load(row[13], {})
     scope = load(row[14], {}) if row[14] is not None else None
+    sequence = row[16] if isinstance(row[16], int) and not isinstance(row[16], bool) else None
     return StoredSpan(
         trace_id=row[0],
         span_id=row[1],
@@ -359,5 +1120,12 @@ def _decode(row: tuple[Any, ...]) -> StoredSpan:
         links=links,
         resource=resource,
         scope=scope,
+        observer=row[15] or None,
+        sequence=sequence,
         corrupt=corrupt,
     )
+
+
+def _bad_json(column: str, json_type: str) -> str:
+    """SQL: ``column`` is not valid JSON of ``json_type`` (json_type is evaluated only on valid JSON)."""
+    return f"(CASE WHEN json_valid({column}) THEN json_type({column}) <> '{json_type}' ELSE 1 END)"
