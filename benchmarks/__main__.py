@@ -8,8 +8,8 @@ Variants (each a fresh TracerProvider per round, not timed):
 
 - ``bare``: opentelemetry-sdk + BatchSpanProcessor + a no-op exporter (the baseline);
 - ``redact_noop``: RedactingSpanProcessor(strict, HMAC) + BatchSpanProcessor + no-op exporter (redaction alone);
-- ``agentdiag``: the default local pipeline ``configure()`` builds: RedactingSpanProcessor(strict, HMAC)
-  + BatchSpanProcessor + SQLiteSpanExporter into a temporary store.
+- ``agentdiag``: the default local pipeline ``configure()`` builds: SessionSequencer + RedactingSpanProcessor
+  (local, HMAC) + AccountingBatchSpanProcessor + SQLiteSpanExporter into a temporary store.
 
 Shapes: ``span``: one span with 10 GenAI attributes (two of them correlation IDs); ``iteration``: one agent
 iteration through the manual wrappers (iteration > llm call with usage + tool call), the same wrappers
@@ -59,8 +59,9 @@ def make_agentdiag(folder: Path) -> tuple[TracerProvider, Callable[[], None]]:
         set_global=False,
     )
     # Same queue bound as the baseline, so neither drops spans inside a round.
-    for processor in diag.processors:
-        processor._next._batch_processor._max_queue_size = 65536
+    for processor in diag.batch_processors:
+        processor.max_queue_spans = 65536
+        processor.max_queue_bytes = 1 << 30
 
     def close() -> None:
         diag.shutdown()

@@ -2,10 +2,12 @@
 
 Pipeline (design.md §2)::
 
-    TracerProvider ─┬─ RedactingSpanProcessor(local)  ─ BatchSpanProcessor ─ SQLiteSpanExporter ─ store
-                    └─ RedactingSpanProcessor(strict) ─ BatchSpanProcessor ─ OTLPSpanExporter ─ collector
+    TracerProvider ─┬─ SessionSequencer (on_start: agentdiag.observer.id, agentdiag.sequence)
+                    ├─ RedactingSpanProcessor(local)  ─ AccountingBatchSpanProcessor ─ SQLiteSpanExporter ─ store
+                    └─ RedactingSpanProcessor(strict) ─ AccountingBatchSpanProcessor ─ OTLPSpanExporter ─ collector
 
-Each branch (a *destination*) has its own policy and may have its own hash key.
+Each branch (a *destination*) has its own policy and may have its own hash key. Each batch processor counts
+the fate of every span; the SQLite branch persists those counts with the spans.
 
 Precedence: argument > environment variable > default.
 """
@@ -16,6 +18,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,14 +27,16 @@ from typing import Any, Literal
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag.instrumentation import manual
+from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer
 from otel_agentdiag.redaction import hashing
 from otel_agentdiag.redaction.policy import LOCAL, STRICT, Policy, PolicyError, resolve_policy
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
+from otel_agentdiag.storage import RetentionLimits
 from otel_agentdiag.storage.store import default_store_path
 
 _logger = logging.getLogger(__name__)
@@ -68,11 +73,17 @@ class AgentDiag:
         processors: tuple[RedactingSpanProcessor, ...] = (),
         owns_provider: bool = False,
         destinations: tuple[Destination, ...] = (),
+        sequencer: SessionSequencer | None = None,
+        batch_processors: tuple[AccountingBatchSpanProcessor, ...] = (),
     ) -> None:
         self.options = options
         self.tracer_provider = tracer_provider
         self.processors = processors
         """One redacting processor per destination, in the order of :attr:`destinations`."""
+        self.batch_processors = batch_processors
+        """The batching processor behind each redacting processor (same order): queue bounds and counts."""
+        self.sequencer = sequencer
+        """Numbers every span per session (``agentdiag.sequence``); ``None`` when nothing is installed."""
         self.destinations = destinations
         self.key_ids = {d.name: d.hasher.key_id for d in destinations}
         """Destination → id of its hash key (it appears in every digest: ``hmac-sha256:<key id>:...``)."""
@@ -102,6 +113,33 @@ class AgentDiag:
         candidates = tuple(candidates)
         return {d.name: p.drift_report(candidates) for d, p in zip(self.destinations, self.processors, strict=True)}
 
+    @property
+    def observer_id(self) -> str | None:
+        """``agentdiag.observer.id`` of this pipeline (16 hex digits; ``None`` when nothing is installed)."""
+        return None if self.sequencer is None else self.sequencer.observer_id
+
+    def stats(self) -> dict[str, Any]:
+        """Per destination, what became of every span so far, JSON-ready (value-free: counts and digests).
+
+        ``{"observer": id, "destinations": {name: {"redaction": {redacted, failed, tombstoned, dropped},
+        "pipeline": AccountingBatchSpanProcessor.stats().as_dict()}}}``. Per session (keyed by session digest,
+        ``""`` for spans outside any session) ``observed = accepted + rejected + dropped + pending``.
+        """
+        destinations: dict[str, Any] = {}
+        for destination, redacting, batching in zip(
+            self.destinations, self.processors, self.batch_processors, strict=False
+        ):
+            destinations[destination.name] = {
+                "redaction": {
+                    "redacted": redacting.redacted,
+                    "failed": redacting.failed,
+                    "tombstoned": redacting.tombstoned,
+                    "dropped": redacting.dropped,
+                },
+                "pipeline": batching.stats().as_dict(),
+            }
+        return {"observer": self.observer_id, "destinations": destinations}
+
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export everything pending now; True when every branch finished within the timeout."""
         if self._is_shutdown:
@@ -111,13 +149,19 @@ class AgentDiag:
             ok = processor.force_flush(timeout_millis) and ok
         return ok
 
-    def shutdown(self) -> None:
-        """Flush and stop the pipeline (idempotent). The wrappers fall back to the global provider."""
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Flush and stop the pipeline (idempotent). The wrappers fall back to the global provider.
+
+        Bounded in time: all destinations flush in parallel within ``timeout_s`` (default 5 s), even if an
+        exporter hangs; spans not exported by then are counted as dropped (``shutdown``).
+        """
         with self._lock:
             if self._is_shutdown:
                 return
             self._is_shutdown = True
         atexit.unregister(self.shutdown)
+        with handle_internal_errors("shutting down"):
+            self._shutdown_batching(timeout_s)
         with handle_internal_errors("shutting down"):
             if self._owns_provider and self.tracer_provider is not None:
                 self.tracer_provider.shutdown()
@@ -126,6 +170,17 @@ class AgentDiag:
                     processor.shutdown()
         if manual._tracer_provider_in_use() is self.tracer_provider:
             manual.use_tracer_provider(None)
+
+    def _shutdown_batching(self, timeout_s: float | None) -> None:
+        """Stop every batch processor against one deadline (each drains while the others do)."""
+        if not self.batch_processors:
+            return
+        timeout = max(p.shutdown_timeout_s for p in self.batch_processors) if timeout_s is None else max(timeout_s, 0.0)
+        deadline = time.monotonic() + timeout
+        for processor in self.batch_processors:
+            processor.begin_shutdown()
+        for processor in self.batch_processors:
+            processor.shutdown(max(deadline - time.monotonic(), 0.0))
 
     def __enter__(self) -> AgentDiag:
         return self
@@ -298,6 +353,7 @@ def configure(
     local_policy: Policy | str | os.PathLike[str] | None = None,
     otlp_policy: Policy | str | os.PathLike[str] | None = None,
     otlp_hash_key: str | bytes | None = None,
+    retention: RetentionLimits | None = None,
 ) -> AgentDiag:
     """Install the redacting pipeline and return its handle.
 
@@ -319,6 +375,9 @@ def configure(
         ``AGENTDIAG_OTLP_POLICY``), ``"local"``, a policy or a file. ``summary="debug"`` is refused here.
     :param otlp_hash_key: a separate key for the OTLP digests (default: ``AGENTDIAG_OTLP_HASH_KEY``, then
         the local key), so the export cannot be joined with the local store.
+    :param retention: how much the SQLite store keeps, a :class:`~otel_agentdiag.storage.RetentionLimits`
+        (default: ``RetentionLimits()``: per session 10 000 spans, 64 MiB, 30 days; 1 GiB per store; 256 KiB
+        per span). Limits are applied on each write: the oldest rows of the first scope over a limit go.
 
     A bad argument raises ``ValueError`` (a :class:`~otel_agentdiag.redaction.PolicyError` for policies)
     before anything is installed. A bad ``AGENTDIAG_*_POLICY`` variable logs an error and selects the strict
@@ -329,6 +388,8 @@ def configure(
         return AgentDiag(options)
     if tracer_provider is not None and not hasattr(tracer_provider, "add_span_processor"):
         raise ValueError("tracer_provider must be an opentelemetry-sdk TracerProvider")
+    if retention is not None and not isinstance(retention, RetentionLimits):
+        raise ValueError("retention must be a RetentionLimits")
     destinations = resolve_destinations(
         options,
         hash_key=hash_key,
@@ -344,17 +405,32 @@ def configure(
         attributes = {SERVICE_NAME: service_name} if service_name else {}
         tracer_provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
 
+    sequencer = SessionSequencer()
     processors: list[RedactingSpanProcessor] = []
+    batch_processors: list[AccountingBatchSpanProcessor] = []
     installed: list[Destination] = []
     for destination in destinations:
-        exporter = _exporter(destination.name, options)
+        exporter = _exporter(destination.name, options, retention)
         if exporter is None:
             continue
+        batching = AccountingBatchSpanProcessor(
+            exporter,
+            observer=sequencer,
+            # The OTLP exporter retries transient failures itself, within OTEL_EXPORTER_OTLP_TIMEOUT.
+            max_retries=0 if destination.name == OTLP_DESTINATION else 3,
+        )
+        batch_processors.append(batching)
         processors.append(
-            RedactingSpanProcessor(BatchSpanProcessor(exporter), policy=destination.policy, hasher=destination.hasher)
+            # The sequencer, first on the provider, already copies the run's conversation id onto each span.
+            RedactingSpanProcessor(
+                batching, policy=destination.policy, hasher=destination.hasher, propagate_conversation=False
+            )
         )
         installed.append(destination)
 
+    if processors:
+        # First: the numbers must be on the span before any destination sees it.
+        tracer_provider.add_span_processor(sequencer)
     for processor in processors:
         tracer_provider.add_span_processor(processor)
     _maybe_set_global(tracer_provider, set_global)
@@ -365,10 +441,12 @@ def configure(
         processors=tuple(processors),
         owns_provider=owns_provider,
         destinations=tuple(installed),
+        sequencer=sequencer if processors else None,
+        batch_processors=tuple(batch_processors),
     )
 
 
-def _exporter(destination: str, options: AgentDiagOptions) -> SpanExporter | None:
+def _exporter(destination: str, options: AgentDiagOptions, retention: RetentionLimits | None) -> SpanExporter | None:
     if destination == LOCAL_DESTINATION:
         from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
         from otel_agentdiag.storage import SpanStore, StoreError
@@ -376,12 +454,12 @@ def _exporter(destination: str, options: AgentDiagOptions) -> SpanExporter | Non
         assert options.store_path is not None
         try:
             # Opened now, so a bad store is reported at once; the exporter closes it on shutdown.
-            return SQLiteSpanExporter(SpanStore(options.store_path), owns_store=True)
+            return SQLiteSpanExporter(SpanStore(options.store_path, retention=retention), owns_store=True)
         except (StoreError, OSError) as exc:
             # Never hurt the agent: keep the pipeline; the exporter retries opening on each batch and counts
             # what it cannot write.
             _logger.error("otel-agentdiag: cannot open the trace store %s: %s", options.store_path, exc)
-            return SQLiteSpanExporter(options.store_path)
+            return SQLiteSpanExporter(options.store_path, retention=retention)
     from otel_agentdiag.exporters.otlp import otlp_span_exporter
 
     try:

@@ -1,12 +1,21 @@
-"""``SQLiteSpanExporter``: one transaction per batch into a :class:`~otel_agentdiag.storage.SpanStore`."""
+"""``SQLiteSpanExporter``: one transaction per batch into a :class:`~otel_agentdiag.storage.SpanStore`.
+
+With :class:`~otel_agentdiag.pipeline.AccountingBatchSpanProcessor` in front (as ``configure()`` builds it),
+each batch goes through :meth:`SQLiteSpanExporter.export_with_accounting`: the pipeline's drop and rejection
+counts since the last successful write travel in the same transaction as the spans, so the store's
+``observed = accepted + rejected + dropped`` always holds.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -15,13 +24,35 @@ from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.spans import attribute_items, span_attributes
-from otel_agentdiag.storage import SpanRow, SpanStore, StoreError
+from otel_agentdiag.storage import Accounting, RetentionLimits, SpanRow, SpanStore, StoreError, WriteResult
 from otel_agentdiag.storage.store import default_store_path
 
 _logger = logging.getLogger(__name__)
 
 _STATUS = {StatusCode.UNSET: "unset", StatusCode.OK: "ok", StatusCode.ERROR: "error"}
 _KINDS = frozenset(sc.KINDS)
+_OBSERVER_ID = re.compile(r"[0-9a-f]{16}")
+_STORE_ERRORS = (sqlite3.Error, StoreError, OSError)
+_INHERITED: list[SpanStore] = []
+"""Stores a forked child inherited from its parent: left alone (closing them could disturb the parent's)."""
+_SQLITE_READONLY = 8
+
+
+def row_session(attributes: Mapping[str, Any]) -> str | None:
+    """The session a span is stored under: its ``gen_ai.conversation.id``, else ``session.id``, if a string.
+
+    On a redacted span that is the keyed digest. The pipeline uses the same function to file drops.
+    """
+    session = attributes.get(sc.GEN_AI_CONVERSATION_ID, attributes.get(sc.SESSION_ID))
+    return session if isinstance(session, str) else None
+
+
+def _observer(value: Any) -> str | None:
+    return value if isinstance(value, str) and _OBSERVER_ID.fullmatch(value) else None
+
+
+def _sequence(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _plain(attributes: Any) -> dict[str, Any]:
@@ -40,7 +71,6 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
         raise ValueError("span without a context")
     attributes = _plain(span_attributes(span))
     kind = attributes.get(sc.AGENTDIAG_KIND)
-    session = attributes.get(sc.GEN_AI_CONVERSATION_ID, attributes.get(sc.SESSION_ID))
     scope = span.instrumentation_scope
     events, links = span.events, span.links
     return SpanRow(
@@ -53,7 +83,7 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
         start_ns=span.start_time or 0,
         end_ns=span.end_time,
         status=_STATUS.get(span.status.status_code, "unset"),
-        session=session if isinstance(session, str) else None,
+        session=row_session(attributes),
         attributes=attributes,
         events=[{"name": e.name, "time_ns": e.timestamp, "attributes": _plain(e.attributes)} for e in events]
         if events
@@ -71,65 +101,185 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
         # The resource mapping itself: spans of one provider share it, and the store caches by identity.
         resource=span.resource.attributes,
         scope=None if scope is None else {"name": scope.name, "version": scope.version},
+        observer=_observer(attributes.get(sc.AGENTDIAG_OBSERVER_ID)),
+        sequence=_sequence(attributes.get(sc.AGENTDIAG_SEQUENCE)),
     )
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of ``path``, or None when it does not exist."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _is_readonly(exc: BaseException) -> bool:
+    """``SQLITE_READONLY`` (or one of its extended codes): read-only file, folder or database."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python >= 3.11
+    if isinstance(code, int):
+        return code & 0xFF == _SQLITE_READONLY
+    return isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc)
 
 
 class SQLiteSpanExporter(SpanExporter):
     """Write each batch in one SQLite transaction. Never raises: a failed batch returns ``FAILURE``.
 
     Give it a :class:`SpanStore` or a path (then the store is opened lazily on the first export, so an
-    exporter built from an entry point creates no file until spans arrive). The exporter does not redact:
-    put it behind a :class:`~otel_agentdiag.redaction.RedactingSpanProcessor`, as ``configure()`` does.
+    exporter built from an entry point creates no file until spans arrive; ``retention`` applies to a store
+    it opens, by default the given store's). The exporter does not redact: put it behind a
+    :class:`~otel_agentdiag.redaction.RedactingSpanProcessor`, as ``configure()`` does.
+
+    Before each write it checks that the store file is still the one it opened: a store it owns that was
+    deleted or replaced (its folder removed mid-run, say) is opened afresh at the same path rather than
+    written into a file nobody can read again; for a store it was given, the write fails instead.
     """
 
     def __init__(
-        self, store: SpanStore | str | os.PathLike[str] | None = None, *, owns_store: bool | None = None
+        self,
+        store: SpanStore | str | os.PathLike[str] | None = None,
+        *,
+        owns_store: bool | None = None,
+        retention: RetentionLimits | None = None,
     ) -> None:
         if store is None:
             store = default_store_path()
         self._store: SpanStore | None = store if isinstance(store, SpanStore) else None
-        self._path = store.path if isinstance(store, SpanStore) else store
+        self._path = (store.path if isinstance(store, SpanStore) else Path(store)).absolute()
         self._owns_store = not isinstance(store, SpanStore) if owns_store is None else owns_store
         """Whether ``shutdown()`` closes the store (default: only a store the exporter opened itself)."""
+        if retention is None and isinstance(store, SpanStore):
+            retention = store.retention  # kept for a store opened afresh (after a fork, or if the file went)
+        self._retention = retention
+        self._identity = _file_identity(self._path) if self._store is not None else None
         self._lock = threading.Lock()
         self._shutdown = False
         self.exported = 0
         """Spans written (or already present)."""
         self.failed = 0
         """Spans in batches that could not be written."""
+        self.last_result: WriteResult | None = None
+        """What the last successful write did (duplicates, cleared, pruned, oversize attributes)."""
+        if hasattr(os, "register_at_fork"):
+            reinit = weakref.WeakMethod(self._at_fork_reinit)
+
+            def _after_in_child() -> None:
+                method = reinit()
+                if method is not None:
+                    method()
+
+            os.register_at_fork(after_in_child=_after_in_child)
+
+    def _at_fork_reinit(self) -> None:
+        """In a forked child: never touch the parent's connection (SQLite forbids it); open a new one lazily."""
+        self._lock = threading.Lock()  # may have been held by the parent's export thread
+        if self._store is not None:
+            _INHERITED.append(self._store)  # kept, so that it is not even closed here
+            self._store = None
+            self._owns_store = True
+        self._identity = None
+
+    @property
+    def path(self) -> Path:
+        """The store's file."""
+        return self._path
 
     def _get_store(self) -> SpanStore:
+        store = self._store
+        if store is not None and _file_identity(self._path) != self._identity:
+            if not self._owns_store:
+                raise StoreError(f"the trace store {self._path} was removed or replaced")
+            _logger.warning("otel-agentdiag: the trace store %s was removed or replaced; opening a new one", self._path)
+            self._store = None
+            try:
+                store.close()
+            except sqlite3.Error:
+                pass
         if self._store is None:
-            self._store = SpanStore(self._path)
+            self._store = SpanStore(self._path, retention=self._retention)
+            self._identity = _file_identity(self._path)
         return self._store
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS if self._write(spans, None) else SpanExportResult.FAILURE
+
+    def export_with_accounting(self, spans: Sequence[ReadableSpan], accounting: Accounting | None) -> bool:
+        """Write ``spans`` and the pipeline's ``accounting`` deltas in one transaction; True when committed.
+
+        On False nothing of either was written (the caller keeps the deltas and retries or counts the spans).
+        """
+        return self._write(spans, accounting)
+
+    def record_accounting(self, accounting: Accounting) -> bool:
+        """Persist ``accounting`` alone (drops and rejections when there are no spans to write)."""
+        if self._shutdown:
+            return False
+        with self._lock:
+            try:
+                self._get_store().record_accounting(accounting)
+            except Exception as exc:  # noqa: BLE001 - an exporter must never raise into the pipeline
+                _logger.warning(
+                    "otel-agentdiag: could not record pipeline counts in %s: %s",
+                    self._path,
+                    exc if isinstance(exc, _STORE_ERRORS) else type(exc).__name__,
+                )
+                self._after_failure(exc)
+                return False
+            return True
+
+    def _write(self, spans: Sequence[ReadableSpan], accounting: Accounting | None) -> bool:
         if self._shutdown:
             self.failed += len(spans)
             _logger.warning("otel-agentdiag: export called after shutdown; %d spans not written", len(spans))
-            return SpanExportResult.FAILURE
+            return False
         with self._lock:
             try:
                 rows = [span_to_row(span) for span in spans]
-                self._get_store().write_spans(rows)
-            except (sqlite3.Error, StoreError, OSError) as exc:
+                result = self._get_store().write_batch(rows, accounting)
+            except _STORE_ERRORS as exc:
                 # These messages describe the database ("attempt to write a readonly database"), not spans.
                 self.failed += len(spans)
                 _logger.warning("otel-agentdiag: could not write %d spans to %s: %s", len(spans), self._path, exc)
-                return SpanExportResult.FAILURE
+                self._after_failure(exc)
+                return False
             except Exception as exc:  # noqa: BLE001 - an exporter must never raise into the pipeline
                 self.failed += len(spans)
                 _logger.warning("otel-agentdiag: SQLite export failed unexpectedly (%s)", type(exc).__name__)
-                return SpanExportResult.FAILURE
+                return False
+            finally:
+                if self._shutdown:
+                    self._close()  # shut down while this write ran
             self.exported += len(spans)
-            return SpanExportResult.SUCCESS
+            self.last_result = result
+            return True
+
+    def _after_failure(self, exc: BaseException) -> None:
+        """A connection that found its database read-only stays so: reopen an owned store on the next write."""
+        if self._owns_store and self._store is not None and _is_readonly(exc):
+            self._close()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
 
-    def shutdown(self) -> None:
-        with self._lock:
-            self._shutdown = True
-            if self._owns_store and self._store is not None:
-                self._store.close()
-                self._store = None
+    def _close(self) -> None:
+        if self._owns_store and self._store is not None:
+            store, self._store = self._store, None
+            try:
+                store.close()
+            except sqlite3.Error:
+                pass
+
+    def shutdown(self, timeout_millis: float = 5000) -> None:
+        """Stop exporting; close the store if the exporter owns it.
+
+        Waits at most ``timeout_millis`` for a write in progress (a database locked for longer, say); that
+        write then closes the store when it returns.
+        """
+        self._shutdown = True
+        if not self._lock.acquire(timeout=max(timeout_millis, 0) / 1000):
+            return
+        try:
+            self._close()
+        finally:
+            self._lock.release()

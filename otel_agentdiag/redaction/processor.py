@@ -363,8 +363,12 @@ class RedactingSpanProcessor(SpanProcessor):
         policy: p.Policy | None = None,
         hasher: IdHasher,
         names: NameRegistry | None = None,
+        propagate_conversation: bool = True,
     ) -> None:
         self._next = span_processor
+        self._propagate = propagate_conversation
+        """``False`` when something before it on the provider (``configure()``'s sequencer) already copies the
+        run's conversation id onto spans at start: one on_start less per span and destination."""
         self.redactor = SpanRedactor(policy or p.STRICT, hasher, names)
         self._lock = threading.Lock()
         self._shutdown = False
@@ -386,6 +390,8 @@ class RedactingSpanProcessor(SpanProcessor):
         return self.redactor.drift_report(candidates)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if not self._propagate:
+            return
         try:
             conversation = current_conversation_id(parent_context)
             if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in span_attributes(span):
@@ -411,17 +417,45 @@ class RedactingSpanProcessor(SpanProcessor):
             )
             if self.policy.on_error != "tombstone":
                 self._count("dropped")
+                self._report_rejected(span)
                 return
             try:
                 clean = self.redactor.tombstone(span)
             except Exception:  # noqa: BLE001
                 self._count("dropped")
+                self._report_rejected(span)
                 return
             if self._forward(clean):
                 self._count("tombstoned")
             return
         if self._forward(clean):
             self._count("redacted")
+
+    def _report_rejected(self, span: ReadableSpan) -> None:
+        """Tell the wrapped processor, if it keeps accounts (``record_rejected``), that a span was rejected.
+
+        It is filed under the session digest the store would have used, when that can still be computed.
+        """
+        record = getattr(self._next, "record_rejected", None)
+        if record is None:
+            return
+        session = None
+        try:
+            attributes = span_attributes(span)
+            kept = {}
+            for key in (sc.GEN_AI_CONVERSATION_ID, sc.SESSION_ID):
+                rule = self.policy.rule_for(key) if key in attributes else None
+                value = None if rule is None else self.redactor._decide(rule, attributes[key])[0]
+                if value is not None:
+                    kept[key] = value
+            found = kept.get(sc.GEN_AI_CONVERSATION_ID, kept.get(sc.SESSION_ID))
+            session = found if isinstance(found, str) else None
+        except Exception:  # noqa: BLE001 - the span is still counted, without its session
+            pass
+        try:
+            record(session, p.REDACTOR_ERROR)
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("counting a rejected span", exc)
 
     def _forward(self, span: ReadableSpan) -> bool:
         try:

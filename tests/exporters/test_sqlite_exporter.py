@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +16,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
-from otel_agentdiag.storage import SpanStore
+from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter, span_to_row
+from otel_agentdiag.pipeline import SessionSequencer
+from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore
 
 
 @pytest.fixture(autouse=True)
@@ -265,3 +268,146 @@ def test_same_spans_exported_twice_are_stored_once(store: SpanStore) -> None:
     assert exporter.export(spans) is SpanExportResult.SUCCESS
     assert store.span_count() == 3
     assert exporter.exported == 6  # "written (or already present)"
+
+
+# -- issue 4: sequence, accounting, retention, a store that goes away --------------------------------------
+def _numbered_spans(n: int, conversation: str = "conv-1") -> tuple[tuple[ReadableSpan, ...], SessionSequencer]:
+    """``n`` ended spans of one session, numbered by a real SessionSequencer."""
+    memory = InMemorySpanExporter()
+    provider = _provider()
+    sequencer = SessionSequencer()
+    provider.add_span_processor(sequencer)
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("numbered")
+    for i in range(n):
+        with tracer.start_as_current_span(f"s-{i}", attributes={"gen_ai.conversation.id": conversation}):
+            pass
+    provider.shutdown()
+    return memory.get_finished_spans(), sequencer
+
+
+def test_rows_carry_observer_and_sequence(store: SpanStore) -> None:
+    spans, sequencer = _numbered_spans(3)
+    assert SQLiteSpanExporter(store).export(spans) is SpanExportResult.SUCCESS
+    rows = store.session_spans("conv-1")
+    assert [(r.observer, r.sequence) for r in rows] == [(sequencer.observer_id, i) for i in range(3)]
+    (stats,) = store.session_stats()
+    assert (stats.observer, stats.observed, stats.accepted, stats.stored) == (sequencer.observer_id, 3, 3, 3)
+
+
+def test_malformed_observer_or_sequence_is_not_stored_as_such() -> None:
+    (span,) = make_spans(1)
+    for observer, sequence in (("not-hex", True), ("ABCDEF0123456789", -1), (7, "3")):
+        odd = ReadableSpan(
+            name="odd",
+            context=span.context,
+            attributes={"agentdiag.observer.id": observer, "agentdiag.sequence": sequence},
+            start_time=span.start_time,
+            end_time=span.end_time,
+        )
+        row = span_to_row(odd)
+        assert (row.observer, row.sequence) == (None, None)
+
+
+def test_export_with_accounting_writes_counts_in_the_same_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    spans, sequencer = _numbered_spans(2)
+    accounting = Accounting(
+        observer=sequencer.observer_id, dropped={"conv-1": {"queue_full": 3}}, rejected={None: {"redactor_error": 1}}
+    )
+    with SpanStore(path, busy_timeout=0.05) as store:
+        exporter = SQLiteSpanExporter(store)
+        locker = sqlite3.connect(path, isolation_level=None)
+        try:
+            locker.execute("BEGIN EXCLUSIVE")
+            assert exporter.export_with_accounting(spans, accounting) is False
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        assert store.span_count() == 0 and store.session_stats() == []  # neither spans nor counts
+
+        assert exporter.export_with_accounting(spans, accounting) is True
+        rows = {r.session: r for r in store.session_stats()}
+        assert (rows["conv-1"].observed, rows["conv-1"].stored, rows["conv-1"].dropped) == (5, 2, {"queue_full": 3})
+        assert (rows[None].observed, rows[None].rejected) == (1, {"redactor_error": 1})
+        assert exporter.last_result is not None and exporter.last_result.inserted == 2
+
+        assert exporter.record_accounting(Accounting(observer=sequencer.observer_id, dropped={None: {"shutdown": 2}}))
+        rows = {r.session: r for r in store.session_stats()}
+        assert rows[None].dropped == {"shutdown": 2} and rows[None].observed == 3
+        exporter.shutdown()
+        assert exporter.record_accounting(Accounting(observer=sequencer.observer_id)) is False
+
+
+def test_retention_applies_to_a_store_the_exporter_opens(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    exporter = SQLiteSpanExporter(path, retention=RetentionLimits(max_session_spans=2))
+    spans, _ = _numbered_spans(5)
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    with SpanStore(path, create=False) as store:
+        assert [r.sequence for r in store.session_spans("conv-1")] == [3, 4]  # the oldest went first
+
+
+def test_an_owned_store_that_was_deleted_is_opened_afresh(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "store" / "traces.db"
+    exporter = SQLiteSpanExporter(path)
+    assert exporter.export(make_spans(2)) is SpanExportResult.SUCCESS
+    for name in list(path.parent.iterdir()):
+        name.unlink()
+    path.parent.rmdir()
+    assert exporter.export(make_spans(3)) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    with SpanStore(path, create=False) as store:
+        assert store.span_count() == 3  # in a file that exists, not the deleted one
+    assert any("removed or replaced" in r.getMessage() for r in caplog.records)
+
+
+def test_a_given_store_that_was_deleted_fails_instead_of_writing_into_it(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    with SpanStore(path) as store:
+        exporter = SQLiteSpanExporter(store)
+        path.unlink()
+        assert exporter.export(make_spans(2)) is SpanExportResult.FAILURE
+        assert exporter.failed == 2
+    assert not path.exists()
+
+
+def test_shutdown_does_not_wait_for_a_stuck_write(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    exporter = SQLiteSpanExporter(SpanStore(path, busy_timeout=60), owns_store=True)
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    results: list[SpanExportResult] = []
+    spans = make_spans(2)
+    writer = threading.Thread(target=lambda: results.append(exporter.export(spans)))
+    writer.start()
+    try:
+        # White box: the write is under way once it holds the exporter's lock (it then waits for SQLite's).
+        deadline = time.monotonic() + 30
+        while not exporter._lock.locked() and time.monotonic() < deadline:
+            threading.Event().wait(0.005)
+        assert exporter._lock.locked()
+        exporter.shutdown(timeout_millis=50)  # returns while the write waits for the lock
+        assert writer.is_alive()
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    writer.join(60)
+    assert results == [SpanExportResult.SUCCESS]  # the write that was under way completed...
+    assert exporter.export(make_spans(1)) is SpanExportResult.FAILURE  # ...and nothing after shutdown
+    with SpanStore(path, create=False) as store:
+        assert store.span_count() == 2
+
+
+def test_a_store_opened_afresh_keeps_the_retention_it_was_given(tmp_path: Path) -> None:
+    path = tmp_path / "store" / "traces.db"
+    limits = RetentionLimits(max_session_spans=2)
+    exporter = SQLiteSpanExporter(SpanStore(path, retention=limits), owns_store=True)  # as configure() builds it
+    for name in list(path.parent.iterdir()):
+        name.unlink()
+    spans, _ = _numbered_spans(5)
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    with SpanStore(path, create=False) as store:
+        assert [r.sequence for r in store.session_spans("conv-1")] == [3, 4]

@@ -1,0 +1,37 @@
+"""The accounting pipeline between the tracer provider and the exporters (design.md §2, §4).
+
+- :class:`SessionSequencer` numbers every span of a session at start (``agentdiag.sequence``, per
+  ``agentdiag.observer.id``), so a span lost anywhere later leaves a visible gap.
+- :class:`AccountingBatchSpanProcessor` batches spans to an exporter with bounded memory and counts the fate
+  of every span (accepted, rejected, dropped by cause) in a :class:`Ledger` and, with the SQLite exporter,
+  in the store itself.
+"""
+
+from otel_agentdiag.pipeline.batching import (
+    CLEARED,
+    DROP_CAUSES,
+    EXPORT_FAILURE,
+    QUEUE_FULL,
+    SHUTDOWN,
+    AccountingBatchSpanProcessor,
+    Ledger,
+    LedgerCounts,
+    PipelineStats,
+    estimate_size,
+)
+from otel_agentdiag.pipeline.sequence import SessionSequencer, session_key
+
+__all__ = [
+    "CLEARED",
+    "DROP_CAUSES",
+    "EXPORT_FAILURE",
+    "QUEUE_FULL",
+    "SHUTDOWN",
+    "AccountingBatchSpanProcessor",
+    "Ledger",
+    "LedgerCounts",
+    "PipelineStats",
+    "SessionSequencer",
+    "estimate_size",
+    "session_key",
+]

@@ -1,0 +1,149 @@
+"""``SessionSequencer``: number every span of a session at start, so a span that never arrives leaves a gap.
+
+Each span gets ``agentdiag.observer.id`` (this pipeline instance: 16 random hex digits per ``configure()``
+in one process) and ``agentdiag.sequence`` (0, 1, 2, ... per (observer, session), in start order). The
+session is the one the store will file the span under: the span's ``gen_ai.conversation.id`` (else
+``session.id``) when set at start, else the conversation id of the enclosing :func:`agent_run` (carried by the
+OpenTelemetry context), else none (spans outside any session are numbered too, as one more "session").
+
+The raw id is only a key of an in-process dict; it is hashed by the redacting processor at ``on_end`` like
+every correlation id. Memory is bounded: beyond ``max_sessions`` keys (10 000 by default) the session that
+has been idle longest is forgotten; if it starts spans again its numbering restarts at 0, which a receipt
+reports as duplicate sequence numbers rather than hiding.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+import unicodedata
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.context import current_conversation_id
+from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.spans import span_attributes
+
+_logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_SESSIONS = 10_000
+_MAX_ID_LENGTH = 4096
+"""Longer ids are dropped by the redactor (``too_long``): such a span is stored without a session."""
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def session_key(value: Any) -> str | None:
+    """The key under which a raw session id is numbered: equal keys are exactly the ids with one digest.
+
+    Mirrors the ``HashedId`` rule: non-empty strings up to 4096 characters (compared in Unicode NFC, as they
+    are hashed) and 64-bit integers (hashed as their decimal text); anything else is stored without a session.
+    """
+    if isinstance(value, str):
+        if not value or len(value) > _MAX_ID_LENGTH:
+            return None
+        return value if value.isascii() else unicodedata.normalize("NFC", value)
+    if isinstance(value, int) and not isinstance(value, bool) and _INT64[0] <= value <= _INT64[1]:
+        return str(value)
+    return None
+
+
+class SessionSequencer(SpanProcessor):
+    """Set ``agentdiag.observer.id`` and ``agentdiag.sequence`` on every sampled span at start. Never raises.
+
+    Add it to the provider *before* the redacting processors (``configure()`` does), so the numbers are on
+    the span every destination sees. A span that already carries an observer id (numbered by another
+    sequencer on the same provider) is left as it is. After ``os.fork()`` the child gets a new observer id
+    and starts every session at 0 again (its spans are a different stream from the parent's).
+    """
+
+    def __init__(self, *, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+        if max_sessions < 1:
+            raise ValueError("max_sessions must be at least 1")
+        self.max_sessions = max_sessions
+        self.observer_id = secrets.token_hex(8)
+        """16 lowercase hex digits naming this pipeline instance."""
+        self.forgotten = 0
+        """Sessions forgotten to keep memory bounded (their numbering restarts if they resume)."""
+        self._lock = threading.Lock()
+        self._next: OrderedDict[str | None, int] = OrderedDict()
+        if hasattr(os, "register_at_fork"):
+            reinit = weakref.WeakMethod(self._at_fork_reinit)
+
+            def _after_in_child() -> None:
+                method = reinit()
+                if method is not None:
+                    method()
+
+            os.register_at_fork(after_in_child=_after_in_child)
+
+    def _at_fork_reinit(self) -> None:
+        self._lock = threading.Lock()
+        self._next = OrderedDict()
+        self.observer_id = secrets.token_hex(8)
+
+    def next_sequence(self, key: str | None) -> int:
+        """Take the next number for the session ``key`` (see :func:`session_key`)."""
+        with self._lock:
+            counters = self._next
+            n = counters.get(key)
+            if n is None:
+                n = 0
+                if len(counters) >= self.max_sessions:
+                    counters.popitem(last=False)
+                    self.forgotten += 1
+            else:
+                counters.move_to_end(key)
+            counters[key] = n + 1
+        return n
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        try:
+            if not span.context.trace_flags.sampled:
+                return  # never exported: numbering it would leave a gap
+            attributes = span_attributes(span)
+            # Read through the backing dict: the ``Mapping`` API of ``BoundedAttributes`` takes a lock per lookup.
+            backing = getattr(attributes, "_dict", None)
+            if isinstance(backing, dict):
+                attributes = backing
+            if sc.AGENTDIAG_OBSERVER_ID in attributes:
+                return
+            from_context = None
+            if sc.GEN_AI_CONVERSATION_ID in attributes:
+                raw = attributes[sc.GEN_AI_CONVERSATION_ID]
+            elif sc.SESSION_ID in attributes:
+                raw = attributes[sc.SESSION_ID]
+            else:
+                raw = from_context = current_conversation_id(parent_context)
+            sequence = self.next_sequence(session_key(raw))
+            if isinstance(backing, dict) and getattr(span_attributes(span), "_immutable", True) is False:
+                # Our own, already valid values into the span's backing dict: ``set_attribute`` would take the
+                # span's and the mapping's locks and validate each value (about a third of this method's cost).
+                backing[sc.AGENTDIAG_OBSERVER_ID] = self.observer_id
+                backing[sc.AGENTDIAG_SEQUENCE] = sequence
+                if from_context is not None:
+                    backing[sc.GEN_AI_CONVERSATION_ID] = from_context
+            else:
+                span.set_attribute(sc.AGENTDIAG_OBSERVER_ID, self.observer_id)
+                span.set_attribute(sc.AGENTDIAG_SEQUENCE, sequence)
+                if from_context is not None:
+                    # What the redacting processor would copy too: the span is then filed under the session it
+                    # was numbered in, whichever processors follow.
+                    span.set_attribute(sc.GEN_AI_CONVERSATION_ID, from_context)
+        except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+            log_internal_error("numbering a span", exc)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True

@@ -1,0 +1,132 @@
+"""SessionSequencer on a real TracerProvider: numbers per session, from the attribute or the agent run."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_agentdiag as agentdiag
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.instrumentation import manual
+from otel_agentdiag.pipeline import SessionSequencer, session_key
+from otel_agentdiag.redaction import IdHasher
+
+
+@pytest.fixture
+def traced():
+    """A provider with a sequencer and an in-memory exporter; the wrappers trace into it."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    sequencer = SessionSequencer()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(sequencer)
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    manual.use_tracer_provider(provider)
+    yield provider, sequencer, memory
+    manual.use_tracer_provider(None)
+    provider.shutdown()
+
+
+def _numbers(memory: InMemorySpanExporter) -> dict[str, tuple[object, int]]:
+    out = {}
+    for s in memory.get_finished_spans():
+        session = s.attributes.get(sc.GEN_AI_CONVERSATION_ID, s.attributes.get(sc.SESSION_ID))
+        out[s.name] = (session, s.attributes[sc.AGENTDIAG_SEQUENCE])
+    return out
+
+
+def test_spans_are_numbered_per_session_in_start_order(traced) -> None:
+    provider, sequencer, memory = traced
+    tracer = provider.get_tracer("t")
+    with agentdiag.agent_run("a", conversation_id="c-1"):  # 0 in c-1
+        with agentdiag.iteration(0):  # 1 in c-1
+            with tracer.start_as_current_span("foreign"):  # 2 in c-1: from the run's context
+                pass
+        with tracer.start_as_current_span("explicit", attributes={sc.GEN_AI_CONVERSATION_ID: "c-2"}):
+            pass  # 0 in c-2: the attribute wins over the context
+        with tracer.start_as_current_span("by-session-id", attributes={sc.SESSION_ID: "c-2"}):
+            pass  # 1 in c-2: session.id is the same concept
+    with tracer.start_as_current_span("outside"):  # 0 outside any session
+        with tracer.start_as_current_span("outside-2"):  # 1 outside any session
+            pass
+    assert _numbers(memory) == {
+        "invoke_agent a": ("c-1", 0),
+        "agent.iteration": ("c-1", 1),
+        "foreign": ("c-1", 2),  # the conversation id was put on it too, so it is stored in that session
+        "explicit": ("c-2", 0),
+        "by-session-id": ("c-2", 1),
+        "outside": (None, 0),
+        "outside-2": (None, 1),
+    }
+    observers = {s.attributes[sc.AGENTDIAG_OBSERVER_ID] for s in memory.get_finished_spans()}
+    assert observers == {sequencer.observer_id}
+    assert re.fullmatch(r"[0-9a-f]{16}", sequencer.observer_id)
+
+
+def test_ids_with_one_digest_share_one_numbering() -> None:
+    hasher = IdHasher(b"k" * 32)
+    same = [("42", 42), ("é", "e\u0301")]  # decimal text of an int; NFC and NFD spellings
+    for a, b in same:
+        assert hasher.digest("conversation", a) == hasher.digest("conversation", b)
+        assert session_key(a) == session_key(b) is not None
+    # Values the redactor drops leave the span without a session: numbered with the no-session spans.
+    for dropped in ("", "x" * 5000, True, 2**70, 1.5, ("a",)):
+        assert session_key(dropped) is None
+
+
+def test_a_span_numbered_by_another_sequencer_keeps_its_number() -> None:
+    provider = TracerProvider(shutdown_on_exit=False)
+    first, second = SessionSequencer(), SessionSequencer()
+    memory = InMemorySpanExporter()
+    for processor in (first, second, SimpleSpanProcessor(memory)):
+        provider.add_span_processor(processor)
+    with provider.get_tracer("t").start_as_current_span("s"):
+        pass
+    (span,) = memory.get_finished_spans()
+    assert span.attributes[sc.AGENTDIAG_OBSERVER_ID] == first.observer_id
+    assert second.next_sequence(None) == 0  # the second one never counted it
+    provider.shutdown()
+
+
+def test_memory_is_bounded_and_a_forgotten_session_restarts_at_zero() -> None:
+    sequencer = SessionSequencer(max_sessions=2)
+    assert [sequencer.next_sequence("a") for _ in range(3)] == [0, 1, 2]
+    assert sequencer.next_sequence("b") == 0
+    assert sequencer.next_sequence("a") == 3  # "a" is now the most recent, "b" the idlest
+    assert sequencer.next_sequence("c") == 0  # forgets "b"
+    assert sequencer.forgotten == 1
+    assert sequencer.next_sequence("a") == 4
+    assert sequencer.next_sequence("b") == 0  # restarts: a receipt shows it as duplicate numbers
+    with pytest.raises(ValueError):
+        SessionSequencer(max_sessions=0)
+
+
+def test_concurrent_spans_get_distinct_contiguous_numbers(traced) -> None:
+    provider, _, memory = traced
+    tracer = provider.get_tracer("t")
+
+    def work() -> None:
+        for _ in range(200):
+            with tracer.start_as_current_span("s", attributes={sc.SESSION_ID: "shared"}):
+                pass
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    numbers = sorted(s.attributes[sc.AGENTDIAG_SEQUENCE] for s in memory.get_finished_spans())
+    assert numbers == list(range(1600))
+
+
+def test_numbering_never_raises_into_the_agent(traced, caplog: pytest.LogCaptureFixture) -> None:
+    provider, sequencer, _ = traced
+    sequencer.on_start(object())  # type: ignore[arg-type] - not a span: logged, not raised
+    assert any("numbering a span failed" in r.getMessage() for r in caplog.records)
+    with provider.get_tracer("t").start_as_current_span("still works") as span:
+        pass
+    assert span.attributes[sc.AGENTDIAG_SEQUENCE] == 0
