@@ -10,6 +10,7 @@ import click
 
 from otel_agentdiag.cli import demo as _demo
 from otel_agentdiag.cli import doctor as _doctor
+from otel_agentdiag.cli import health as _health
 from otel_agentdiag.cli import traces as _traces
 from otel_agentdiag.cli._common import EXIT_USAGE
 from otel_agentdiag.storage import StoreError
@@ -61,6 +62,11 @@ cli.add_command(_demo.demo)
 cli.add_command(_doctor.doctor)
 cli.add_command(_traces.traces)
 cli.add_command(_traces.show)
+cli.add_command(_health.sessions)
+cli.add_command(_health.receipt)
+cli.add_command(_health.status)
+cli.add_command(_health.prune)
+cli.add_command(_health.clear)
 
 
 def main() -> None:

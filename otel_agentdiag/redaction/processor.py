@@ -315,18 +315,36 @@ class SpanRedactor:
             return None
         return url
 
+    def accounting_attributes(self, span: ReadableSpan) -> dict[str, Any]:
+        """The attributes that file a span in the books, each through its own rule: session digest, observer
+        id and sequence number. Whatever cannot be decided is left out (this runs after a failure)."""
+        out: dict[str, Any] = {}
+        attributes = span_attributes(span)
+        for key in (sc.GEN_AI_CONVERSATION_ID, sc.SESSION_ID, sc.AGENTDIAG_OBSERVER_ID, sc.AGENTDIAG_SEQUENCE):
+            try:
+                rule = self.policy.rule_for(key) if key in attributes else None
+                value = None if rule is None else self._decide(rule, attributes[key])[0]
+            except Exception:  # noqa: BLE001 - a rule that fails here is left out, not retried
+                continue
+            if value is not None:
+                out[key] = value
+        return out
+
     def tombstone(self, span: ReadableSpan) -> ReadableSpan:
-        """What replaces a span that could not be redacted: ids, timing, kind and status code, nothing else."""
+        """What replaces a span that could not be redacted: ids, timing, kind, status code, and its place in the
+        books (session digest, observer id, sequence number; so the session's receipt sees it), nothing else."""
         try:
             resource = self._resource(span.resource)
         except Exception:  # noqa: BLE001 - the resource may be what failed
             resource = Resource.get_empty()
+        attributes = self.accounting_attributes(span)
+        attributes[_COUNTER_KEYS[p.REDACTOR_ERROR]] = 1
         return ReadableSpan(
             name=sc.TOMBSTONE_SPAN_NAME,
             context=_bare_context(span.context),
             parent=_bare_context(span.parent),
             resource=resource,
-            attributes={_COUNTER_KEYS[p.REDACTOR_ERROR]: 1},
+            attributes=attributes,
             kind=span.kind,
             status=Status(span.status.status_code),
             start_time=span.start_time,
@@ -441,13 +459,7 @@ class RedactingSpanProcessor(SpanProcessor):
             return
         session = None
         try:
-            attributes = span_attributes(span)
-            kept = {}
-            for key in (sc.GEN_AI_CONVERSATION_ID, sc.SESSION_ID):
-                rule = self.policy.rule_for(key) if key in attributes else None
-                value = None if rule is None else self.redactor._decide(rule, attributes[key])[0]
-                if value is not None:
-                    kept[key] = value
+            kept = self.redactor.accounting_attributes(span)
             found = kept.get(sc.GEN_AI_CONVERSATION_ID, kept.get(sc.SESSION_ID))
             session = found if isinstance(found, str) else None
         except Exception:  # noqa: BLE001 - the span is still counted, without its session

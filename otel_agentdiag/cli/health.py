@@ -1,0 +1,402 @@
+"""``agentdiag sessions``, ``receipt``, ``status``, ``prune`` and ``clear``: the health of stored sessions.
+
+Readers open the store with ``create=False`` and never write to it; ``prune`` and ``clear`` are the only
+commands here that delete. Arguments are checked before the store is opened, so a bad ``--as-of`` is
+reported the same way whether or not the store exists.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.cli._common import (
+    CliError,
+    format_option,
+    iso_utc,
+    open_store,
+    resolve_store_path,
+    store_option,
+)
+from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt, session_receipts, store_receipt
+from otel_agentdiag.diagnostics.status import DEFAULT_STALL_THRESHOLD_S, REPETITION_THRESHOLD, Status, session_status
+from otel_agentdiag.redaction import hashing
+from otel_agentdiag.storage import RetentionLimits, SpanStore, StoreError
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_HEX = re.compile(r"[0-9a-f]{4,64}")
+
+
+# -- argument parsing -----------------------------------------------------------------------------------------
+def parse_as_of(text: str) -> int:
+    """An ISO-8601 time with a timezone (``Z`` or ``±HH:MM``) as nanoseconds since the epoch.
+
+    Raises ``ValueError`` (one line) for an empty, malformed or timezone-free value.
+    """
+    raw = text.strip()
+    if not raw:
+        raise ValueError("an empty time; give an ISO-8601 time with a timezone, e.g. 2025-01-31T12:00:00Z")
+    if raw[-1] in "zZ":
+        raw = raw[:-1] + "+00:00"  # Python 3.10's fromisoformat does not read "Z"
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO-8601 time (e.g. 2025-01-31T12:00:00Z)") from None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"{text!r} has no timezone; add one, e.g. Z or +02:00")
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
+def _as_of_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_as_of(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+def _threshold_option(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"{value!r} is not a positive number of seconds", ctx=ctx, param=param)
+    return value
+
+
+def _limit_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | float | None:
+    """A retention limit: a positive number, or ``none`` to switch the limit off."""
+    if value is None:
+        return None
+    if value.strip().lower() == "none":
+        return math.inf
+    try:
+        number = float(value) if param.name == "max_session_age" else int(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a positive number or 'none'", ctx=ctx, param=param) from None
+    if not (math.isfinite(number) and number > 0):
+        raise click.BadParameter(f"{value!r} is not a positive number or 'none'", ctx=ctx, param=param)
+    return number
+
+
+# -- session resolution -----------------------------------------------------------------------------------------
+def _known_sessions(store: SpanStore) -> set[str]:
+    found = {s.session for s in store.list_sessions() if s.session}
+    found.update(s.session for s in store.session_stats() if s.session)
+    return found
+
+
+def _raw_id_digests(text: str, store_path: Path) -> list[str] | None:
+    """Digests ``text`` would have as a conversation id under the store's key (``None``: no key to use)."""
+    from otel_agentdiag.config import _hash_key
+
+    key, source = _hash_key(None, store_path, create_key_file=False)
+    if source.startswith("ephemeral"):
+        return None
+    return [
+        hashing.IdHasher(key, algorithm=algorithm).digest(sc.ID_KIND_CONVERSATION, text)
+        for algorithm in (hashing.ALGORITHM, hashing.PLAIN_ALGORITHM)
+    ]
+
+
+def resolve_session(store: SpanStore, text: str, store_path: Path) -> str:
+    """The stored session digest ``text`` names: a digest, a unique prefix of one (with or without the
+    ``hmac-sha256:<key id>:`` part), or a raw conversation/session id hashed with the store's key.
+
+    Every reading is tried; two readings naming different sessions are an error, never a guess.
+    """
+    needle = text.strip()
+    if not needle:
+        raise CliError("--session is empty; give a session digest, a unique prefix of one, or a raw session id")
+    known = _known_sessions(store)
+    matches: set[str] = set()
+    if needle in known:
+        return needle
+    try:
+        matches.add(store.resolve_session(needle))
+    except StoreError:
+        pass
+    prefix_hits = [s for s in known if s.startswith(needle)] if len(needle) >= 4 else []
+    if len(prefix_hits) > 1:
+        raise CliError(f"session prefix {needle!r} is ambiguous ({len(prefix_hits)} sessions); give more of it")
+    matches.update(prefix_hits)
+    lowered = needle.lower()
+    if _HEX.fullmatch(lowered):
+        tail_hits = [s for s in known if s.rsplit(":", 1)[-1].startswith(lowered)]
+        if len(tail_hits) > 1:
+            raise CliError(f"session prefix {needle!r} is ambiguous ({len(tail_hits)} sessions); give more of it")
+        matches.update(tail_hits)
+    digests = _raw_id_digests(needle, store_path)
+    if digests is not None:
+        matches.update(d for d in digests if d in known)
+    if len(matches) > 1:
+        raise CliError(f"{needle!r} names more than one session (as a digest prefix and as a raw id); give the digest")
+    if matches:
+        return matches.pop()
+    if digests is None:
+        raise CliError(
+            f"no session {needle!r} in {store.path}; it is not a stored digest or prefix, and a raw session id "
+            "cannot be resolved without the store's hash key (AGENTDIAG_HASH_KEY, or hash.key beside the store)"
+        )
+    raise CliError(f"no session {needle!r} in {store.path}")
+
+
+def _short(session: str | None) -> str:
+    if session is None:
+        return "(no session)"
+    if session.count(":") == 2:
+        return session[: session.rindex(":") + 13]
+    return session[:24]
+
+
+# -- rendering --------------------------------------------------------------------------------------------------
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _receipt_lines(receipt: Receipt, *, title: str) -> list[str]:
+    c = receipt.counts
+    colour = {"valid": "green", "degraded": "yellow", "quarantined": "magenta", "invalid": "red"}[receipt.status]
+    lines = [
+        f"{title}: {click.style(receipt.status, fg=colour, bold=True)}",
+        f"  reasons: {', '.join(receipt.reasons) if receipt.reasons else 'none'}",
+        f"  spans stored {c['spans']}  (ledger: stored {c['stored']}, pruned {c['pruned_spans']},"
+        f" cleared {c['cleared_spans']})",
+        f"  observed {c['observed']} = accepted {c['accepted']} + rejected {c['rejected']} + dropped {c['dropped']}",
+        f"  dropped: queue_full {c['dropped_queue_full']}, export_failure {c['dropped_export_failure']},"
+        f" shutdown {c['dropped_shutdown']}, cleared {c['dropped_cleared']}",
+        f"  sequence gaps {c['sequence_gaps']}, duplicates {c['duplicate_sequences']},"
+        f" unfinished spans {c['unfinished_spans']}",
+        f"  redactor errors {c['rejected_redactor_error']}, public-safety removals {c['public_safety_violations']},"
+        f" malformed rows {c['malformed_rows']}",
+        f"  observers: {', '.join(receipt.observers) if receipt.observers else 'none'}",
+    ]
+    if receipt.status == "invalid" and not receipt.reasons:
+        lines.insert(1, "  (nothing to judge)" if c["spans"] == 0 else "  (malformed rows)")
+    return lines
+
+
+def _status_lines(status: Status) -> list[str]:
+    c = status.counts
+    active = "active" if status.active else "not active"
+    as_of = f"{iso_utc(status.as_of_ns)} ({'given' if status.as_of_source == 'argument' else 'last event'})"
+    if status.stall_suspected:
+        stall = f"SUSPECTED: silent {status.silent_seconds} s, over the {status.threshold_seconds:g} s threshold"
+    else:
+        stall = f"no (silent {status.silent_seconds} s, threshold {status.threshold_seconds:g} s)"
+    if status.repetition_tool is None:
+        repetition = "no tool calls"
+    else:
+        flag = "SUSPECTED" if status.repetition_suspected else "no"
+        repetition = f"{flag}: longest run {status.repetition_longest} x {status.repetition_tool}"
+        repetition += f" (suspected from {REPETITION_THRESHOLD})"
+    return [
+        f"session {status.session if status.session is not None else '(no session)'}",
+        f"  stage: {click.style(status.stage, bold=True)} ({active})",
+        f"  runs {c['runs']}, iterations {c['iterations']}, LLM calls {c['llm_calls']}, tool calls {c['tool_calls']},"
+        f" errors {c['errors']}, tokens in {c['input_tokens']} / out {c['output_tokens']}",
+        f"  last event: {iso_utc(status.last_event_ns) or 'none'}; as of {as_of}",
+        f"  stall: {stall}",
+        f"  repetition: {repetition}",
+        f"  recovery: {status.errors} errors, {status.recovered} recovered, {status.unrecovered} unrecovered",
+        f"  signals: {', '.join(status.signals) if status.signals else 'none'}",
+    ]
+
+
+# -- commands ---------------------------------------------------------------------------------------------------
+@click.command()
+@store_option
+@format_option
+def sessions(store_path: Path | None, output_format: str) -> None:
+    """List sessions, newest activity first, with their receipt status."""
+    with open_store(store_path) as store:
+        summaries = store.list_sessions()
+        receipts, _ = session_receipts(store)
+    by_session = {r.session: r for r in receipts}
+    rows: list[dict[str, Any]] = []
+    for s in summaries:
+        receipt = by_session.get(s.session)
+        rows.append(
+            {
+                "session": s.session,
+                "span_count": s.span_count,
+                "bytes": s.bytes,
+                "first_start_time": iso_utc(s.first_start_ns),
+                "last_activity_time": iso_utc(s.last_activity_ns),
+                "trace_ids": list(s.trace_ids),
+                "cleared_at": iso_utc(s.cleared_at_ns),
+                "generation": s.generation,
+                "pruned_spans": s.pruned_spans,
+                "receipt_status": receipt.status if receipt is not None else "invalid",
+            }
+        )
+    if output_format == "json":
+        _echo_json(rows)
+        return
+    if not rows:
+        click.echo(f"no sessions in {store.path}")
+        return
+    header = f"{'SESSION':<34}  {'SPANS':>6}  {'TRACES':>6}  {'LAST ACTIVITY (UTC)':<19}  RECEIPT"
+    click.echo(click.style(header, bold=True))
+    for row in rows:
+        last = (row["last_activity_time"] or "")[:19].replace("T", " ")
+        click.echo(
+            f"{_short(row['session']):<34}  {row['span_count']:>6}  {len(row['trace_ids']):>6}  {last:<19}"
+            f"  {row['receipt_status']}"
+        )
+
+
+@click.command()
+@click.option("--session", "session_text", default=None, help="A session digest, unique prefix, or raw id.")
+@store_option
+@format_option
+def receipt(session_text: str | None, store_path: Path | None, output_format: str) -> None:
+    """Print the integrity receipt of a session, or of the whole store."""
+    with open_store(store_path) as store:
+        if session_text is None:
+            result = store_receipt(store)
+            title = f"receipt for the store {store.path}"
+        else:
+            session = resolve_session(store, session_text, resolve_store_path(store_path))
+            result = session_receipt(store, session)
+            title = f"receipt for session {session}"
+    if output_format == "json":
+        _echo_json(result.to_json())
+        return
+    for line in _receipt_lines(result, title=title):
+        click.echo(line)
+
+
+@click.command()
+@click.option("--session", "session_text", default=None, help="A session digest, unique prefix, or raw id.")
+@click.option(
+    "--as-of",
+    "as_of_ns",
+    default=None,
+    callback=_as_of_option,
+    help="Judge a stall as of this ISO-8601 time with a timezone [default: the session's last event].",
+)
+@click.option(
+    "--stall-threshold",
+    type=float,
+    default=DEFAULT_STALL_THRESHOLD_S,
+    show_default=True,
+    callback=_threshold_option,
+    help="Seconds of silence after which an active session is a suspected stall.",
+)
+@click.option("--with-receipt", is_flag=True, help="Include the session's integrity receipt.")
+@store_option
+@format_option
+def status(
+    session_text: str | None,
+    as_of_ns: int | None,
+    stall_threshold: float,
+    with_receipt: bool,
+    store_path: Path | None,
+    output_format: str,
+) -> None:
+    """Project a session's run health: stage, counts, stall, repetition, recovery, signals.
+
+    Without --session: the session with the newest activity.
+    """
+    with open_store(store_path) as store:
+        if session_text is not None:
+            session: str | None = resolve_session(store, session_text, resolve_store_path(store_path))
+        else:
+            summaries = store.list_sessions()
+            named = [s for s in summaries if s.session is not None]
+            session = (named or summaries)[0].session if summaries else None
+        result = session_status(store, session, as_of_ns=as_of_ns, stall_threshold_s=stall_threshold)
+    if output_format == "json":
+        _echo_json(result.to_json(with_receipt=with_receipt))
+        return
+    for line in _status_lines(result):
+        click.echo(line)
+    if with_receipt:
+        for line in _receipt_lines(result.receipt, title="receipt"):
+            click.echo(f"  {line}")
+
+
+@click.command()
+@click.option(
+    "--max-session-spans",
+    callback=_limit_option,
+    help=f"Spans kept per session, or 'none' [default: {RetentionLimits().max_session_spans}].",
+)
+@click.option(
+    "--max-session-bytes",
+    callback=_limit_option,
+    help=f"Bytes kept per session, or 'none' [default: {RetentionLimits().max_session_bytes}].",
+)
+@click.option(
+    "--max-session-age",
+    callback=_limit_option,
+    help=f"Seconds a span is kept, or 'none' [default: {RetentionLimits().max_session_age_s:g}].",
+)
+@click.option(
+    "--max-store-bytes",
+    callback=_limit_option,
+    help=f"Bytes kept in the whole store, or 'none' [default: {RetentionLimits().max_store_bytes}].",
+)
+@store_option
+@format_option
+def prune(
+    max_session_spans: float | None,
+    max_session_bytes: float | None,
+    max_session_age: float | None,
+    max_store_bytes: float | None,
+    store_path: Path | None,
+    output_format: str,
+) -> None:
+    """Apply the retention limits now (the defaults unless given) and print what was pruned."""
+    defaults = RetentionLimits()
+
+    def pick(value: float | None, default: Any) -> Any:
+        if value is None:
+            return default
+        return None if math.isinf(value) else value
+
+    limits = RetentionLimits(
+        max_session_spans=pick(max_session_spans, defaults.max_session_spans),
+        max_session_bytes=pick(max_session_bytes, defaults.max_session_bytes),
+        max_session_age_s=pick(max_session_age, defaults.max_session_age_s),
+        max_store_bytes=pick(max_store_bytes, defaults.max_store_bytes),
+        max_span_bytes=defaults.max_span_bytes,
+    )
+    path = resolve_store_path(store_path)
+    if not path.exists():
+        raise CliError(f"no trace store at {path} (run 'agentdiag demo', or configure() in your agent, first)")
+    try:
+        store = SpanStore(path, create=False, retention=limits)
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    with store:
+        result = store.prune()
+    if output_format == "json":
+        _echo_json({"pruned_spans": result.spans, "pruned_bytes": result.bytes})
+        return
+    click.echo(f"pruned {result.spans} span(s), {result.bytes} byte(s) from {path}")
+
+
+@click.command()
+@click.option("--session", "session_text", required=True, help="A session digest, unique prefix, or raw id.")
+@click.option("--yes", is_flag=True, help="Confirm: delete the session's spans.")
+@store_option
+@format_option
+def clear(session_text: str, yes: bool, store_path: Path | None, output_format: str) -> None:
+    """Delete a session's spans; spans of it still in flight are dropped when they arrive (counted)."""
+    if not yes:
+        raise CliError("refusing to clear without --yes")
+    with open_store(store_path) as store:
+        session = resolve_session(store, session_text, resolve_store_path(store_path))
+        deleted = store.clear_session(session)
+    if output_format == "json":
+        _echo_json({"session": session, "cleared_spans": deleted})
+        return
+    click.echo(f"cleared session {session}: {deleted} span(s) deleted")

@@ -1,0 +1,462 @@
+"""Integrity receipts: is the stored trace of a session (or of the whole store) complete and trustworthy?
+
+A receipt reads the store only. It compares three records the pipeline keeps independently:
+
+- the rows (``spans``), each numbered with ``agentdiag.sequence`` per (observer, session) at span start;
+- the cumulative ledger per (observer, session) (``session_stats``), in which
+  ``observed == accepted + sum(rejected) + sum(dropped)`` must hold;
+- the store's own bookkeeping of what it deleted on purpose (``pruned_spans`` by retention,
+  ``cleared_spans`` by ``agentdiag clear``).
+
+Status, worst first (the first rule that applies wins):
+
+``invalid``
+    Nothing to judge (no stored span), a stored span whose observer has no ledger row (``stats_missing``), a
+    ledger row that does not balance or that does not account for the stored rows (``ledger_invalid``), or
+    malformed rows (``counts["malformed_rows"] > 0``). "No stored span" and "malformed rows" carry no reason
+    code of their own: the counts say which.
+``quarantined``
+    The redactor failed on a span (``redactor_error``) or removed a credential-like value
+    (``public_safety_violation``).
+``degraded``
+    Spans are missing or doubled: ``sequence_gap``, ``duplicate_sequence``, ``backpressure_drop`` (queue full,
+    or still queued at shutdown), ``export_failure``, ``unfinished_span`` (started, never ended).
+``valid``
+    None of the above.
+
+Spans dropped because their session was cleared while they were in flight are counted
+(``dropped_cleared``) but do not degrade a receipt: the user asked for them to go.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.storage import SessionStats, SessionSummary, SpanStore, StoredSpan
+
+__all__ = [
+    "COUNT_KEYS",
+    "REASONS",
+    "STATUSES",
+    "Receipt",
+    "ReceiptInput",
+    "judge",
+    "combine",
+    "session_receipt",
+    "session_receipts",
+    "store_receipt",
+]
+
+VALID = "valid"
+DEGRADED = "degraded"
+QUARANTINED = "quarantined"
+INVALID = "invalid"
+STATUSES = (VALID, DEGRADED, QUARANTINED, INVALID)
+"""From best to worst."""
+
+SEQUENCE_GAP = "sequence_gap"
+DUPLICATE_SEQUENCE = "duplicate_sequence"
+BACKPRESSURE_DROP = "backpressure_drop"
+EXPORT_FAILURE = "export_failure"
+REDACTOR_ERROR = "redactor_error"
+PUBLIC_SAFETY_VIOLATION = "public_safety_violation"
+UNFINISHED_SPAN = "unfinished_span"
+STATS_MISSING = "stats_missing"
+LEDGER_INVALID = "ledger_invalid"
+REASONS = (
+    BACKPRESSURE_DROP,
+    DUPLICATE_SEQUENCE,
+    EXPORT_FAILURE,
+    LEDGER_INVALID,
+    PUBLIC_SAFETY_VIOLATION,
+    REDACTOR_ERROR,
+    SEQUENCE_GAP,
+    STATS_MISSING,
+    UNFINISHED_SPAN,
+)
+
+_INVALID_REASONS = frozenset({STATS_MISSING, LEDGER_INVALID})
+_QUARANTINE_REASONS = frozenset({REDACTOR_ERROR, PUBLIC_SAFETY_VIOLATION})
+_DEGRADED_REASONS = frozenset({SEQUENCE_GAP, DUPLICATE_SEQUENCE, BACKPRESSURE_DROP, EXPORT_FAILURE, UNFINISHED_SPAN})
+
+# Drop causes and reject reasons as the pipeline and the store record them.
+DROP_QUEUE_FULL = "queue_full"
+DROP_EXPORT_FAILURE = "export_failure"
+DROP_SHUTDOWN = "shutdown"
+DROP_CLEARED = "cleared"
+REJECT_REDACTOR_ERROR = "redactor_error"
+
+PUBLIC_SAFETY_COUNTER = sc.AGENTDIAG_REDACTION_PREFIX + "public_safety_violation"
+
+COUNT_KEYS = (
+    "spans",
+    "sequence_gaps",
+    "duplicate_sequences",
+    "unfinished_spans",
+    "dropped_queue_full",
+    "dropped_export_failure",
+    "dropped_shutdown",
+    "dropped_cleared",
+    "rejected_redactor_error",
+    "public_safety_violations",
+    "observed",
+    "accepted",
+    "rejected",
+    "dropped",
+    "stored",
+    "malformed_rows",
+    "pruned_spans",
+    "cleared_spans",
+)
+"""The keys of :attr:`Receipt.counts`, in output order."""
+
+NO_OBSERVER = ""
+"""The ledger's observer for rows that carried none (spans not numbered by a sequencer)."""
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """The integrity verdict on one session (``session`` = its digest, ``None`` = spans outside any session)
+    or, from :func:`store_receipt`, on the whole store (``scope == "store"``)."""
+
+    status: str
+    reasons: list[str]
+    """Reason codes, sorted."""
+    counts: dict[str, int]
+    """The numbers behind the verdict; keys are :data:`COUNT_KEYS`."""
+    observers: list[str]
+    """The pipeline instances (``agentdiag.observer.id``) that wrote to the session, sorted."""
+    session: str | None
+    scope: str = "session"
+    """``session`` or ``store``."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON shape: ``{"session", "status", "reasons", "counts", "observers"}``."""
+        return {
+            "session": self.session,
+            "status": self.status,
+            "reasons": list(self.reasons),
+            "counts": dict(self.counts),
+            "observers": list(self.observers),
+        }
+
+
+@dataclass(frozen=True)
+class ReceiptInput:
+    """What a session receipt is computed from: everything the store knows about the session."""
+
+    session: str | None
+    spans: Sequence[StoredSpan]
+    stats: Sequence[SessionStats]
+    pruned_spans: int = 0
+    cleared_spans: int | None = 0
+    """Rows ``agentdiag clear`` deleted; ``None``: not known (then the rows need only not exceed the ledger)."""
+    cleared: bool = False
+    """Whether the session was ever cleared (its rows deleted on purpose at some point)."""
+    outside_span_ids: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """trace id -> span ids stored in that trace outside the session (a parent there is not missing)."""
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _missing_below(present: Sequence[int], low: int, limit: int) -> int:
+    """How many integers in ``[low, limit)`` are not in the sorted, distinct ``present``."""
+    if limit <= low:
+        return 0
+    inside = sum(1 for s in present if low <= s < limit)
+    return (limit - low) - inside
+
+
+def _status_for(reasons: Iterable[str], *, spans: int, malformed: int) -> str:
+    found = set(reasons)
+    if spans == 0 or malformed > 0 or found & _INVALID_REASONS:
+        return INVALID
+    if found & _QUARANTINE_REASONS:
+        return QUARANTINED
+    if found & _DEGRADED_REASONS:
+        return DEGRADED
+    return VALID
+
+
+def judge(data: ReceiptInput) -> Receipt:
+    """The receipt of one session from its rows, its ledger rows and the store's deletion counts. Pure.
+
+    - ``sequence_gaps``: per (observer, session), sequence numbers missing between the lowest judged number
+      and the highest stored one, less those held by unfinished spans (still open, not lost). The lowest
+      judged number is 0, or, once the session lost rows on purpose (retention pruned it or it was cleared),
+      the lowest stored number: retention and clearing delete the oldest spans, so numbers below the oldest
+      survivor are explained.
+    - ``duplicate_sequences``: spans the store received twice (ledger ``duplicates``) plus stored rows that
+      share one (observer, sequence).
+    - ``unfinished_spans``: distinct parents that stored spans of the session name but that are stored nowhere
+      in their trace, counted only where the numbering shows a span of this session on the child's observer
+      that started before the child and was never accounted for (so a remote parent, a parent outside the
+      session or a parent lost to a counted drop is not "unfinished").
+    - ``stats_missing``: a stored span whose observer has no ledger row for the session.
+    - ``ledger_invalid``: a ledger row with ``observed != accepted + sum(rejected) + sum(dropped)``, or
+      ``sum(stored) - pruned_spans - cleared_spans`` different from the number of stored rows.
+    """
+    spans = data.spans
+    stats = data.stats
+    by_observer: dict[str, SessionStats] = {}
+    reasons: set[str] = set()
+    counts: Counter[str] = Counter()
+    ledger_ok = True
+    for row in stats:
+        by_observer[row.observer] = row
+        rejected = {k: _int(v) for k, v in row.rejected.items()}
+        dropped = {k: _int(v) for k, v in row.dropped.items()}
+        counts["observed"] += row.observed
+        counts["accepted"] += row.accepted
+        counts["stored"] += row.stored
+        counts["rejected"] += sum(rejected.values())
+        counts["dropped"] += sum(dropped.values())
+        counts["duplicate_sequences"] += max(row.duplicates, 0)
+        counts["dropped_queue_full"] += dropped.get(DROP_QUEUE_FULL, 0)
+        counts["dropped_export_failure"] += dropped.get(DROP_EXPORT_FAILURE, 0)
+        counts["dropped_shutdown"] += dropped.get(DROP_SHUTDOWN, 0)
+        counts["dropped_cleared"] += dropped.get(DROP_CLEARED, 0)
+        counts["rejected_redactor_error"] += rejected.get(REJECT_REDACTOR_ERROR, 0)
+        if row.observed != row.accepted + sum(rejected.values()) + sum(dropped.values()):
+            ledger_ok = False
+
+    counts["spans"] = len(spans)
+    counts["pruned_spans"] = max(data.pruned_spans, 0)
+    counts["cleared_spans"] = max(data.cleared_spans or 0, 0)
+    counts["malformed_rows"] = sum(1 for s in spans if s.corrupt)
+    counts["public_safety_violations"] = sum(_int(s.attributes.get(PUBLIC_SAFETY_COUNTER)) for s in spans)
+
+    # -- sequence numbers, per observer --------------------------------------------------------------
+    numbers: dict[str, Counter[int]] = defaultdict(Counter)
+    row_observers: set[str] = set()
+    for span in spans:
+        observer = span.observer or NO_OBSERVER
+        row_observers.add(observer)
+        if span.observer and isinstance(span.sequence, int) and span.sequence >= 0:
+            numbers[span.observer][span.sequence] += 1
+    lost_on_purpose = data.pruned_spans > 0 or bool(data.cleared_spans) or data.cleared
+    present: dict[str, list[int]] = {}
+    low_of: dict[str, int] = {}
+    for observer, seen in numbers.items():
+        counts["duplicate_sequences"] += sum(n - 1 for n in seen.values() if n > 1)
+        distinct = sorted(seen)
+        present[observer] = distinct
+        low_of[observer] = distinct[0] if lost_on_purpose else 0
+
+    # -- unfinished spans: parents that started and never arrived; their numbers are not gaps ----------
+    open_spans, unnumbered = _unfinished(data, present, low_of, by_observer)
+    counts["unfinished_spans"] = unnumbered + sum(open_spans.values())
+    for observer, distinct in present.items():
+        missing = _missing_below(distinct, low_of[observer], distinct[-1] + 1)
+        counts["sequence_gaps"] += max(missing - open_spans.get(observer, 0), 0)
+
+    # -- reasons ------------------------------------------------------------------------------------
+    if counts["sequence_gaps"]:
+        reasons.add(SEQUENCE_GAP)
+    if counts["duplicate_sequences"]:
+        reasons.add(DUPLICATE_SEQUENCE)
+    if counts["dropped_queue_full"] or counts["dropped_shutdown"]:
+        reasons.add(BACKPRESSURE_DROP)
+    if counts["dropped_export_failure"]:
+        reasons.add(EXPORT_FAILURE)
+    if counts["rejected_redactor_error"]:
+        reasons.add(REDACTOR_ERROR)
+    if counts["public_safety_violations"]:
+        reasons.add(PUBLIC_SAFETY_VIOLATION)
+    if counts["unfinished_spans"]:
+        reasons.add(UNFINISHED_SPAN)
+    if row_observers - set(by_observer):
+        reasons.add(STATS_MISSING)
+    elif data.cleared_spans is None:
+        # Rows deleted by a clear are not known: what the ledger stored must at least cover the rows.
+        unexplained = counts["stored"] - counts["pruned_spans"] - counts["spans"]
+        if unexplained < 0 or (unexplained > 0 and not data.cleared):
+            ledger_ok = False
+        counts["cleared_spans"] = max(unexplained, 0)
+    elif counts["stored"] - counts["pruned_spans"] - counts["cleared_spans"] != counts["spans"]:
+        ledger_ok = False
+    if not ledger_ok:
+        reasons.add(LEDGER_INVALID)
+
+    observers = sorted((set(by_observer) | row_observers) - {NO_OBSERVER})
+    ordered = {key: int(counts[key]) for key in COUNT_KEYS}
+    status = _status_for(reasons, spans=ordered["spans"], malformed=ordered["malformed_rows"])
+    return Receipt(status=status, reasons=sorted(reasons), counts=ordered, observers=observers, session=data.session)
+
+
+def _unfinished(
+    data: ReceiptInput,
+    present: Mapping[str, list[int]],
+    low_of: Mapping[str, int],
+    by_observer: Mapping[str, SessionStats],
+) -> tuple[dict[str, int], int]:
+    """Distinct missing parents that the numbering and the ledger say started in this session and never ended:
+    per observer, and the number named by spans without numbers (nothing says otherwise for those)."""
+    ids_by_trace: dict[str, set[str]] = defaultdict(set)
+    for span in data.spans:
+        ids_by_trace[span.trace_id].add(span.span_id)
+    # missing parent -> the earliest-numbered child that names it
+    first_child: dict[tuple[str, str], StoredSpan] = {}
+    for span in data.spans:
+        parent = span.parent_span_id
+        if parent is None or parent in ids_by_trace[span.trace_id]:
+            continue
+        if parent in data.outside_span_ids.get(span.trace_id, frozenset()):
+            continue
+        key = (span.trace_id, parent)
+        known = first_child.get(key)
+        if known is None or _order(span) < _order(known):
+            first_child[key] = span
+    candidates: Counter[str] = Counter()
+    unnumbered = 0
+    for child in first_child.values():
+        observer, sequence = child.observer, child.sequence
+        if not observer or not isinstance(sequence, int) or observer not in present:
+            unnumbered += 1  # nothing says otherwise: a parent that never arrived
+            continue
+        # The parent started before the child, so it holds a number below the child's; if every number
+        # below is stored (or explained by pruning or clearing), the parent is not a span of this session here.
+        if _missing_below(present[observer], low_of[observer], sequence) > 0:
+            candidates[observer] += 1
+    open_spans: dict[str, int] = {}
+    for observer, n in candidates.items():
+        row = by_observer.get(observer)
+        if row is None:
+            open_spans[observer] = n
+            continue
+        # Numbers 0..max were handed out at span start; the ledger counts spans that ended (stored,
+        # rejected or dropped). Numbers never accounted for belong to spans still open (or lost silently).
+        started = present[observer][-1] + 1
+        ended = row.observed - max(row.duplicates, 0)
+        open_spans[observer] = min(n, max(started - ended, 0))
+    return open_spans, unnumbered
+
+
+def _order(span: StoredSpan) -> tuple[int, int]:
+    return (span.sequence if isinstance(span.sequence, int) else -1, span.start_ns)
+
+
+# -- reading the store --------------------------------------------------------------------------------------
+_READ_ATTEMPTS = 5
+
+
+def _consistent(read: Callable[[], Any], fingerprint: Callable[[], Any]) -> Any:
+    """``read()`` between two equal ``fingerprint()``s: a writer that commits in between makes us read again.
+
+    Each read API call is its own snapshot; the ledger and the session bookkeeping change with every write,
+    so equal fingerprints around the reads mean the rows were read from one state of the store.
+    """
+    result: Any = None
+    for _ in range(_READ_ATTEMPTS):
+        before = fingerprint()
+        result = read()
+        if fingerprint() == before:
+            return result
+    return result  # a store under constant writes: the last reading (a live session may show as in flux)
+
+
+def _summary_for(summaries: Iterable[SessionSummary], session: str | None) -> SessionSummary | None:
+    for summary in summaries:
+        if summary.session == session:
+            return summary
+    return None
+
+
+def _input_for(
+    store: SpanStore,
+    session: str | None,
+    summaries: Sequence[SessionSummary],
+    stats: Sequence[SessionStats],
+    spans: Sequence[StoredSpan],
+) -> ReceiptInput:
+    summary = _summary_for(summaries, session)
+    ids = {(s.trace_id, s.span_id) for s in spans}
+    outside: dict[str, frozenset[str]] = {}
+    traces = {s.trace_id for s in spans if s.parent_span_id is not None and (s.trace_id, s.parent_span_id) not in ids}
+    for trace_id in traces:
+        outside[trace_id] = frozenset(s.span_id for s in store.get_trace(trace_id) if s.session != session)
+    if summary is not None:
+        pruned = summary.pruned_spans
+    elif session is None and stats:
+        # Spans outside any session, all pruned: the store lists no summary for them; their share of the
+        # store's pruned count is what the named sessions do not account for.
+        named = sum(s.pruned_spans for s in summaries if s.session is not None)
+        pruned = max(store.store_summary().pruned_spans - named, 0)
+    else:
+        pruned = 0
+    cleared_spans = summary.cleared_spans if summary is not None else 0
+    cleared = summary is not None and (summary.cleared_at_ns is not None or summary.generation > 0)
+    return ReceiptInput(
+        session=session,
+        spans=spans,
+        stats=stats,
+        pruned_spans=pruned,
+        cleared_spans=cleared_spans,
+        cleared=cleared,
+        outside_span_ids=outside,
+    )
+
+
+def session_receipt(store: SpanStore, session: str | None) -> Receipt:
+    """The receipt of one session (its digest; ``None`` = the spans outside any session). Reads only."""
+
+    def fingerprint() -> tuple[Any, ...]:
+        return (store.session_stats(session), _summary_for(store.list_sessions(), session))
+
+    def read() -> ReceiptInput:
+        summaries = store.list_sessions()
+        stats = store.session_stats(session)
+        return _input_for(store, session, summaries, stats, store.session_spans(session))
+
+    data: ReceiptInput = _consistent(read, fingerprint)
+    return judge(data)
+
+
+def session_receipts(store: SpanStore) -> tuple[list[Receipt], int]:
+    """Every session's receipt (newest activity first; the no-session bucket as ``None``) from one consistent
+    reading, and the store's count of malformed rows. Reads only."""
+
+    def fingerprint() -> tuple[Any, ...]:
+        return (store.session_stats(), store.list_sessions())
+
+    def read() -> tuple[list[Receipt], int]:
+        summaries = store.list_sessions()
+        stats_by_session: dict[str | None, list[SessionStats]] = defaultdict(list)
+        for row in store.session_stats():
+            stats_by_session[row.session or None].append(row)
+        sessions: list[str | None] = [s.session for s in summaries]
+        sessions += [s for s in stats_by_session if s not in sessions]
+        receipts = []
+        for session in sessions:
+            spans = store.session_spans(session)
+            receipts.append(judge(_input_for(store, session, summaries, stats_by_session.get(session, []), spans)))
+        return receipts, store.store_summary().malformed_rows
+
+    result: tuple[list[Receipt], int] = _consistent(read, fingerprint)
+    return result
+
+
+def store_receipt(store: SpanStore) -> Receipt:
+    """The receipt of the whole store: every session's counts summed, reasons joined. Reads only.
+
+    A session with nothing left to judge (all its rows cleared or pruned) does not make the store invalid;
+    the store is invalid when it holds no span at all, or when a session is invalid for a reason code.
+    """
+    receipts, malformed = session_receipts(store)
+    return combine(receipts, malformed_rows=malformed)
+
+
+def combine(receipts: Sequence[Receipt], *, malformed_rows: int = 0) -> Receipt:
+    """One store-wide receipt from per-session receipts (``malformed_rows``: the store's own count)."""
+    counts = {key: sum(r.counts.get(key, 0) for r in receipts) for key in COUNT_KEYS}
+    counts["malformed_rows"] = max(counts["malformed_rows"], malformed_rows)
+    reasons = sorted({reason for r in receipts for reason in r.reasons})
+    observers = sorted({o for r in receipts for o in r.observers})
+    status = _status_for(reasons, spans=counts["spans"], malformed=counts["malformed_rows"])
+    return Receipt(status=status, reasons=reasons, counts=counts, observers=observers, session=None, scope="store")
