@@ -8,6 +8,7 @@ import click
 
 from otel_agentdiag.cli._common import CliError, resolve_store_path, store_option
 from otel_agentdiag.cli.traces import emit_trace
+from otel_agentdiag.diagnostics.receipt import session_receipt
 from otel_agentdiag.storage import SpanStore, StoreError
 
 
@@ -33,10 +34,18 @@ def demo(store_path: Path | None) -> None:
     click.echo()
     with SpanStore(path, create=False) as store:
         spans = store.get_trace(result.trace_id)
-    if not spans:
-        raise CliError(f"the demo trace did not reach {path}")
+        if not spans:
+            raise CliError(f"the demo trace did not reach {path}")
+        receipt = session_receipt(store, spans[0].session)
     emit_trace(result.trace_id, spans, "text")
     click.echo()
+    counts = receipt.counts
+    click.echo(
+        f"receipt: {receipt.status}{' (' + ', '.join(receipt.reasons) + ')' if receipt.reasons else ''} - "
+        f"{counts['spans']} spans stored; observed {counts['observed']} = accepted {counts['accepted']} + "
+        f"rejected {counts['rejected']} + dropped {counts['dropped']}; sequence gaps {counts['sequence_gaps']}"
+    )
     click.echo(f"stored in {path} (prompts, tool arguments and raw IDs were not)")
     click.echo(f"next: agentdiag traces --store {path}")
     click.echo(f"      agentdiag show {result.trace_id[:12]} --store {path} --format json")
+    click.echo(f"      agentdiag status --with-receipt --store {path}")

@@ -113,6 +113,11 @@ def check_demo_output(stdout: str, store: Path) -> None:
     marks = [mark_before(line, "execute_tool ") for line in tool_lines]
     assert sum(m in ("✗", "x") for m in marks) == 1, stdout
     assert all(m in ("✓", "+", "✗", "x") for m in marks), marks
+    # The receipt of the demo's session: complete, and its accounting identity spelled out.
+    receipt = re.search(r"^receipt: (\w+) - (\d+) spans stored; observed (\d+) = accepted (\d+) ", stdout, re.M)
+    assert receipt, stdout
+    assert receipt.group(1) == "valid"
+    assert int(receipt.group(2)) == int(receipt.group(3)) == int(receipt.group(4)) >= 9
     assert store.is_file()
     with SpanStore(store, create=False) as s:
         assert s.span_count() >= 8
