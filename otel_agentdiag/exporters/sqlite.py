@@ -13,7 +13,6 @@ import os
 import re
 import sqlite3
 import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.spans import attribute_items, span_attributes
 from otel_agentdiag.storage import Accounting, RetentionLimits, SpanRow, SpanStore, StoreError, WriteResult
 from otel_agentdiag.storage.store import default_store_path
@@ -161,15 +161,7 @@ class SQLiteSpanExporter(SpanExporter):
         """Spans in batches that could not be written."""
         self.last_result: WriteResult | None = None
         """What the last successful write did (duplicates, cleared, pruned, oversize attributes)."""
-        if hasattr(os, "register_at_fork"):
-            reinit = weakref.WeakMethod(self._at_fork_reinit)
-
-            def _after_in_child() -> None:
-                method = reinit()
-                if method is not None:
-                    method()
-
-            os.register_at_fork(after_in_child=_after_in_child)
+        reinit_after_fork(self._at_fork_reinit)
 
     def _at_fork_reinit(self) -> None:
         """In a forked child: never touch the parent's connection (SQLite forbids it); open a new one lazily."""

@@ -29,7 +29,6 @@ import os
 import secrets
 import threading
 import time
-import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.spans import span_attributes
 from otel_agentdiag.exporters.sqlite import row_session
 from otel_agentdiag.storage import Accounting
@@ -314,15 +314,7 @@ class AccountingBatchSpanProcessor(SpanProcessor):
             self._shutdown_takes_timeout = False
         self._max_ledger_sessions = max_ledger_sessions
         self._reset_state()
-        if hasattr(os, "register_at_fork"):
-            reinit = weakref.WeakMethod(self._at_fork_reinit)
-
-            def _after_in_child() -> None:
-                method = reinit()
-                if method is not None:
-                    method()
-
-            os.register_at_fork(after_in_child=_after_in_child)
+        reinit_after_fork(self._at_fork_reinit)
         self._start_worker()
 
     # -- state --------------------------------------------------------------------------------------------

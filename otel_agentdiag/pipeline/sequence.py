@@ -15,11 +15,9 @@ reports as duplicate sequence numbers rather than hiding.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import threading
 import unicodedata
-import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -29,6 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.context import current_conversation_id
 from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.spans import span_attributes
 
 _logger = logging.getLogger(__name__)
@@ -73,15 +72,7 @@ class SessionSequencer(SpanProcessor):
         """Sessions forgotten to keep memory bounded (their numbering restarts if they resume)."""
         self._lock = threading.Lock()
         self._next: OrderedDict[str | None, int] = OrderedDict()
-        if hasattr(os, "register_at_fork"):
-            reinit = weakref.WeakMethod(self._at_fork_reinit)
-
-            def _after_in_child() -> None:
-                method = reinit()
-                if method is not None:
-                    method()
-
-            os.register_at_fork(after_in_child=_after_in_child)
+        reinit_after_fork(self._at_fork_reinit)
 
     def _at_fork_reinit(self) -> None:
         self._lock = threading.Lock()
