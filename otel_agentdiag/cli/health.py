@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -386,15 +387,18 @@ def prune(
 
 @click.command()
 @click.option("--session", "session_text", required=True, help="A session digest, unique prefix, or raw id.")
-@click.option("--yes", is_flag=True, help="Confirm: delete the session's spans.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @store_option
 @format_option
 def clear(session_text: str, yes: bool, store_path: Path | None, output_format: str) -> None:
-    """Delete a session's spans; spans of it still in flight are dropped when they arrive (counted)."""
-    if not yes:
-        raise CliError("refusing to clear without --yes")
+    """Delete a session's spans; spans of it still in flight are dropped when they arrive (counted).
+
+    On an interactive terminal it asks first (``--yes`` skips the question); in scripts it does what it is told.
+    """
     with open_store(store_path) as store:
         session = resolve_session(store, session_text, resolve_store_path(store_path))
+        if not yes and sys.stdin.isatty():
+            click.confirm(f"delete every span of session {session}?", abort=True, err=True)
         deleted = store.clear_session(session)
     if output_format == "json":
         _echo_json({"session": session, "cleared_spans": deleted})

@@ -392,14 +392,19 @@ def test_a_raw_id_needs_the_stores_key(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 # -- clear and prune --------------------------------------------------------------------------------------------
-def test_clear_needs_yes_and_a_session(agent_store: tuple[Path, str]) -> None:
+def test_clear_needs_a_session_and_runs_unprompted_in_scripts(agent_store: tuple[Path, str]) -> None:
     path, raw = agent_store
     before = path.read_bytes()
-    assert "refusing to clear without --yes" in one_error_line(invoke("clear", "--session", raw, "--store", path))
-    one_error_line(invoke("clear", "--yes", "--store", path))
+    one_error_line(invoke("clear", "--yes", "--store", path))  # no --session: a usage error, nothing touched
     assert path.read_bytes() == before
     with SpanStore(path, create=False) as store:
         assert store.span_count() == 7
+    # The form, `agentdiag clear --session ID`, works as written when stdin is not a terminal.
+    result = invoke("clear", "--session", raw, "--store", path)
+    assert result.exit_code == 0, result.output
+    assert "7 span(s) deleted" in result.stdout
+    with SpanStore(path, create=False) as store:
+        assert store.span_count() == 0
 
 
 def test_clear_by_raw_id_deletes_the_session(agent_store: tuple[Path, str]) -> None:
