@@ -188,7 +188,9 @@ def judge(data: ReceiptInput) -> Receipt:
     """The receipt of one session from its rows, its ledger rows and the store's deletion counts. Pure.
 
     - ``sequence_gaps``: per (observer, session), sequence numbers missing between the lowest judged number
-      and the highest stored one, less those held by unfinished spans (still open, not lost). The lowest
+      and the highest stored one, less those held by unfinished spans (still open, not lost) and less the
+      spans the ledger counted as dropped or rejected (lost, but explained by their own reason): a gap is a
+      loss nothing accounts for. The lowest
       judged number is 0, or, once the session lost rows on purpose (retention pruned it or it was cleared),
       the lowest stored number: retention and clearing delete the oldest spans, so numbers below the oldest
       survivor are explained.
@@ -208,10 +210,14 @@ def judge(data: ReceiptInput) -> Receipt:
     reasons: set[str] = set()
     counts: Counter[str] = Counter()
     ledger_ok = True
+    explained: Counter[str] = Counter()
+    """Per observer: spans the ledger says never reached the store (counted drops and rejections). Each
+    accounts for one missing sequence number; only the rest are gaps."""
     for row in stats:
         by_observer[row.observer] = row
         rejected = {k: _int(v) for k, v in row.rejected.items()}
         dropped = {k: _int(v) for k, v in row.dropped.items()}
+        explained[row.observer] += sum(dropped.values()) + sum(rejected.values())
         counts["observed"] += row.observed
         counts["accepted"] += row.accepted
         counts["stored"] += row.stored
@@ -238,6 +244,8 @@ def judge(data: ReceiptInput) -> Receipt:
     for span in spans:
         observer = span.observer or NO_OBSERVER
         row_observers.add(observer)
+        if span.name == sc.TOMBSTONE_SPAN_NAME:
+            explained[observer] -= 1  # a rejected span stored as a tombstone keeps its number
         if span.observer and isinstance(span.sequence, int) and span.sequence >= 0:
             numbers[span.observer][span.sequence] += 1
     lost_on_purpose = data.pruned_spans > 0 or bool(data.cleared_spans) or data.cleared
@@ -254,7 +262,9 @@ def judge(data: ReceiptInput) -> Receipt:
     counts["unfinished_spans"] = unnumbered + sum(open_spans.values())
     for observer, distinct in present.items():
         missing = _missing_below(distinct, low_of[observer], distinct[-1] + 1)
-        counts["sequence_gaps"] += max(missing - open_spans.get(observer, 0), 0)
+        # Numbers held by open spans are not lost; numbers of spans the ledger counted as dropped or rejected
+        # are lost *and explained* (their own reason says so). A gap is a loss nothing accounts for.
+        counts["sequence_gaps"] += max(missing - open_spans.get(observer, 0) - max(explained[observer], 0), 0)
 
     # -- reasons ------------------------------------------------------------------------------------
     if counts["sequence_gaps"]:

@@ -225,6 +225,14 @@ def test_a_parent_lost_to_a_counted_drop_is_not_unfinished() -> None:
     spans = [span(1, parent=0), span(2, parent=0)]
     r = receipt_of(spans, [stats(3, dropped={"queue_full": 1})])
     assert r.counts["unfinished_spans"] == 0
+    assert r.counts["sequence_gaps"] == 0  # the missing number is the counted drop: explained, not a gap
+    assert r.reasons == ["backpressure_drop"]
+
+
+def test_a_gap_beyond_what_the_ledger_explains_is_still_a_gap() -> None:
+    # Two numbers missing (3 and 4), one drop counted: one loss nothing accounts for.
+    spans = [span(0), span(1), span(2), span(5)]
+    r = receipt_of(spans, [stats(5, dropped={"queue_full": 1})])
     assert r.counts["sequence_gaps"] == 1
     assert r.reasons == ["backpressure_drop", "sequence_gap"]
 
