@@ -122,7 +122,7 @@ def resolve_session(store: SpanStore, text: str, store_path: Path) -> str:
     try:
         matches.add(store.resolve_session(needle))
     except StoreError:
-        pass
+        pass  # not a stored digest or prefix: the text may still be a raw id, tried below
     prefix_hits = [s for s in known if s.startswith(needle)] if len(needle) >= 4 else []
     if len(prefix_hits) > 1:
         raise CliError(f"session prefix {needle!r} is ambiguous ({len(prefix_hits)} sessions); give more of it")

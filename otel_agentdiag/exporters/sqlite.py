@@ -186,8 +186,8 @@ class SQLiteSpanExporter(SpanExporter):
             self._store = None
             try:
                 store.close()
-            except sqlite3.Error:
-                pass
+            except sqlite3.Error as exc:  # the old file is gone: nothing of ours is lost by not closing it cleanly
+                _logger.debug("otel-agentdiag: closing the replaced store failed: %s", exc)
         if self._store is None:
             self._store = SpanStore(self._path, retention=self._retention)
             self._identity = _file_identity(self._path)
@@ -259,8 +259,8 @@ class SQLiteSpanExporter(SpanExporter):
             store, self._store = self._store, None
             try:
                 store.close()
-            except sqlite3.Error:
-                pass
+            except sqlite3.Error as exc:  # every batch was committed or counted before this
+                _logger.warning("otel-agentdiag: closing the trace store failed: %s", exc)
 
     def shutdown(self, timeout_millis: float = 5000) -> None:
         """Stop exporting; close the store if the exporter owns it.

@@ -12,7 +12,8 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -463,108 +464,100 @@ class SpanStore:
         default_observer = accounting.observer if accounting is not None else ""
         limits = self.retention
         max_span = limits.max_span_bytes
-        with self._lock:
-            self._check_file()
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                tallies: dict[tuple[str, str], _Tally] = {}
-                cleared_at = self._cleared_gates({row.session for row in rows}) if rows else {}
-                params: list[tuple[Any, ...]] = []
-                # per row to insert: (its tally, session key, size, is a tombstone)
-                pending: list[tuple[_Tally, str, int, bool]] = []
-                n_cleared = oversize = 0
-                last_key: tuple[str, str] | None = None
-                tally = _Tally()
-                resource_id = self._resource_id
-                for row in rows:
-                    session = row.session or ""
-                    observer = row.observer or default_observer
-                    key = (observer, session)
-                    if key != last_key:
-                        last_key = key
-                        found = tallies.get(key)
-                        tally = tallies[key] = _Tally() if found is None else found
-                    tally.observed += 1
-                    if cleared_at:
-                        gate = cleared_at.get(session)
-                        if gate is not None and row.start_ns <= gate:
-                            tally.add_dropped(DROP_CLEARED, 1)
-                            n_cleared += 1
-                            continue
-                    attributes = row.attributes
-                    a_json = row_json(attributes)
-                    e_json = row_json(row.events)
-                    l_json = row_json(row.links)
-                    s_json = None if row.scope is None else row_json(row.scope)
-                    name = row.name
-                    # UTF-8 bytes of the name and the JSON columns (a non-text name counts as SQLite casts it).
-                    joined = f"{name}{a_json}{e_json}{l_json}{s_json or ''}"
-                    size = len(joined) if joined.isascii() else nbytes(joined)
-                    if size > max_span:
-                        fitted = fit_span(attributes, row.events, a_json, e_json, size, max_span, row_json)
-                        if fitted is not None:
-                            a_json, e_json, size = fitted.attributes_json, fitted.events_json, fitted.size
-                            oversize += fitted.dropped_attributes
-                    params.append(
-                        (
-                            row.trace_id,
-                            row.span_id,
-                            row.parent_span_id,
-                            name,
-                            row.kind,
-                            row.span_kind,
-                            row.start_ns,
-                            row.end_ns,
-                            row.status,
-                            row.session or None,
-                            a_json,
-                            e_json,
-                            l_json,
-                            resource_id(row.resource),
-                            s_json,
-                            observer or None,
-                            row.sequence,
-                            size,
-                        )
+        with self._transaction():
+            tallies: dict[tuple[str, str], _Tally] = {}
+            cleared_at = self._cleared_gates({row.session for row in rows}) if rows else {}
+            params: list[tuple[Any, ...]] = []
+            # per row to insert: (its tally, session key, size, is a tombstone)
+            pending: list[tuple[_Tally, str, int, bool]] = []
+            n_cleared = oversize = 0
+            last_key: tuple[str, str] | None = None
+            tally = _Tally()
+            resource_id = self._resource_id
+            for row in rows:
+                session = row.session or ""
+                observer = row.observer or default_observer
+                key = (observer, session)
+                if key != last_key:
+                    last_key = key
+                    found = tallies.get(key)
+                    tally = tallies[key] = _Tally() if found is None else found
+                tally.observed += 1
+                if cleared_at:
+                    gate = cleared_at.get(session)
+                    if gate is not None and row.start_ns <= gate:
+                        tally.add_dropped(DROP_CLEARED, 1)
+                        n_cleared += 1
+                        continue
+                attributes = row.attributes
+                a_json = row_json(attributes)
+                e_json = row_json(row.events)
+                l_json = row_json(row.links)
+                s_json = None if row.scope is None else row_json(row.scope)
+                name = row.name
+                # UTF-8 bytes of the name and the JSON columns (a non-text name counts as SQLite casts it).
+                joined = f"{name}{a_json}{e_json}{l_json}{s_json or ''}"
+                size = len(joined) if joined.isascii() else nbytes(joined)
+                if size > max_span:
+                    fitted = fit_span(attributes, row.events, a_json, e_json, size, max_span, row_json)
+                    if fitted is not None:
+                        a_json, e_json, size = fitted.attributes_json, fitted.events_json, fitted.size
+                        oversize += fitted.dropped_attributes
+                params.append(
+                    (
+                        row.trace_id,
+                        row.span_id,
+                        row.parent_span_id,
+                        name,
+                        row.kind,
+                        row.span_kind,
+                        row.start_ns,
+                        row.end_ns,
+                        row.status,
+                        row.session or None,
+                        a_json,
+                        e_json,
+                        l_json,
+                        resource_id(row.resource),
+                        s_json,
+                        observer or None,
+                        row.sequence,
+                        size,
                     )
-                    pending.append((tally, session, size, _TOMBSTONE in attributes))
-                inserted_flags = self._insert(params)
-                inserted = 0
-                added: dict[str, list[int]] = {}  # session -> [spans, bytes] written now
-                for (tally, session, size, tombstone), new in zip(pending, inserted_flags, strict=True):
-                    if new:
-                        inserted += 1
-                        tally.stored += 1
-                        if tombstone:
-                            tally.add_rejected(REJECT_REDACTOR_ERROR, 1)
-                        else:
-                            tally.accepted += 1
-                        entry = added.get(session)
-                        if entry is None:
-                            added[session] = [1, size]
-                        else:
-                            entry[0] += 1
-                            entry[1] += size
+                )
+                pending.append((tally, session, size, _TOMBSTONE in attributes))
+            inserted_flags = self._insert(params)
+            inserted = 0
+            added: dict[str, list[int]] = {}  # session -> [spans, bytes] written now
+            for (tally, session, size, tombstone), new in zip(pending, inserted_flags, strict=True):
+                if new:
+                    inserted += 1
+                    tally.stored += 1
+                    if tombstone:
+                        tally.add_rejected(REJECT_REDACTOR_ERROR, 1)
                     else:
                         tally.accepted += 1
-                        tally.duplicates += 1
-                if accounting is not None:
-                    _add_accounting(tallies, accounting)
-                self._upsert_stats(tallies)
-                self._upsert_observers(accounting, {obs for obs, _session in tallies if obs}, now)
-                pruned = self._apply_written(added, now)
-                conn.execute("COMMIT")
-            except BaseException:
-                self._rollback()
-                raise
-            return WriteResult(
-                inserted=inserted,
-                duplicates=len(pending) - inserted,
-                cleared=n_cleared,
-                pruned=pruned.spans,
-                oversize_attributes=oversize,
-            )
+                    entry = added.get(session)
+                    if entry is None:
+                        added[session] = [1, size]
+                    else:
+                        entry[0] += 1
+                        entry[1] += size
+                else:
+                    tally.accepted += 1
+                    tally.duplicates += 1
+            if accounting is not None:
+                _add_accounting(tallies, accounting)
+            self._upsert_stats(tallies)
+            self._upsert_observers(accounting, {obs for obs, _session in tallies if obs}, now)
+            pruned = self._apply_written(added, now)
+        return WriteResult(
+            inserted=inserted,
+            duplicates=len(pending) - inserted,
+            cleared=n_cleared,
+            pruned=pruned.spans,
+            oversize_attributes=oversize,
+        )
 
     def record_accounting(self, accounting: Accounting, *, now_ns: int | None = None) -> None:
         """Persist ``accounting`` alone (drops and rejections when no rows are written) in one transaction.
@@ -572,19 +565,11 @@ class SpanStore:
         Raises ``sqlite3.Error`` with the transaction rolled back.
         """
         now = time.time_ns() if now_ns is None else now_ns
-        with self._lock:
-            self._check_file()
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                tallies: dict[tuple[str, str], _Tally] = {}
-                _add_accounting(tallies, accounting)
-                self._upsert_stats(tallies)
-                self._upsert_observers(accounting, set(), now)
-                conn.execute("COMMIT")
-            except BaseException:
-                self._rollback()
-                raise
+        with self._transaction():
+            tallies: dict[tuple[str, str], _Tally] = {}
+            _add_accounting(tallies, accounting)
+            self._upsert_stats(tallies)
+            self._upsert_observers(accounting, set(), now)
 
     def clear_session(self, session_digest: str, *, now_ns: int | None = None) -> int:
         """Delete the session's spans (not its stats) and advance its generation gate; returns spans deleted.
@@ -595,32 +580,24 @@ class SpanStore:
         if not isinstance(session_digest, str) or not session_digest:
             raise StoreError("clear_session needs a session digest")
         now = time.time_ns() if now_ns is None else now_ns
-        with self._lock:
-            self._check_file()
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                count, size = conn.execute(
-                    "SELECT COUNT(*), coalesce(SUM(size), 0) FROM spans WHERE session = ?", (session_digest,)
-                ).fetchone()
-                conn.execute("DELETE FROM spans WHERE session = ?", (session_digest,))
-                conn.execute(
-                    "INSERT INTO sessions (session, cleared_at_ns, generation, cleared_spans) VALUES (?, ?, 1, ?)"
-                    " ON CONFLICT (session) DO UPDATE SET"
-                    " cleared_at_ns = max(coalesce(cleared_at_ns, excluded.cleared_at_ns), excluded.cleared_at_ns),"
-                    " generation = generation + 1, cleared_spans = cleared_spans + excluded.cleared_spans,"
-                    " span_count = 0, bytes = 0",
-                    (session_digest, now, count),
-                )
-                self._store_totals()
-                conn.execute(
-                    "UPDATE store_stats SET span_count = span_count - ?, total_bytes = total_bytes - ? WHERE id = 1",
-                    (count, size),
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                self._rollback()
-                raise
+        with self._transaction() as conn:
+            count, size = conn.execute(
+                "SELECT COUNT(*), coalesce(SUM(size), 0) FROM spans WHERE session = ?", (session_digest,)
+            ).fetchone()
+            conn.execute("DELETE FROM spans WHERE session = ?", (session_digest,))
+            conn.execute(
+                "INSERT INTO sessions (session, cleared_at_ns, generation, cleared_spans) VALUES (?, ?, 1, ?)"
+                " ON CONFLICT (session) DO UPDATE SET"
+                " cleared_at_ns = max(coalesce(cleared_at_ns, excluded.cleared_at_ns), excluded.cleared_at_ns),"
+                " generation = generation + 1, cleared_spans = cleared_spans + excluded.cleared_spans,"
+                " span_count = 0, bytes = 0",
+                (session_digest, now, count),
+            )
+            self._store_totals()
+            conn.execute(
+                "UPDATE store_stats SET span_count = span_count - ?, total_bytes = total_bytes - ? WHERE id = 1",
+                (count, size),
+            )
         return int(count)
 
     def prune(self, *, now_ns: int | None = None) -> PruneResult:
@@ -631,50 +608,57 @@ class SpanStore:
         """
         now = time.time_ns() if now_ns is None else now_ns
         limits = self.retention
+        with self._transaction() as conn:
+            conn.execute("UPDATE sessions SET span_count = 0, bytes = 0")
+            conn.execute(
+                "INSERT INTO sessions (session, span_count, bytes)"
+                " SELECT coalesce(session, ''), COUNT(*), SUM(size) FROM spans WHERE true"
+                " GROUP BY coalesce(session, '')"
+                " ON CONFLICT (session) DO UPDATE SET span_count = excluded.span_count, bytes = excluded.bytes"
+            )
+            conn.execute(
+                "INSERT INTO store_stats (id, span_count, total_bytes)"
+                " SELECT 1, COUNT(*), coalesce(SUM(size), 0) FROM spans WHERE true"
+                " ON CONFLICT (id) DO UPDATE SET span_count = excluded.span_count,"
+                " total_bytes = excluded.total_bytes"
+            )
+            total = Pruned()
+            for entry in prune_by_age(conn, limits, now).values():
+                total.add(entry)
+            conditions, args = [], []
+            if limits.max_session_spans is not None:
+                conditions.append("span_count > ?")
+                args.append(limits.max_session_spans)
+            if limits.max_session_bytes is not None:
+                conditions.append("bytes > ?")
+                args.append(limits.max_session_bytes)
+            if conditions:
+                over = conn.execute(
+                    f"SELECT session, span_count, bytes FROM sessions WHERE {' OR '.join(conditions)}", args
+                ).fetchall()
+                for session, count, size in over:
+                    for entry in prune_session(conn, limits, session, count, size).values():
+                        total.add(entry)
+            for entry in prune_store(conn, limits, self._store_totals()[1]).values():
+                total.add(entry)
+        return PruneResult(spans=total.spans, bytes=total.bytes)
+
+    # -- writing: parts of one transaction ---------------------------------------------------------------
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``) under the store's lock, on a file that is still ours:
+        committed when the block ends, rolled back (with the resource caches) when it raises."""
         with self._lock:
             self._check_file()
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("UPDATE sessions SET span_count = 0, bytes = 0")
-                conn.execute(
-                    "INSERT INTO sessions (session, span_count, bytes)"
-                    " SELECT coalesce(session, ''), COUNT(*), SUM(size) FROM spans WHERE true"
-                    " GROUP BY coalesce(session, '')"
-                    " ON CONFLICT (session) DO UPDATE SET span_count = excluded.span_count, bytes = excluded.bytes"
-                )
-                conn.execute(
-                    "INSERT INTO store_stats (id, span_count, total_bytes)"
-                    " SELECT 1, COUNT(*), coalesce(SUM(size), 0) FROM spans WHERE true"
-                    " ON CONFLICT (id) DO UPDATE SET span_count = excluded.span_count,"
-                    " total_bytes = excluded.total_bytes"
-                )
-                total = Pruned()
-                for entry in prune_by_age(conn, limits, now).values():
-                    total.add(entry)
-                conditions, args = [], []
-                if limits.max_session_spans is not None:
-                    conditions.append("span_count > ?")
-                    args.append(limits.max_session_spans)
-                if limits.max_session_bytes is not None:
-                    conditions.append("bytes > ?")
-                    args.append(limits.max_session_bytes)
-                if conditions:
-                    over = conn.execute(
-                        f"SELECT session, span_count, bytes FROM sessions WHERE {' OR '.join(conditions)}", args
-                    ).fetchall()
-                    for session, count, size in over:
-                        for entry in prune_session(conn, limits, session, count, size).values():
-                            total.add(entry)
-                for entry in prune_store(conn, limits, self._store_totals()[1]).values():
-                    total.add(entry)
+                yield conn
                 conn.execute("COMMIT")
             except BaseException:
                 self._rollback()
                 raise
-        return PruneResult(spans=total.spans, bytes=total.bytes)
 
-    # -- writing: parts of one transaction ---------------------------------------------------------------
     def _rollback(self) -> None:
         # ids inserted in the rolled-back transaction are gone
         self._resource_ids.clear()

@@ -8,8 +8,8 @@ take, the same parts wired the same way (:func:`hand_pipeline`). Also runnable a
 
 from __future__ import annotations
 
+import os
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -143,7 +143,7 @@ def _child(store: str, mode: str, conversation_id: str) -> None:
                 with agentdiag.tool_call("fetch"):
                     print("READY", flush=True)
                     sys.stdin.read()  # until killed
-                    time.sleep(3600)
+                    os._exit(3)  # the parent went away without killing us: still end like a crash, no flush
 
 
 if __name__ == "__main__":
