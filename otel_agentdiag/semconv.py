@@ -30,6 +30,11 @@ GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_REQUEST_ENCODING_FORMATS = "gen_ai.request.encoding_formats"
+GEN_AI_EMBEDDINGS_DIMENSION_COUNT = "gen_ai.embeddings.dimension.count"
 GEN_AI_USAGE_PREFIX = "gen_ai.usage."
 GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
 GEN_AI_AGENT_ID = "gen_ai.agent.id"
@@ -46,6 +51,7 @@ ENDUSER_ID = "enduser.id"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
+HTTP_REQUEST_RESEND_COUNT = "http.request.resend_count"
 
 # Exception event (OpenTelemetry "Recording Errors").
 EXCEPTION_EVENT_NAME = "exception"
@@ -97,6 +103,10 @@ AGENTDIAG_REDACTION_KEYS = "agentdiag.redaction.keys"
 """With ``summary="debug"`` only: the names of the keys removed from the span (local use)."""
 AGENTDIAG_EXCEPTION_FINGERPRINT = "agentdiag.exception.fingerprint"
 """A keyed digest of an exception message, on the exception event, when the policy asks for it."""
+AGENTDIAG_STREAM_END = "agentdiag.stream.end"
+"""How a streamed model answer ended: one of :data:`STREAM_ENDS`."""
+AGENTDIAG_HTTP_ATTEMPT_EVENT = "agentdiag.http.attempt"
+"""Event on an LLM span, one per HTTP attempt the SDK made (its own retries included)."""
 TOMBSTONE_SPAN_NAME = "agentdiag.redaction_error"
 """The name of the span that replaces one the redactor could not rebuild."""
 
@@ -108,6 +118,20 @@ KIND_OTHER = "other"
 KINDS = (KIND_RUN, KIND_ITERATION, KIND_LLM, KIND_TOOL, KIND_OTHER)
 
 ITERATION_SPAN_NAME = "agent.iteration"
+
+STREAM_EXHAUSTED = "exhausted"
+"""The caller read the stream to its end."""
+STREAM_CLOSED = "closed"
+"""The caller closed the stream (``close()``, leaving its ``with`` block) before or after its end."""
+STREAM_ERROR = "error"
+"""Reading the stream raised."""
+STREAM_CANCELLED = "cancelled"
+"""The task reading the stream was cancelled (or interrupted)."""
+STREAM_ABANDONED = "abandoned"
+"""The stream was garbage-collected unread and unclosed: the outcome of the call is unknown."""
+STREAM_ENDS = (STREAM_EXHAUSTED, STREAM_CLOSED, STREAM_ERROR, STREAM_CANCELLED, STREAM_ABANDONED)
+ERROR_TYPE_STREAM_ABANDONED = "agentdiag.stream_abandoned"
+"""``error.type`` of an LLM span whose stream was abandoned."""
 
 # Correlation IDs and the kind of ID each one is: digests are domain-separated by kind, so a conversation
 # id and a user id with the same raw value do not share a digest, while ``session.id`` and

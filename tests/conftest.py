@@ -1,4 +1,4 @@
-"""Hermetic tests: no AGENTDIAG_* or OTLP settings leak in from the environment that runs them."""
+"""Hermetic tests: no AGENTDIAG_*, OTEL_*, OPENAI_* or ANTHROPIC_* settings leak in from the environment."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-_PREFIXES = ("AGENTDIAG_", "OTEL_")
+_PREFIXES = ("AGENTDIAG_", "OTEL_", "OPENAI_", "ANTHROPIC_")
 
 
 @pytest.fixture(autouse=True)

@@ -33,9 +33,10 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.context import CONVERSATION_ID_KEY, current_conversation_id
+from otel_agentdiag._internal.context import CONVERSATION_ID_KEY, LLM_CALL_KEY, current_conversation_id
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
+from otel_agentdiag.instrumentation._base import LLMCallState
 from otel_agentdiag.version import __version__
 
 __all__ = [
@@ -251,6 +252,11 @@ class LLMCall(_SpanScope):
             attributes[sc.GEN_AI_REQUEST_MODEL] = self._model
             name = f"{name} {self._model}"
         return name, attributes
+
+    def _context_values(self, ctx: otel_context.Context) -> otel_context.Context:
+        # This span owns the model call: a client instrumentation (OpenAI, Anthropic) called inside enriches it
+        # instead of starting a second LLM span.
+        return otel_context.set_value(LLM_CALL_KEY, LLMCallState(self._span, owns=False), ctx)
 
     def __enter__(self) -> LLMCall:
         super().__enter__()

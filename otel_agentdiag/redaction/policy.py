@@ -650,6 +650,8 @@ def _strict() -> Policy:
         sc.ERROR_TYPE: ERROR_TYPE,
         sc.SERVER_PORT: IntRange(0, 65535),
         sc.HTTP_RESPONSE_STATUS_CODE: IntRange(100, 599),
+        sc.HTTP_REQUEST_RESEND_COUNT: IntRange(0, 1000),
+        sc.AGENTDIAG_STREAM_END: Enum(frozenset(sc.STREAM_ENDS)),
         sc.EXCEPTION_TYPE: ERROR_TYPE,
         sc.EXCEPTION_ESCAPED: Boolean(),
         # OpenInference's names for the same facts
@@ -677,7 +679,11 @@ def _strict() -> Policy:
         allowed_events={
             sc.EXCEPTION_EVENT_NAME: frozenset(
                 {sc.EXCEPTION_TYPE, sc.EXCEPTION_ESCAPED, sc.AGENTDIAG_EXCEPTION_FINGERPRINT}
-            )
+            ),
+            # One per HTTP attempt of a model call (the SDKs retry inside one call).
+            sc.AGENTDIAG_HTTP_ATTEMPT_EVENT: frozenset(
+                {sc.HTTP_REQUEST_RESEND_COUNT, sc.HTTP_RESPONSE_STATUS_CODE, sc.ERROR_TYPE}
+            ),
         },
         resource_keys={
             "service.name": resource,

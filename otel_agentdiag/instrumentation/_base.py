@@ -1,0 +1,270 @@
+"""What every client instrumentation shares: the life of one LLM span.
+
+A patch translates library objects into attributes; :class:`LLMCallState` owns the span: it starts it with the
+sampling-relevant attributes, makes it current while the SDK sends its HTTP requests (so each attempt is
+recorded on it, see :mod:`._attempts`), records the response, records a failure, and ends the span exactly once.
+
+**One owner per LLM call.** A span that already represents the model call (``agentdiag.llm_call()``, or a
+framework integration of ours) puts its :class:`LLMCallState` in the OpenTelemetry context under
+``LLM_CALL_KEY``. A client instrumentation called inside it does not start a second span: it *enriches* the
+owner's span with what it learns (response model, usage, attempts) and leaves ending it to the owner. The
+owner decides whether enrichment is welcome (``enrich=False``: the client instrumentation stays silent).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.context import LLM_CALL_KEY, current_conversation_id
+from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag.version import __version__
+
+__all__ = ["LLMCallState", "current_llm_call", "error_type_of", "llm_call_owned_by", "tracer_for"]
+
+_logger = logging.getLogger(__name__)
+
+CANCELLATIONS = frozenset({"CancelledError", "KeyboardInterrupt", "GeneratorExit"})
+"""Names of the exception classes that mean the caller stopped waiting, not that the call failed."""
+
+
+def tracer_for(name: str, tracer_provider: trace.TracerProvider | None) -> trace.Tracer:
+    """The tracer an instrumentor uses: the provider it was given, else the one ``configure()`` built, else the
+    global provider (a proxy that follows a provider set later)."""
+    if tracer_provider is None:
+        from otel_agentdiag.instrumentation.manual import _tracer_provider_in_use
+
+        tracer_provider = _tracer_provider_in_use()
+    return trace.get_tracer(name, __version__, tracer_provider)
+
+
+def error_type_of(exc: BaseException) -> str:
+    """``error.type`` for an exception: ``package.Name`` when the class is exported at its package's top level
+    (``openai.RateLimitError``, not ``openai._exceptions.RateLimitError``), else ``module.QualName``."""
+    cls = type(exc)
+    module = cls.__module__ or ""
+    if module == "builtins" or not module:
+        return cls.__qualname__
+    package = module.partition(".")[0]
+    top = sys.modules.get(package)
+    if top is not None and getattr(top, cls.__name__, None) is cls:
+        return f"{package}.{cls.__name__}"
+    return f"{module}.{cls.__qualname__}"
+
+
+def current_llm_call(ctx: otel_context.Context | None = None) -> LLMCallState | None:
+    value = otel_context.get_value(LLM_CALL_KEY, ctx)
+    return value if isinstance(value, LLMCallState) else None
+
+
+class LLMCallState:
+    """One model call: its span, whether this state owns (ends) it, and its HTTP attempts.
+
+    Every method is safe to call from telemetry code: none raises (failures are logged by type only).
+    """
+
+    __slots__ = ("_ended", "_first_chunk_ns", "_lock", "_start_ns", "attempts", "enrich", "owns", "span")
+
+    def __init__(self, span: trace.Span, *, owns: bool, enrich: bool = True) -> None:
+        self.span = span
+        self.owns = owns
+        """True when this state started the span and must end it."""
+        self.enrich = enrich
+        """False when the owner wants no attributes from client instrumentations."""
+        self.attempts = 0
+        self._ended = False
+        self._lock = threading.Lock()
+        self._start_ns = time.monotonic_ns()
+        self._first_chunk_ns: int | None = None
+
+    # -- starting ---------------------------------------------------------------------------------------
+    @classmethod
+    def begin(cls, tracer: trace.Tracer, name: str, attributes: dict[str, Any]) -> LLMCallState | None:
+        """Start the LLM span for a call, or enrich the call's existing owner.
+
+        Returns ``None`` when the owner asked for silence, or when starting failed (logged).
+        """
+        try:
+            ctx = otel_context.get_current()
+            owner = current_llm_call(ctx)
+            if owner is not None:
+                if not owner.enrich:
+                    return None
+                # The owner's span already carries kind, operation and provider; add what it may lack.
+                state = cls(owner.span, owns=False)
+                state.set_attributes({k: v for k, v in attributes.items() if k != sc.AGENTDIAG_KIND})
+                return state
+            conversation = current_conversation_id(ctx)
+            if conversation is not None:
+                attributes.setdefault(sc.GEN_AI_CONVERSATION_ID, conversation)
+            span = tracer.start_span(
+                name,
+                context=ctx,
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+                record_exception=False,
+                set_status_on_exception=False,
+            )
+            return cls(span, owns=True)
+        except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+            log_internal_error("starting an LLM span", exc)
+            return None
+
+    @contextmanager
+    def activated(self) -> Iterator[None]:
+        """Make this call current while the SDK sends its request(s): the span becomes the parent of HTTP
+        spans, and attempts are recorded on it."""
+        try:
+            ctx = otel_context.get_current()
+            if self.span.get_span_context().is_valid:
+                ctx = trace.set_span_in_context(self.span, ctx)
+            ctx = otel_context.set_value(LLM_CALL_KEY, self, ctx)
+            token: object | None = otel_context.attach(ctx)
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("activating an LLM span", exc)
+            token = None
+        try:
+            yield
+        finally:
+            if token is not None:
+                try:
+                    otel_context.detach(token)  # type: ignore[arg-type]
+                except Exception as exc:  # noqa: BLE001
+                    log_internal_error("restoring the context", exc)
+
+    # -- recording --------------------------------------------------------------------------------------
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        try:
+            span = self.span
+            if attributes and span.is_recording():
+                span.set_attributes(attributes)
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("recording LLM attributes", exc)
+
+    def record_attempt(self, status_code: int | None, error: BaseException | None) -> None:
+        """One HTTP attempt ended: with a response (``status_code``) or an exception."""
+        try:
+            with self._lock:
+                resend_count = self.attempts
+                self.attempts += 1
+            span = self.span
+            if not span.is_recording():
+                return
+            attributes: dict[str, Any] = {sc.HTTP_REQUEST_RESEND_COUNT: resend_count}
+            if status_code is not None:
+                attributes[sc.HTTP_RESPONSE_STATUS_CODE] = status_code
+                if status_code >= 400:
+                    attributes[sc.ERROR_TYPE] = str(status_code)
+            elif error is not None:
+                attributes[sc.ERROR_TYPE] = error_type_of(error)
+            span.add_event(sc.AGENTDIAG_HTTP_ATTEMPT_EVENT, attributes)
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("recording an HTTP attempt", exc)
+
+    def first_chunk(self) -> None:
+        """A streamed chunk arrived; the first one sets ``gen_ai.response.time_to_first_chunk``."""
+        if self._first_chunk_ns is None:
+            self._first_chunk_ns = now = time.monotonic_ns()
+            self.set_attributes({sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: (now - self._start_ns) / 1e9})
+
+    # -- ending -----------------------------------------------------------------------------------------
+    def _claim_end(self) -> bool:
+        with self._lock:
+            if self._ended:
+                return False
+            self._ended = True
+            return True
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def finish(self, attributes: Mapping[str, Any] | None = None, *, stream_end: str | None = None) -> None:
+        """The call succeeded (or a stream ended without error): record ``attributes``, end the span once."""
+        if not self._claim_end():
+            return
+        try:
+            out = dict(attributes or {})
+            if stream_end is not None:
+                out[sc.AGENTDIAG_STREAM_END] = stream_end
+            self.set_attributes(out)
+            if self.owns:
+                self.span.end()
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("ending an LLM span", exc)
+
+    def fail(
+        self,
+        exc: BaseException,
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        streaming: bool = False,
+    ) -> None:
+        """The call (or reading its stream) raised ``exc``: status ERROR without a description, ``error.type``,
+        an ``exception`` event with the type only; the exception itself is the caller's to re-raise, unchanged."""
+        if not self._claim_end():
+            return
+        try:
+            out = dict(attributes or {})
+            if streaming:
+                cancelled = type(exc).__name__ in CANCELLATIONS
+                out[sc.AGENTDIAG_STREAM_END] = sc.STREAM_CANCELLED if cancelled else sc.STREAM_ERROR
+            if self.owns:
+                out[sc.ERROR_TYPE] = error_type_of(exc)
+            self.set_attributes(out)
+            if self.owns and self.span.is_recording():
+                # The event carries the type only: an SDK error's message often quotes the request (a prompt, a
+                # tool argument) and its traceback names local paths. Produce neither, whatever the pipeline.
+                self.span.add_event(
+                    sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: error_type_of(exc), sc.EXCEPTION_ESCAPED: True}
+                )
+                # No description: the exception text may carry the prompt, the answer or a credential.
+                self.span.set_status(Status(StatusCode.ERROR))
+            if self.owns:
+                self.span.end()
+        except Exception as internal:  # noqa: BLE001
+            log_internal_error("ending an LLM span", internal)
+
+    def abandon(self, attributes: Mapping[str, Any] | None = None) -> None:
+        """A stream was garbage-collected unread and unclosed: the outcome is unknown, never a success."""
+        if not self._claim_end():
+            return
+        try:
+            out = dict(attributes or {})
+            out[sc.AGENTDIAG_STREAM_END] = sc.STREAM_ABANDONED
+            if self.owns:
+                out[sc.ERROR_TYPE] = sc.ERROR_TYPE_STREAM_ABANDONED
+            self.set_attributes(out)
+            if self.owns:
+                if self.span.is_recording():
+                    self.span.set_status(Status(StatusCode.ERROR))
+                self.span.end()
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("ending an abandoned stream's span", exc)
+
+
+@contextmanager
+def llm_call_owned_by(span: trace.Span, *, enrich: bool = True) -> Iterator[LLMCallState]:
+    """Declare that ``span`` represents the model call made inside the block.
+
+    Client instrumentations (OpenAI, Anthropic) called inside do not start a second LLM span; with
+    ``enrich=True`` they add response model, usage and HTTP attempts to ``span``, with ``enrich=False`` they
+    add nothing. The caller keeps ending ``span``. This is how ``agentdiag.llm_call()`` and framework
+    integrations keep one span per model call.
+    """
+    state = LLMCallState(span, owns=False, enrich=enrich)
+    token = otel_context.attach(otel_context.set_value(LLM_CALL_KEY, state))
+    try:
+        yield state
+    finally:
+        otel_context.detach(token)

@@ -1,0 +1,166 @@
+"""Wrapper factories shared by the client instrumentations.
+
+A patch module describes a method in three functions: ``describe(instance, kwargs) -> (span name,
+attributes)`` for the span's start, ``respond(result) -> attributes`` for a complete answer, and an
+accumulator factory for a streamed one. The factories here close over the tracer once, at instrument time,
+and do the rest: suppression, one owner per call, attempts, errors, streams. The user's call always runs
+exactly once, with its own arguments, and its result or exception comes back unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+
+from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag.instrumentation._base import LLMCallState
+from otel_agentdiag.instrumentation._stream import (
+    AsyncStreamManagerProxy,
+    AsyncStreamProxy,
+    StreamAccumulator,
+    SyncStreamManagerProxy,
+    SyncStreamProxy,
+)
+
+Describe = Callable[[Any, dict[str, Any]], "tuple[str, dict[str, Any]]"]
+Respond = Callable[[Any], "dict[str, Any]"]
+Accumulate = Callable[[], StreamAccumulator]
+Wrapper = Callable[[Any, Any, Any, Any], Any]
+
+
+def begin_call(tracer: trace.Tracer, describe: Describe, instance: Any, kwargs: dict[str, Any]) -> LLMCallState | None:
+    """Start (or enrich) the LLM span of a call; ``None``: run the call untraced."""
+    if not is_instrumentation_enabled():
+        return None
+    try:
+        name, attributes = describe(instance, kwargs)
+    except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+        log_internal_error("describing an LLM call", exc)
+        return None
+    return LLMCallState.begin(tracer, name, attributes)
+
+
+def _finish(call: LLMCallState, respond: Respond, result: Any) -> None:
+    try:
+        attributes = respond(result)
+    except Exception as exc:  # noqa: BLE001
+        log_internal_error("reading an LLM response", exc)
+        attributes = {}
+    call.finish(attributes)
+
+
+def _accumulator(accumulate: Accumulate) -> StreamAccumulator | None:
+    try:
+        return accumulate()
+    except Exception as exc:  # noqa: BLE001
+        log_internal_error("preparing a stream", exc)
+        return None
+
+
+def sync_call(
+    tracer: trace.Tracer,
+    describe: Describe,
+    respond: Respond,
+    accumulate: Accumulate,
+    stream_types: tuple[type, ...],
+) -> Wrapper:
+    """A ``wrapt`` wrapper for a synchronous SDK method that returns an answer or a stream."""
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        call = begin_call(tracer, describe, instance, kwargs)
+        if call is None:
+            return wrapped(*args, **kwargs)
+        try:
+            with call.activated():
+                result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+        if stream_types and isinstance(result, stream_types):
+            accumulator = _accumulator(accumulate)
+            if accumulator is not None:
+                return SyncStreamProxy(result, call, accumulator)
+            call.finish()
+            return result
+        _finish(call, respond, result)
+        return result
+
+    return wrapper
+
+
+def async_call(
+    tracer: trace.Tracer,
+    describe: Describe,
+    respond: Respond,
+    accumulate: Accumulate,
+    stream_types: tuple[type, ...],
+) -> Wrapper:
+    """The asynchronous twin of :func:`sync_call`."""
+
+    async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        call = begin_call(tracer, describe, instance, kwargs)
+        if call is None:
+            return await wrapped(*args, **kwargs)
+        try:
+            with call.activated():
+                result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+        if stream_types and isinstance(result, stream_types):
+            accumulator = _accumulator(accumulate)
+            if accumulator is not None:
+                return AsyncStreamProxy(result, call, accumulator)
+            call.finish()
+            return result
+        _finish(call, respond, result)
+        return result
+
+    return wrapper
+
+
+def stream_manager(
+    tracer: trace.Tracer,
+    describe: Describe,
+    accumulate: Accumulate,
+    *,
+    is_async: bool,
+    defer: Callable[[Any], LLMCallState | None] | None = None,
+) -> Wrapper:
+    """A wrapper for a stream helper (``messages.stream()``) that returns a context manager which sends the
+    request when entered: the span starts on entry. ``defer(instance)`` may return a call state that another
+    span owns (the SDK's own), in which case no span is started."""
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        manager = wrapped(*args, **kwargs)
+
+        def start() -> tuple[LLMCallState | None, StreamAccumulator]:
+            deferred = defer(instance) if defer is not None else None
+            if deferred is not None:
+                return deferred, _Nothing()
+            accumulator = _accumulator(accumulate)
+            if accumulator is None:
+                return None, _Nothing()
+            return begin_call(tracer, describe, instance, kwargs), accumulator
+
+        try:
+            return (AsyncStreamManagerProxy if is_async else SyncStreamManagerProxy)(manager, start)
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("wrapping a stream helper", exc)
+            return manager
+
+    return wrapper
+
+
+class _Nothing:
+    def on_chunk(self, chunk: Any) -> None:
+        pass
+
+    def attributes(self, stream: Any) -> dict[str, Any]:
+        return {}
+
+    def completed(self, stream: Any) -> bool:
+        return False

@@ -1,0 +1,124 @@
+"""Auto-instrumentation of the ``anthropic`` Python SDK: ``messages.create`` (streamed with ``stream=True`` or
+not) and the ``messages.stream()`` helper, sync and async.
+
+Usage::
+
+    from otel_agentdiag.instrumentation.anthropic import AnthropicInstrumentor
+
+    AnthropicInstrumentor().instrument()       # or instrument(tracer_provider=...)
+
+or with no code at all: ``opentelemetry-instrument python app.py`` (entry point ``agentdiag_anthropic``).
+
+Spans, streams, attempts and errors are as for :mod:`otel_agentdiag.instrumentation.openai`, with
+``gen_ai.provider.name=anthropic``.
+
+**The SDK's own spans.** anthropic 2.x emits its own OpenTelemetry span per API call
+(``anthropic.messages.create``), on by default. One model call gets one LLM span, so:
+
+* when the client's own tracing is off (``Anthropic(open_telemetry=False)``, ``ANTHROPIC_OPEN_TELEMETRY=false``
+  — the default under ``opentelemetry-instrument`` with our distro — or an SDK without it), this instrumentor
+  makes the span;
+* when it is on, the SDK's span is the LLM span: this instrumentor makes none, and marks the SDK's span
+  ``agentdiag.kind=llm`` and records each HTTP attempt on it (the redacting processor renames it
+  ``chat {model}`` from its attributes and drops what the policy does not know).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from wrapt import wrap_function_wrapper
+
+from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag.instrumentation import _attempts
+from otel_agentdiag.instrumentation._base import LLMCallState, current_llm_call, tracer_for
+from otel_agentdiag.instrumentation._wrappers import Wrapper, async_call, stream_manager, sync_call
+from otel_agentdiag.instrumentation.anthropic.package import _instruments
+
+__all__ = ["AnthropicInstrumentor"]
+
+
+def _defer(instance: Any) -> LLMCallState | None:
+    """A call state for the SDK's own span when the client traces the call itself (see the module docs)."""
+    from otel_agentdiag.instrumentation.anthropic.patch import SDKSpanCall, sdk_traces_call
+
+    try:
+        if is_instrumentation_enabled() and current_llm_call() is None and sdk_traces_call(instance):
+            return SDKSpanCall()
+    except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+        log_internal_error("reading the anthropic client's tracing option", exc)
+    return None
+
+
+def _deferring(wrapper: Wrapper, *, is_async: bool) -> Wrapper:
+    if is_async:
+
+        async def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            deferred = _defer(instance)
+            if deferred is None:
+                return await wrapper(wrapped, instance, args, kwargs)
+            with deferred.activated():
+                return await wrapped(*args, **kwargs)
+
+        return async_wrapper
+
+    def sync_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        deferred = _defer(instance)
+        if deferred is None:
+            return wrapper(wrapped, instance, args, kwargs)
+        with deferred.activated():
+            return wrapped(*args, **kwargs)
+
+    return sync_wrapper
+
+
+class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """An ``opentelemetry-instrumentation`` instrumentor for the ``anthropic`` SDK (idempotent, reversible)."""
+
+    # BaseInstrumentor is a singleton whose __init__ runs on every AnthropicInstrumentor(): state is set in
+    # _instrument, never in __init__.
+    _wrapped: list[tuple[type, str]]
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        import anthropic
+        from anthropic.resources.messages import AsyncMessages, Messages
+
+        from otel_agentdiag.instrumentation.anthropic import patch
+
+        tracer = tracer_for(__name__, kwargs.get("tracer_provider"))
+        self._wrapped = []
+        create = sync_call(
+            tracer, patch.create_request, patch.message_response, patch.MessagesAccumulator, (anthropic.Stream,)
+        )
+        acreate = async_call(
+            tracer, patch.create_request, patch.message_response, patch.MessagesAccumulator, (anthropic.AsyncStream,)
+        )
+        targets: list[tuple[type, str, Wrapper]] = [
+            (Messages, "create", _deferring(create, is_async=False)),
+            (AsyncMessages, "create", _deferring(acreate, is_async=True)),
+        ]
+        if hasattr(Messages, "stream"):
+            # The helper's request is sent when its manager is entered; the deferral check happens there too.
+            resources: tuple[tuple[type, bool], ...] = ((Messages, False), (AsyncMessages, True))
+            for resource, is_async in resources:
+                helper = stream_manager(
+                    tracer, patch.stream_request, patch.MessagesAccumulator, is_async=is_async, defer=_defer
+                )
+                targets.append((resource, "stream", helper))
+        for target, method, wrapper in targets:
+            wrap_function_wrapper(target, method, wrapper)
+            self._wrapped.append((target, method))
+        _attempts.acquire()
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        wrapped = getattr(self, "_wrapped", [])
+        while wrapped:
+            cls, method = wrapped.pop()
+            unwrap(cls, method)
+        _attempts.release()

@@ -1,0 +1,3 @@
+"""The ``anthropic`` releases this instrumentation supports."""
+
+_instruments = ("anthropic >= 0.40",)

@@ -1,0 +1,3 @@
+"""The ``openai`` releases this instrumentation supports."""
+
+_instruments = ("openai >= 1.40",)
