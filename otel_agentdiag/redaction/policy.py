@@ -580,7 +580,8 @@ def token(pattern: str, max_length: int) -> Token:
 MODEL_NAME = token(r"[A-Za-z0-9][A-Za-z0-9._:/@+\-]*", 128)
 PROVIDER_NAME = token(r"[a-z0-9][a-z0-9_.\-]*", 64)
 OPERATION_NAME = token(r"[a-z][a-z0-9_]*", 64)
-ERROR_TYPE = token(r"[A-Za-z_<][A-Za-z0-9_.<>]*", 256)
+ERROR_TYPE = token(r"[A-Za-z_<][A-Za-z0-9_.<>]*|[1-5][0-9]{2}", 256)
+"""An exception class name, or an HTTP status code (the HTTP conventions' error.type for a failed response)."""
 FINISH_REASON = token(r"[a-z][a-z0-9_]*", 32)
 IDENTIFIER = token(r"[A-Za-z_][A-Za-z0-9_.\-]*", 128)
 SERVICE_TIER = token(r"[a-z][a-z0-9_\-]*", 32)

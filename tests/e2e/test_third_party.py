@@ -53,6 +53,8 @@ INSTRUMENTATIONS: dict[str, str] = {
     "openinference": "openinference-instrumentation-openai",
     "openllmetry": "opentelemetry-instrumentation-openai",
     "otel-genai": "opentelemetry-instrumentation-genai-openai",
+    # Ours, held to the same checks (and to a stricter control: it captures no content at all).
+    "agentdiag": "otel-agentdiag",
 }
 
 CALLS = ("chat-tool-call", "chat-answer", "stream-answer", "stream-tool-call", "embeddings", "responses", "error")
@@ -83,6 +85,16 @@ RAW_CAPTURED: dict[str, frozenset[str]] = {
     "openinference": _CAPTURED_BY_ALL | {fake.SENTINEL_EMBEDDING_INPUT, fake.SENTINEL_END_USER, fake.SENTINEL_METADATA},
     "openllmetry": _CAPTURED_BY_ALL | {fake.SENTINEL_EMBEDDING_INPUT, fake.SENTINEL_END_USER},
     "otel-genai": _CAPTURED_BY_ALL,
+    # Ours records ids (hashed by the processor), never content: not even its raw spans hold a prompt.
+    "agentdiag": frozenset(
+        {
+            fake.SENTINEL_RESPONSE_ID,
+            fake.SENTINEL_FINGERPRINT,
+            fake.SENTINEL_CONVERSATION,
+            fake.SENTINEL_USER,
+            fake.SENTINEL_TOOL_CALL_ID,  # given to our tool_call() wrapper by the app
+        }
+    ),
 }
 """Sentinels each library's raw spans are known to carry (found empirically; a library may capture more)."""
 
@@ -90,6 +102,7 @@ SCOPES: dict[str, str] = {
     "openinference": "openinference.instrumentation.openai",
     "openllmetry": "opentelemetry.instrumentation.openai.v1",
     "otel-genai": "opentelemetry.instrumentation.genai.openai",
+    "agentdiag": "otel_agentdiag.instrumentation.openai",
 }
 
 
@@ -236,10 +249,70 @@ def _otel_genai() -> dict[str, dict[str, Any]]:
     }
 
 
+def _agentdiag() -> dict[str, dict[str, Any]]:
+    chat = {
+        "agentdiag.kind": "llm",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": MODEL,
+        "server.port": SAME,
+    }
+    params = {
+        "gen_ai.request.max_tokens": 256,
+        "gen_ai.request.temperature": 0.2,
+        "gen_ai.request.top_p": 0.9,
+        "gen_ai.request.seed": 7,
+    }
+    answered = {**chat, "gen_ai.response.model": MODEL_SNAPSHOT}
+    streamed = {
+        "gen_ai.request.stream": True,
+        "gen_ai.response.time_to_first_chunk": SAME,
+        "agentdiag.stream.end": "exhausted",
+    }
+
+    def usage(u: fake.Usage) -> dict[str, Any]:
+        return {
+            "gen_ai.usage.input_tokens": u.prompt_tokens,
+            "gen_ai.usage.output_tokens": u.completion_tokens,
+            "gen_ai.usage.cache_read.input_tokens": 0,
+            "gen_ai.usage.reasoning.output_tokens": 0,
+        }
+
+    return {
+        "chat-tool-call": {
+            **answered,
+            **params,
+            **usage(fake.TOOL_CALL_USAGE),
+            "gen_ai.response.finish_reasons": ["tool_calls"],
+        },
+        "chat-answer": {**answered, **params, **usage(fake.ANSWER_USAGE), "gen_ai.response.finish_reasons": ["stop"]},
+        "stream-answer": {
+            **answered,
+            **params,
+            **streamed,
+            **usage(fake.STREAM_USAGE),
+            "gen_ai.response.finish_reasons": ["stop"],
+        },
+        "stream-tool-call": {**answered, **params, **streamed, "gen_ai.response.finish_reasons": ["tool_calls"]},
+        "embeddings": {
+            "agentdiag.kind": "llm",
+            "gen_ai.operation.name": "embeddings",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": EMBEDDING_MODEL,
+            "gen_ai.response.model": EMBEDDING_MODEL,
+            "server.port": SAME,
+            "gen_ai.usage.input_tokens": fake.EMBEDDING_USAGE.prompt_tokens,
+        },
+        "responses": {**answered, **usage(fake.RESPONSES_USAGE), "gen_ai.response.finish_reasons": ["stop"]},
+        "error": {**chat, "gen_ai.request.model": fake.ERROR_MODEL, "error.type": "openai.BadRequestError"},
+    }
+
+
 SURVIVORS: dict[str, dict[str, dict[str, Any]]] = {
     "openinference": _openinference(),
     "openllmetry": _openllmetry(),
     "otel-genai": _otel_genai(),
+    "agentdiag": _agentdiag(),
 }
 """Library -> call -> attribute key -> value: emitted by the library (checked on the control) and kept as is
 on the stored and exported span."""
@@ -252,12 +325,14 @@ SPAN_NAMES: dict[str, tuple[str, ...]] = {
     "openinference": _OI_NAMES,
     "openllmetry": _SEMCONV_NAMES,
     "otel-genai": _SEMCONV_NAMES,
+    "agentdiag": _SEMCONV_NAMES,
 }
 ERROR_EVENT: dict[str, str | None] = {
     # the exception.type of the error span's exception event, None: the library records no event
     "openinference": "openai.BadRequestError",
     "openllmetry": "openai.BadRequestError",
     "otel-genai": None,
+    "agentdiag": "openai.BadRequestError",
 }
 
 
@@ -409,6 +484,13 @@ def test_control_spans_carry_the_content(run: Run) -> None:
     captured = set(_found(run.raw_dump, fake.SENTINELS))
     missing = RAW_CAPTURED[run.library] - captured
     assert not missing, f"{run.library} no longer captures {sorted(missing)} (captured: {sorted(captured)})"
+    if run.library == "agentdiag":
+        # Ours produces no content in the first place: ids only (which the processor hashes).
+        assert captured == RAW_CAPTURED["agentdiag"], sorted(captured - RAW_CAPTURED["agentdiag"])
+        error = calls["error"]
+        assert error["status"]["status_code"] == "ERROR"
+        assert "description" not in error["status"] or not error["status"]["description"]
+        return
     # The prompt is in the library's own attributes, not only in ours.
     assert fake.SENTINEL_PROMPT in json.dumps(calls["chat-tool-call"]["attributes"])
     error = calls["error"]
@@ -517,7 +599,17 @@ def test_errors_keep_the_type_only(run: Run) -> None:
         assert stored[span_id].events == []
         return
     assert [e["attributes"]["exception.type"] for e in raw_events] == [expected_type]
-    for events in (stored[span_id].events, [{"name": n, "attributes": a} for n, a in received[span_id].events()]):
+    for all_events in (stored[span_id].events, [{"name": n, "attributes": a} for n, a in received[span_id].events()]):
+        # Ours adds one event per HTTP attempt, with the status code only.
+        attempts = [e for e in all_events if e["name"] == sc.AGENTDIAG_HTTP_ATTEMPT_EVENT]
+        assert len(attempts) == (1 if run.library == "agentdiag" else 0)
+        for attempt in attempts:
+            assert attempt["attributes"] == {
+                "http.request.resend_count": 0,
+                "http.response.status_code": 400,
+                "error.type": "400",
+            }
+        events = [e for e in all_events if e["name"] != sc.AGENTDIAG_HTTP_ATTEMPT_EVENT]
         assert [e["name"] for e in events] == ["exception"]
         (event,) = events
         assert event["attributes"]["exception.type"] == expected_type

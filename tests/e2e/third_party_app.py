@@ -1,4 +1,5 @@
-"""An agent instrumented by a real third-party OpenAI instrumentation, exporting through ``configure()``.
+"""An agent instrumented by a real OpenAI instrumentation (a third party's, or ours), exporting through
+``configure()``.
 
 Run by ``test_third_party.py`` in a subprocess (instrumentations patch the ``openai`` module for the whole
 process and read their settings at import time, so each gets a fresh interpreter)::
@@ -61,6 +62,7 @@ INSTRUMENTATIONS: dict[str, tuple[str, str]] = {
     "openinference": ("openinference-instrumentation-openai", "openinference.instrumentation.openai"),
     "openllmetry": ("opentelemetry-instrumentation-openai", "opentelemetry.instrumentation.openai"),
     "otel-genai": ("opentelemetry-instrumentation-genai-openai", "opentelemetry.instrumentation.genai.openai"),
+    "agentdiag": ("otel-agentdiag", "otel_agentdiag.instrumentation.openai"),
 }
 VERSIONS_OF = (
     "openai",

@@ -25,6 +25,7 @@ Spans, streams, attempts and errors are as for :mod:`otel_agentdiag.instrumentat
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from typing import Any
 
@@ -37,6 +38,8 @@ from otel_agentdiag.instrumentation import _attempts
 from otel_agentdiag.instrumentation._base import LLMCallState, current_llm_call, tracer_for
 from otel_agentdiag.instrumentation._wrappers import Wrapper, async_call, stream_manager, sync_call
 from otel_agentdiag.instrumentation.anthropic.package import _instruments
+
+_logger = logging.getLogger(__name__)
 
 __all__ = ["AnthropicInstrumentor"]
 
@@ -81,18 +84,34 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     # BaseInstrumentor is a singleton whose __init__ runs on every AnthropicInstrumentor(): state is set in
     # _instrument, never in __init__.
     _wrapped: list[tuple[type, str]]
+    _holds_attempts: bool
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
+        # opentelemetry-instrument stops loading every later instrumentor when one raises anything but an
+        # ImportError: an SDK layout this code does not know is logged and left untraced, never fatal.
+        self._wrapped = []
+        try:
+            self._wrap_all(kwargs.get("tracer_provider"))
+        except ImportError:
+            self._unwrap_all()
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self._unwrap_all()
+            _logger.warning("otel-agentdiag: cannot instrument anthropic (%s); it stays untraced", type(exc).__name__)
+            return
+        _attempts.acquire()
+        self._holds_attempts = True
+
+    def _wrap_all(self, tracer_provider: Any) -> None:
         import anthropic
         from anthropic.resources.messages import AsyncMessages, Messages
 
         from otel_agentdiag.instrumentation.anthropic import patch
 
-        tracer = tracer_for(__name__, kwargs.get("tracer_provider"))
-        self._wrapped = []
+        tracer = tracer_for(__name__, tracer_provider)
         create = sync_call(
             tracer, patch.create_request, patch.message_response, patch.MessagesAccumulator, (anthropic.Stream,)
         )
@@ -114,11 +133,15 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for target, method, wrapper in targets:
             wrap_function_wrapper(target, method, wrapper)
             self._wrapped.append((target, method))
-        _attempts.acquire()
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        self._unwrap_all()
+        if getattr(self, "_holds_attempts", False):
+            self._holds_attempts = False
+            _attempts.release()
+
+    def _unwrap_all(self) -> None:
         wrapped = getattr(self, "_wrapped", [])
         while wrapped:
-            cls, method = wrapped.pop()
-            unwrap(cls, method)
-        _attempts.release()
+            target, method = wrapped.pop()
+            unwrap(target, method)

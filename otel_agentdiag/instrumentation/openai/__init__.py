@@ -26,6 +26,7 @@ owner's span is enriched instead. Message content is never recorded.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Collection
 from typing import Any
 
@@ -37,6 +38,8 @@ from otel_agentdiag.instrumentation import _attempts
 from otel_agentdiag.instrumentation._base import tracer_for
 from otel_agentdiag.instrumentation._wrappers import async_call, sync_call
 from otel_agentdiag.instrumentation.openai.package import _instruments
+
+_logger = logging.getLogger(__name__)
 
 __all__ = ["OpenAIInstrumentor"]
 
@@ -70,17 +73,33 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     # BaseInstrumentor is a singleton whose __init__ runs on every OpenAIInstrumentor(): state is set in
     # _instrument, never in __init__.
     _wrapped: list[tuple[type, str]]
+    _holds_attempts: bool
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
+        # opentelemetry-instrument stops loading every later instrumentor when one raises anything but an
+        # ImportError: an SDK layout this code does not know is logged and left untraced, never fatal.
+        self._wrapped = []
+        try:
+            self._wrap_all(kwargs.get("tracer_provider"))
+        except ImportError:
+            self._unwrap_all()
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self._unwrap_all()
+            _logger.warning("otel-agentdiag: cannot instrument openai (%s); it stays untraced", type(exc).__name__)
+            return
+        _attempts.acquire()
+        self._holds_attempts = True
+
+    def _wrap_all(self, tracer_provider: Any) -> None:
         import openai
 
         from otel_agentdiag.instrumentation.openai import patch
 
-        tracer = tracer_for(__name__, kwargs.get("tracer_provider"))
-        self._wrapped = []
+        tracer = tracer_for(__name__, tracer_provider)
         for module_name, class_name, method, describe, respond, accumulate in _METHODS:
             try:
                 module = importlib.import_module(module_name)
@@ -97,11 +116,15 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 )
                 wrap_function_wrapper(cls, method, wrapper)
                 self._wrapped.append((cls, method))
-        _attempts.acquire()
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        self._unwrap_all()
+        if getattr(self, "_holds_attempts", False):
+            self._holds_attempts = False
+            _attempts.release()
+
+    def _unwrap_all(self) -> None:
         wrapped = getattr(self, "_wrapped", [])
         while wrapped:
-            cls, method = wrapped.pop()
-            unwrap(cls, method)
-        _attempts.release()
+            target, method = wrapped.pop()
+            unwrap(target, method)
