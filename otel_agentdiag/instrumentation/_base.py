@@ -153,6 +153,8 @@ class LLMCallState:
 
     def record_attempt(self, status_code: int | None, error: BaseException | None) -> None:
         """One HTTP attempt ended: with a response (``status_code``) or an exception."""
+        if not self.enrich:
+            return
         try:
             with self._lock:
                 resend_count = self.attempts

@@ -18,6 +18,7 @@ from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.trace import SpanKind, StatusCode
 
 import otel_agentdiag
+from otel_agentdiag.instrumentation import llm_call_owned_by
 from otel_agentdiag.instrumentation.manual import use_tracer_provider
 from otel_agentdiag.instrumentation.openai import OpenAIInstrumentor
 
@@ -401,3 +402,20 @@ def test_a_failing_response_reader_does_not_reach_the_agent(
     span = spans.one()
     assert span.status.status_code is StatusCode.UNSET
     assert usage_keys(span) == set()
+
+
+@pytest.mark.parametrize("enrich", [True, False])
+def test_an_owner_span_is_enriched_or_left_alone(server: FakeModelServer, spans: Spans, enrich: bool) -> None:
+    tracer = spans.provider.get_tracer("framework")
+    with tracer.start_as_current_span("framework generation") as owner:
+        with llm_call_owned_by(owner, enrich=enrich):
+            client(server).chat.completions.create(model=MODEL, messages=MESSAGES)
+    span = spans.one()
+    assert span.name == "framework generation"
+    if enrich:
+        assert_answer_usage(span.attributes, fake.ANSWER_USAGE)
+        assert (span.attributes or {})["gen_ai.request.model"] == MODEL
+        assert len(attempts(span)) == 1
+    else:
+        assert usage_keys(span) == set()
+        assert attempts(span) == []
