@@ -140,10 +140,10 @@ def stream_manager(
         def start() -> tuple[LLMCallState | None, StreamAccumulator]:
             deferred = defer(instance) if defer is not None else None
             if deferred is not None:
-                return deferred, _Nothing()
+                return deferred, NoStream()
             accumulator = _accumulator(accumulate)
             if accumulator is None:
-                return None, _Nothing()
+                return None, NoStream()
             return begin_call(tracer, describe, instance, kwargs), accumulator
 
         try:
@@ -155,7 +155,9 @@ def stream_manager(
     return wrapper
 
 
-class _Nothing:
+class NoStream:
+    """The accumulator of a call that never streams, or of a stream whose span another owner records."""
+
     def on_chunk(self, chunk: Any) -> None:
         pass
 

@@ -25,21 +25,17 @@ Spans, streams, attempts and errors are as for :mod:`otel_agentdiag.instrumentat
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
-from wrapt import wrap_function_wrapper
+from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from otel_agentdiag._internal.errors import log_internal_error
-from otel_agentdiag.instrumentation import _attempts
-from otel_agentdiag.instrumentation._base import LLMCallState, current_llm_call, tracer_for
+from otel_agentdiag.instrumentation._base import LLMCallState, current_llm_call
+from otel_agentdiag.instrumentation._instrumentor import ClientInstrumentor, Target
 from otel_agentdiag.instrumentation._wrappers import Wrapper, async_call, stream_manager, sync_call
 from otel_agentdiag.instrumentation.anthropic.package import _instruments
-
-_logger = logging.getLogger(__name__)
 
 __all__ = ["AnthropicInstrumentor"]
 
@@ -78,47 +74,27 @@ def _deferring(wrapper: Wrapper, *, is_async: bool) -> Wrapper:
     return sync_wrapper
 
 
-class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class AnthropicInstrumentor(ClientInstrumentor):
     """An ``opentelemetry-instrumentation`` instrumentor for the ``anthropic`` SDK (idempotent, reversible)."""
 
-    # BaseInstrumentor is a singleton whose __init__ runs on every AnthropicInstrumentor(): state is set in
-    # _instrument, never in __init__.
-    _wrapped: list[tuple[type, str]]
-    _holds_attempts: bool
+    _library = "anthropic"
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
-    def _instrument(self, **kwargs: Any) -> None:
-        # opentelemetry-instrument stops loading every later instrumentor when one raises anything but an
-        # ImportError: an SDK layout this code does not know is logged and left untraced, never fatal.
-        self._wrapped = []
-        try:
-            self._wrap_all(kwargs.get("tracer_provider"))
-        except ImportError:
-            self._unwrap_all()
-            raise
-        except Exception as exc:  # noqa: BLE001
-            self._unwrap_all()
-            _logger.warning("otel-agentdiag: cannot instrument anthropic (%s); it stays untraced", type(exc).__name__)
-            return
-        _attempts.acquire()
-        self._holds_attempts = True
-
-    def _wrap_all(self, tracer_provider: Any) -> None:
+    def _targets(self, tracer: trace.Tracer) -> list[Target]:
         import anthropic
         from anthropic.resources.messages import AsyncMessages, Messages
 
         from otel_agentdiag.instrumentation.anthropic import patch
 
-        tracer = tracer_for(__name__, tracer_provider)
         create = sync_call(
             tracer, patch.create_request, patch.message_response, patch.MessagesAccumulator, (anthropic.Stream,)
         )
         acreate = async_call(
             tracer, patch.create_request, patch.message_response, patch.MessagesAccumulator, (anthropic.AsyncStream,)
         )
-        targets: list[tuple[type, str, Wrapper]] = [
+        targets: list[Target] = [
             (Messages, "create", _deferring(create, is_async=False)),
             (AsyncMessages, "create", _deferring(acreate, is_async=True)),
         ]
@@ -130,18 +106,4 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     tracer, patch.stream_request, patch.MessagesAccumulator, is_async=is_async, defer=_defer
                 )
                 targets.append((resource, "stream", helper))
-        for target, method, wrapper in targets:
-            wrap_function_wrapper(target, method, wrapper)
-            self._wrapped.append((target, method))
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._unwrap_all()
-        if getattr(self, "_holds_attempts", False):
-            self._holds_attempts = False
-            _attempts.release()
-
-    def _unwrap_all(self) -> None:
-        wrapped = getattr(self, "_wrapped", [])
-        while wrapped:
-            target, method = wrapped.pop()
-            unwrap(target, method)
+        return targets

@@ -26,20 +26,13 @@ owner's span is enriched instead. Message content is never recorded.
 from __future__ import annotations
 
 import importlib
-import logging
 from collections.abc import Collection
-from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
-from wrapt import wrap_function_wrapper
+from opentelemetry import trace
 
-from otel_agentdiag.instrumentation import _attempts
-from otel_agentdiag.instrumentation._base import tracer_for
+from otel_agentdiag.instrumentation._instrumentor import ClientInstrumentor, Target
 from otel_agentdiag.instrumentation._wrappers import async_call, sync_call
 from otel_agentdiag.instrumentation.openai.package import _instruments
-
-_logger = logging.getLogger(__name__)
 
 __all__ = ["OpenAIInstrumentor"]
 
@@ -63,43 +56,24 @@ _METHODS = (
         "responses_response",
         "ResponsesAccumulator",
     ),
-    ("openai.resources.embeddings", "Embeddings", "create", "embeddings_request", "embeddings_response", "NoStream"),
+    ("openai.resources.embeddings", "Embeddings", "create", "embeddings_request", "embeddings_response", "no_stream"),
 )
 
 
-class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class OpenAIInstrumentor(ClientInstrumentor):
     """An ``opentelemetry-instrumentation`` instrumentor for the ``openai`` SDK (idempotent, reversible)."""
 
-    # BaseInstrumentor is a singleton whose __init__ runs on every OpenAIInstrumentor(): state is set in
-    # _instrument, never in __init__.
-    _wrapped: list[tuple[type, str]]
-    _holds_attempts: bool
+    _library = "openai"
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
-    def _instrument(self, **kwargs: Any) -> None:
-        # opentelemetry-instrument stops loading every later instrumentor when one raises anything but an
-        # ImportError: an SDK layout this code does not know is logged and left untraced, never fatal.
-        self._wrapped = []
-        try:
-            self._wrap_all(kwargs.get("tracer_provider"))
-        except ImportError:
-            self._unwrap_all()
-            raise
-        except Exception as exc:  # noqa: BLE001
-            self._unwrap_all()
-            _logger.warning("otel-agentdiag: cannot instrument openai (%s); it stays untraced", type(exc).__name__)
-            return
-        _attempts.acquire()
-        self._holds_attempts = True
-
-    def _wrap_all(self, tracer_provider: Any) -> None:
+    def _targets(self, tracer: trace.Tracer) -> list[Target]:
         import openai
 
         from otel_agentdiag.instrumentation.openai import patch
 
-        tracer = tracer_for(__name__, tracer_provider)
+        targets: list[Target] = []
         for module_name, class_name, method, describe, respond, accumulate in _METHODS:
             try:
                 module = importlib.import_module(module_name)
@@ -114,17 +88,5 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 wrapper = factory(
                     tracer, getattr(patch, describe), getattr(patch, respond), getattr(patch, accumulate), stream_types
                 )
-                wrap_function_wrapper(cls, method, wrapper)
-                self._wrapped.append((cls, method))
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._unwrap_all()
-        if getattr(self, "_holds_attempts", False):
-            self._holds_attempts = False
-            _attempts.release()
-
-    def _unwrap_all(self) -> None:
-        wrapped = getattr(self, "_wrapped", [])
-        while wrapped:
-            target, method = wrapped.pop()
-            unwrap(target, method)
+                targets.append((cls, method, wrapper))
+        return targets

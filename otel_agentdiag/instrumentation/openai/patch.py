@@ -11,6 +11,7 @@ from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation._values import as_float, as_int, as_str, get, put, server_attributes
+from otel_agentdiag.instrumentation._wrappers import NoStream
 
 PROVIDER = "openai"
 
@@ -84,7 +85,7 @@ def _response_basics(response: Any, out: dict[str, Any]) -> None:
 
 def chat_response(response: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if get(response, "object") not in ("chat.completion", None):
+    if get(response, "object") != "chat.completion":
         return out  # a raw response (with_raw_response) or something else: nothing to read without consuming it
     _response_basics(response, out)
     reasons = [r for r in (as_str(get(c, "finish_reason")) for c in get(response, "choices") or ()) if r]
@@ -232,14 +233,5 @@ def embeddings_response(response: Any) -> dict[str, Any]:
     return out
 
 
-class NoStream:
-    """Embeddings never stream; present so every method has an accumulator factory."""
-
-    def on_chunk(self, chunk: Any) -> None:
-        pass
-
-    def attributes(self, stream: Any) -> dict[str, Any]:
-        return {}
-
-    def completed(self, stream: Any) -> bool:
-        return False
+no_stream = NoStream
+"""Embeddings never stream; every method still has an accumulator factory."""
