@@ -37,6 +37,7 @@ Scripts, set by a test before the call it concerns (thread-safe; :meth:`FakeOpen
   API's error body and ``retry-after-ms`` so the SDKs' retries do not wait.
 * :attr:`~FakeOpenAIServer.usage_mode` is ``"full"``, ``"omit"`` (no usage reported) or ``"no_details"``
   (token counts without the cached/reasoning details).
+* :meth:`~FakeOpenAIServer.break_next_stream` corrupts the next streamed answer after its first event.
 * :meth:`~FakeOpenAIServer.hold_first_chunk` / :meth:`~FakeOpenAIServer.hold_after_first_chunk` hold the
   next streamed answer (after its headers, or after its first event) until the test sets the returned
   event, at most :data:`HOLD_TIMEOUT` seconds; :meth:`~FakeOpenAIServer.stop` releases every hold.
@@ -313,6 +314,7 @@ class FakeOpenAIServer:
         self._holds_first: list[threading.Event] = []
         self._holds_after_first: list[threading.Event] = []
         self._hold_events: list[threading.Event] = []  # every hold handed out, so stop() can release them
+        self._breaks = 0
         self.errors: list[BaseException] = []
         """Exceptions a request handler raised (a correct fake and a well-behaved client leave this empty)."""
 
@@ -427,6 +429,19 @@ class FakeOpenAIServer:
         set (or :data:`HOLD_TIMEOUT` seconds pass, or the server stops)."""
         return self._hold(self._holds_after_first)
 
+    def break_next_stream(self) -> None:
+        """Corrupt the next streamed answer: its first event is sent as usual, its second carries data that is not
+        JSON (keeping its ``event:`` line), and the answer ends there. Both SDKs raise while reading the stream."""
+        with self._lock:
+            self._breaks += 1
+
+    def _take_break(self) -> bool:
+        with self._lock:
+            if not self._breaks:
+                return False
+            self._breaks -= 1
+            return True
+
     def reset(self) -> None:
         """Forget the recorded requests, the handler errors and every pending script (failures, holds not yet
         taken by a stream); usage goes back to ``"full"``. A stream held right now stays held until its event is
@@ -439,6 +454,7 @@ class FakeOpenAIServer:
             self._holds_after_first.clear()
             self._hold_events = [event for event in self._hold_events if not event.is_set()]
             self._usage_mode = "full"
+            self._breaks = 0
 
     # -- bookkeeping (handler threads) ----------------------------------------------------------------
     def _hold(self, queue: list[threading.Event]) -> threading.Event:
@@ -761,6 +777,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_events(self, events: Iterator[bytes]) -> None:
         """Stream ``events`` (encoded server-sent events), honouring the holds; a client that goes away ends it."""
         hold_first, hold_after_first = self.server.fake._take_holds()
+        broken = self.server.fake._take_break()
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -770,6 +787,11 @@ class _Handler(BaseHTTPRequestHandler):
                 hold = hold_first if index == 0 else hold_after_first if index == 1 else None
                 if hold is not None:
                     hold.wait(HOLD_TIMEOUT)
+                if broken and index == 1:
+                    head, _, _ = event.partition(b"data: ")
+                    self.wfile.write(head + b"data: {broken\n\n")
+                    self.wfile.flush()
+                    return
                 self.wfile.write(event)
                 self.wfile.flush()
         except _DISCONNECTED:

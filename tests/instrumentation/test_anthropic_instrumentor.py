@@ -123,6 +123,18 @@ def test_create_stream_abandoned(server: FakeModelServer, spans: Spans) -> None:
     assert span.status.status_code is StatusCode.ERROR
 
 
+async def test_async_stream_that_breaks_mid_way_ends_as_error(server: FakeModelServer, spans: Spans) -> None:
+    server.break_next_stream()
+    stream = await aclient(server).messages.create(model=MODEL, max_tokens=64, messages=MESSAGES, stream=True)
+    with pytest.raises(ValueError):
+        async for _ in stream:
+            pass
+    await stream.close()
+    span = spans.one()
+    assert (span.attributes or {})["agentdiag.stream.end"] == "error"
+    assert span.status.status_code is StatusCode.ERROR
+
+
 def test_stream_helper_with_final_message(server: FakeModelServer, spans: Spans) -> None:
     with client(server).messages.stream(model=MODEL, max_tokens=64, messages=MESSAGES) as stream:
         assert spans.finished() == []

@@ -195,6 +195,23 @@ def test_stream_helper_ends_its_span(server: FakeModelServer, spans: Spans) -> N
     assert span.status.status_code is StatusCode.UNSET
 
 
+def test_stream_that_breaks_mid_way_ends_as_error(server: FakeModelServer, spans: Spans) -> None:
+    server.break_next_stream()
+    stream = client(server).chat.completions.create(**stream_kwargs())
+    with pytest.raises(ValueError) as raised:  # the SDK's JSON decoding error, unchanged
+        for _ in stream:
+            pass
+    stream.close()
+    span = spans.one()
+    attributes = span.attributes or {}
+    assert attributes["agentdiag.stream.end"] == "error"
+    assert (
+        attributes["error.type"] == type(raised.value).__module__.partition(".")[0] + "." + type(raised.value).__name__
+    )
+    assert span.status.status_code is StatusCode.ERROR
+    assert [e.name for e in span.events].count("exception") == 1
+
+
 def test_time_to_first_chunk_covers_a_held_first_chunk(server: FakeModelServer, spans: Spans) -> None:
     release = server.hold_first_chunk()
     stream = client(server).chat.completions.create(**stream_kwargs())
