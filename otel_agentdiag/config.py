@@ -57,6 +57,10 @@ class AgentDiagOptions:
     otlp_endpoint: str | None
     """``None`` with ``otlp_from_env`` true: the OTLP exporter reads ``OTEL_EXPORTER_OTLP_*`` itself."""
     otlp_from_env: bool
+    otlp_protocol: str | None = None
+    """``http/protobuf`` or ``grpc`` when there is an OTLP branch (``None`` when there is none)."""
+    otlp_protocol_source: str | None = None
+    """Where the protocol came from: ``argument``, ``default``, or the environment variable that named it."""
 
 
 class AgentDiag:
@@ -193,8 +197,13 @@ class AgentDiag:
 
 
 def _resolve(
-    service_name: str | None, store: str | os.PathLike[str] | Literal[False] | None, otlp_endpoint: str | None
+    service_name: str | None,
+    store: str | os.PathLike[str] | Literal[False] | None,
+    otlp_endpoint: str | None,
+    otlp_protocol: str | None = None,
 ) -> AgentDiagOptions:
+    from otel_agentdiag.exporters import otlp
+
     enabled = is_enabled()
     if store is False:
         store_path = None
@@ -202,15 +211,25 @@ def _resolve(
         store_path = default_store_path().absolute()
     else:
         store_path = Path(store).absolute()
+    # An argument is checked even when there is no OTLP branch: it is a programming error either way.
+    otlp.check_protocol(otlp_protocol)
     endpoint_env = os.environ.get(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or os.environ.get(
         env.OTEL_EXPORTER_OTLP_ENDPOINT
     )
+    otlp_from_env = otlp_endpoint is None and bool(endpoint_env)
+    protocol: str | None = None
+    protocol_source: str | None = None
+    if otlp_endpoint is not None or otlp_from_env:
+        # Only an OTLP branch reads the protocol variables (and warns about an unusable one).
+        protocol, protocol_source = otlp.resolve_protocol(otlp_protocol)
     return AgentDiagOptions(
         enabled=enabled,
         service_name=service_name,
         store_path=store_path,
         otlp_endpoint=otlp_endpoint,
-        otlp_from_env=otlp_endpoint is None and bool(endpoint_env),
+        otlp_from_env=otlp_from_env,
+        otlp_protocol=protocol,
+        otlp_protocol_source=protocol_source,
     )
 
 
@@ -347,6 +366,7 @@ def configure(
     service_name: str | None = None,
     store: str | os.PathLike[str] | Literal[False] | None = None,
     otlp_endpoint: str | None = None,
+    otlp_protocol: str | None = None,
     hash_key: str | bytes | None = None,
     tracer_provider: TracerProvider | None = None,
     set_global: bool | None = None,
@@ -360,9 +380,18 @@ def configure(
     :param service_name: ``service.name`` of the resource (default: ``OTEL_SERVICE_NAME``, then the SDK's).
     :param store: path of the SQLite store (default: ``AGENTDIAG_STORE``, then ``./.agentdiag/traces.db``);
         ``False`` turns the local branch off.
-    :param otlp_endpoint: base URL of an OTLP/HTTP receiver (``/v1/traces`` is appended), e.g.
-        ``http://127.0.0.1:4318``. Without it, the OTLP branch is added when ``OTEL_EXPORTER_OTLP_ENDPOINT``
-        or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set. Needs the ``otlp`` extra.
+    :param otlp_endpoint: where the OTLP branch sends spans. For http/protobuf a base URL (``/v1/traces`` is
+        appended unless present), e.g. ``http://127.0.0.1:4318``; for gRPC ``http://host:port`` (plaintext),
+        ``https://host:port`` or ``host:port`` (TLS unless ``OTEL_EXPORTER_OTLP_INSECURE=true``), e.g.
+        ``http://127.0.0.1:4317``. Without it, the OTLP branch is added when ``OTEL_EXPORTER_OTLP_ENDPOINT``
+        or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set, and the SDK exporter reads the endpoint itself (the
+        generic variable gets ``/v1/traces`` appended for http/protobuf; the traces one is used as it is).
+        Headers, TLS files, compression and timeout always come from the standard ``OTEL_EXPORTER_OTLP_*``
+        variables. Needs the ``otlp`` extra.
+    :param otlp_protocol: ``"http/protobuf"`` (default) or ``"grpc"`` (default:
+        ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, then ``OTEL_EXPORTER_OTLP_PROTOCOL``). Any other argument,
+        ``"http/json"`` included (the Python SDK has no such exporter), raises ``ValueError``; such a
+        variable logs a warning and selects http/protobuf.
     :param hash_key: key for the HMAC-SHA256 digests of correlation IDs (default: ``AGENTDIAG_HASH_KEY``,
         then a 32-byte key file ``hash.key`` created mode 0600 beside the store).
     :param tracer_provider: add the pipeline to this SDK provider instead of building one (its resource
@@ -383,7 +412,7 @@ def configure(
     before anything is installed. A bad ``AGENTDIAG_*_POLICY`` variable logs an error and selects the strict
     policy. With ``AGENTDIAG_ENABLED=false`` nothing is installed and no file is created; the handle is inert.
     """
-    options = _resolve(service_name, store, otlp_endpoint)
+    options = _resolve(service_name, store, otlp_endpoint, otlp_protocol)
     if not options.enabled:
         return AgentDiag(options)
     if tracer_provider is not None and not hasattr(tracer_provider, "add_span_processor"):
@@ -409,8 +438,18 @@ def configure(
     processors: list[RedactingSpanProcessor] = []
     batch_processors: list[AccountingBatchSpanProcessor] = []
     installed: list[Destination] = []
+    # Every exporter before any thread or processor: the OTLP one first, since a missing extra raises.
+    exporters: dict[str, SpanExporter | None] = {}
+    try:
+        for destination in sorted(destinations, key=lambda d: d.name != OTLP_DESTINATION):
+            exporters[destination.name] = _exporter(destination.name, options, retention)
+    except BaseException:
+        for built in exporters.values():
+            if built is not None:
+                built.shutdown()
+        raise
     for destination in destinations:
-        exporter = _exporter(destination.name, options, retention)
+        exporter = exporters[destination.name]
         if exporter is None:
             continue
         batching = AccountingBatchSpanProcessor(
@@ -460,10 +499,10 @@ def _exporter(destination: str, options: AgentDiagOptions, retention: RetentionL
             # what it cannot write.
             _logger.error("otel-agentdiag: cannot open the trace store %s: %s", options.store_path, exc)
             return SQLiteSpanExporter(options.store_path, retention=retention)
-    from otel_agentdiag.exporters.otlp import otlp_span_exporter
+    from otel_agentdiag.exporters.otlp import DEFAULT_PROTOCOL, otlp_span_exporter
 
     try:
-        return otlp_span_exporter(options.otlp_endpoint)
+        return otlp_span_exporter(options.otlp_endpoint, options.otlp_protocol or DEFAULT_PROTOCOL)
     except ImportError:
         if options.otlp_endpoint is not None:
             raise

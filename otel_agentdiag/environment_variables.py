@@ -62,10 +62,29 @@ OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
 """The standard OpenTelemetry service name, used when ``configure(service_name=...)`` is not given."""
 
 OTEL_EXPORTER_OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
-"""The standard OTLP base endpoint; when set, ``configure()`` adds the OTLP branch (strict policy)."""
+"""The standard OTLP base endpoint; when set, ``configure()`` adds the OTLP branch (strict policy). For
+http/protobuf ``/v1/traces`` is appended; for gRPC it is ``[http[s]://]host:port``."""
 
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-"""The standard OTLP traces endpoint (a full URL); when set, ``configure()`` adds the OTLP branch."""
+"""The standard OTLP traces endpoint (for http/protobuf the full URL, used as it is); when set, ``configure()``
+adds the OTLP branch. It wins over ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
+
+OTEL_EXPORTER_OTLP_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
+"""
+.. envvar:: OTEL_EXPORTER_OTLP_PROTOCOL
+
+The standard OTLP transport: ``http/protobuf`` (the default) or ``grpc`` (both in the ``otlp`` extra). Used
+when ``configure(otlp_protocol=...)`` and ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` are not given. ``http/json``
+(the Python SDK has no such exporter) and any unknown value log a warning and select ``http/protobuf``.
+"""
+
+OTEL_EXPORTER_OTLP_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+"""
+.. envvar:: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+
+The standard OTLP transport for traces; wins over ``OTEL_EXPORTER_OTLP_PROTOCOL``, loses to
+``configure(otlp_protocol=...)``. Same values and fallback.
+"""
 
 DEFAULT_STORE = ".agentdiag/traces.db"
 """Default store path, relative to the current working directory."""

@@ -1,10 +1,43 @@
-"""Wiring for the OTLP branch (extra ``otlp``): http/protobuf, imported lazily."""
+"""Wiring for the OTLP branch (extra ``otlp``): http/protobuf by default, gRPC on request; imported lazily.
+
+The protocol is chosen by the ``otlp_protocol`` argument, then ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, then
+``OTEL_EXPORTER_OTLP_PROTOCOL``, then ``http/protobuf`` (the OpenTelemetry specification's default). Everything
+else (headers, TLS files, ``_INSECURE`` for gRPC, compression, timeout, and the endpoint when no argument
+names one) is left to the SDK exporter, which reads the standard ``OTEL_EXPORTER_OTLP_*`` variables itself.
+
+Endpoint semantics follow the specification and the SDK exporters:
+
+- **http/protobuf**: an argument or ``OTEL_EXPORTER_OTLP_ENDPOINT`` is a base URL and gets ``/v1/traces``
+  appended; ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is the full URL, used as it is.
+- **grpc**: ``http://host:port`` (plaintext), ``https://host:port`` (TLS) or ``host:port`` (TLS unless
+  ``OTEL_EXPORTER_OTLP_(TRACES_)INSECURE=true``); a path is ignored. The traces variable wins over the generic
+  one, and neither gets a path appended.
+
+Nothing here logs an endpoint or a header: either may carry credentials.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from otel_agentdiag import environment_variables as env
+
+_logger = logging.getLogger(__name__)
+
 _TRACES_PATH = "/v1/traces"
+
+HTTP_PROTOBUF = "http/protobuf"
+GRPC = "grpc"
+HTTP_JSON = "http/json"
+"""A standard value the Python SDK has no exporter for: it selects http/protobuf, with a warning."""
+PROTOCOLS = (HTTP_PROTOBUF, GRPC)
+"""The protocols this wiring can build an exporter for."""
+DEFAULT_PROTOCOL = HTTP_PROTOBUF
+
+_INSTALL_HINT = "OTLP export needs the 'otlp' extra: pip install 'otel-agentdiag[otlp]'"
 
 
 def traces_url(endpoint: str) -> str:
@@ -13,13 +46,81 @@ def traces_url(endpoint: str) -> str:
     return base if base.endswith(_TRACES_PATH) else base + _TRACES_PATH
 
 
-def otlp_span_exporter(endpoint: str | None) -> SpanExporter:
-    """An OTLP http/protobuf exporter; ``endpoint=None`` leaves every setting to the ``OTEL_EXPORTER_OTLP_*``
-    environment variables. Raises ``ImportError`` with an install hint when the extra is missing."""
+def _normalise(value: str) -> str:
+    return value.strip().lower()
+
+
+def check_protocol(argument: str | None) -> str | None:
+    """An ``otlp_protocol`` argument, normalised; ``None`` stays ``None``. Raises ``ValueError`` for a value
+    that selects no exporter (``http/json`` included: the Python SDK has none)."""
+    if argument is None:
+        return None
+    if not isinstance(argument, str):
+        raise ValueError(f"otlp_protocol must be one of {', '.join(PROTOCOLS)}")
+    protocol = _normalise(argument)
+    if protocol == HTTP_JSON:
+        raise ValueError(
+            "otlp_protocol 'http/json' is not supported by the OpenTelemetry Python SDK; use 'http/protobuf'"
+        )
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"otlp_protocol must be one of {', '.join(PROTOCOLS)}, not {argument!r}")
+    return protocol
+
+
+def resolve_protocol(argument: str | None = None) -> tuple[str, str]:
+    """The OTLP protocol and where it came from: argument > ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` >
+    ``OTEL_EXPORTER_OTLP_PROTOCOL`` > ``http/protobuf``.
+
+    A bad argument raises ``ValueError`` (see :func:`check_protocol`). The first variable that is set (not
+    empty) decides; a value it cannot use (``http/json``, or unknown) logs a warning and selects http/protobuf.
+    """
+    checked = check_protocol(argument)
+    if checked is not None:
+        return checked, "argument"
+    for variable in (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, env.OTEL_EXPORTER_OTLP_PROTOCOL):
+        raw = os.environ.get(variable)
+        if raw is None or not raw.strip():
+            continue
+        value = _normalise(raw)
+        if value in PROTOCOLS:
+            return value, variable
+        if value == HTTP_JSON:
+            _logger.warning(
+                "otel-agentdiag: %s=http/json is not supported by the OpenTelemetry Python SDK; using %s",
+                variable,
+                DEFAULT_PROTOCOL,
+            )
+        else:
+            _logger.warning(
+                "otel-agentdiag: %s is not one of %s; using %s", variable, ", ".join(PROTOCOLS), DEFAULT_PROTOCOL
+            )
+        return DEFAULT_PROTOCOL, f"{variable} (unusable; {DEFAULT_PROTOCOL} used)"
+    return DEFAULT_PROTOCOL, "default"
+
+
+def otlp_span_exporter(endpoint: str | None, protocol: str = DEFAULT_PROTOCOL) -> SpanExporter:
+    """An OTLP span exporter for ``protocol`` (``http/protobuf`` or ``grpc``).
+
+    ``endpoint=None`` leaves every setting, the endpoint included, to the ``OTEL_EXPORTER_OTLP_*`` environment
+    variables as the SDK exporter reads them. A given ``endpoint`` is a base URL for http/protobuf
+    (``/v1/traces`` appended unless present) and a ``[http[s]://]host:port`` target for gRPC; headers, TLS,
+    compression and timeout still come from the environment. Raises ``ValueError`` for an unknown protocol
+    and ``ImportError`` with an install hint when the extra is missing.
+    """
+    if protocol == GRPC:
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+        except ImportError as exc:
+            raise ImportError(_INSTALL_HINT) from exc
+        _logger.debug("otel-agentdiag: OTLP branch exports over gRPC")
+        return GrpcSpanExporter() if endpoint is None else GrpcSpanExporter(endpoint=endpoint)
+    if protocol != HTTP_PROTOBUF:
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError as exc:
-        raise ImportError("OTLP export needs the 'otlp' extra: pip install 'otel-agentdiag[otlp]'") from exc
+        raise ImportError(_INSTALL_HINT) from exc
+    _logger.debug("otel-agentdiag: OTLP branch exports over http/protobuf")
     if endpoint is None:
         return OTLPSpanExporter()
     return OTLPSpanExporter(endpoint=traces_url(endpoint))
