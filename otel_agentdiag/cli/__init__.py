@@ -11,6 +11,7 @@ import click
 from otel_agentdiag.cli import demo as _demo
 from otel_agentdiag.cli import doctor as _doctor
 from otel_agentdiag.cli import health as _health
+from otel_agentdiag.cli import policy as _policy
 from otel_agentdiag.cli import traces as _traces
 from otel_agentdiag.cli._common import EXIT_USAGE
 from otel_agentdiag.storage import StoreError
@@ -67,6 +68,7 @@ cli.add_command(_health.receipt)
 cli.add_command(_health.status)
 cli.add_command(_health.prune)
 cli.add_command(_health.clear)
+cli.add_command(_policy.policy)
 
 
 def main() -> None:

@@ -1,0 +1,201 @@
+"""A redaction policy as the OpenTelemetry Collector's ``redaction`` processor config (defence in depth).
+
+:func:`collector_redaction_config` turns a :class:`~otel_agentdiag.redaction.policy.Policy` (the strict preset by
+default) into the block that goes under ``processors: redaction:`` of ``otel/opentelemetry-collector-contrib``
+(``collector-config/otelcol.yaml`` holds it; ``agentdiag policy --collector`` prints it; a test keeps the two
+equal). It targets the processor as released in contrib v0.165.0.
+
+What the processor can mirror, and how:
+
+- ``allow_all_keys: false`` and ``allowed_keys``: an attribute whose key is not listed is removed. The processor
+  applies one list to resource, span and span-event attributes, so the list is the union of our span/event keys
+  and our resource keys. It matches keys *exactly*: each ``*`` pattern of the policy is expanded into the
+  concrete keys of :data:`KNOWN_PATTERN_KEYS` (the names our instrumentation and the common OpenAI
+  instrumentations emit). A key a pattern would allow but the catalogue does not name is removed by the
+  Collector: the limitation errs on the private side. :func:`unexpanded_patterns` lists the patterns of a custom
+  policy that the catalogue does not know (``agentdiag policy --collector`` warns about them).
+- ``blocked_values``: our public-safety check (credentials, e-mail addresses, URLs, absolute paths) as one
+  RE2 expression per kind, plus the policy's own ``blocked_values``. Each flags the same strings as
+  :func:`~otel_agentdiag.redaction.policy.is_sensitive` for ASCII text, but the processor *masks the match*
+  instead of dropping the value, so the expressions extend their match over the whole token (the rest of the
+  URL, the path, the bearer token, the PEM block).
+- ``hash_function``: ``hmac-sha256`` with ``hmac_key: ${env:AGENTDIAG_COLLECTOR_HASH_KEY}`` for a keyed policy
+  (HMAC arrived in the processor in early 2026, contrib PR #45715); ``sha3`` (SHA3-256, unkeyed) for
+  ``hash_function="sha256"``. The Collector then hashes what it masks instead of writing ``****``. The key is the
+  Collector's own secret: the processor reads it from the environment, this package never does.
+- ``blocked_key_patterns``: the correlation-ID keys (``hashed_id`` rules). The processor masks, and so hashes,
+  the whole value of such a key: a raw conversation or user id from a service without our SDK leaves the
+  Collector as an HMAC. ``allowed_values`` lets our SDK's digests (``hmac-sha256:<key id>:<64 hex>``) through
+  unchanged, so they keep their algorithm tag and key id and still join across spans (the processor checks
+  ``allowed_values`` before the blocked keys and values; ``tests/e2e/test_docker_backends.py`` checks the result).
+- ``summary``: the same words (``info`` counts, ``debug`` also names keys, ``silent``).
+
+What it cannot mirror (our SDK does these before export; the Collector is a second line for foreign spans):
+
+- value rules: types, ranges, enumerations, token shapes, lengths; registered tool/agent names (``_OTHER``);
+- span names (its ``url_sanitizer``/``db_sanitizer`` only rewrite URL- and SQL-shaped names; both are off
+  here), event names (it filters event *attributes*, not events), status descriptions, link attributes,
+  instrumentation-scope attributes and W3C ``tracestate``;
+- keyed digests in our format: its HMAC is plain ``hex(HMAC-SHA256(key, value))``, with no kind separation, no
+  key id and no ``hmac-sha256:`` tag. Use a different key from the SDK's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.redaction import policy as p
+
+COLLECTOR_CONTRIB_VERSION: Final = "0.165.0"
+"""The ``otel/opentelemetry-collector-contrib`` release the generated block (and ``collector-config/``) targets."""
+
+COLLECTOR_HASH_KEY_ENV: Final = "AGENTDIAG_COLLECTOR_HASH_KEY"
+"""The Collector's environment variable holding its HMAC key (read by the Collector, not by this package)."""
+
+_HMAC_KEY_REFERENCE: Final = "${env:" + COLLECTOR_HASH_KEY_ENV + "}"
+
+PUBLIC_SAFETY_PATTERNS: Final[tuple[str, ...]] = (
+    r"(?i)\b(?:sk|pk|rk)-[a-z0-9_-]{12,}",  # API keys (OpenAI, Anthropic, Stripe, ...)
+    r"(?i)\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",  # AWS access key ids
+    r"(?i)\bgh[pousr]_[A-Za-z0-9]{20,}",  # GitHub tokens
+    r"(?i)\bgithub_pat_[A-Za-z0-9_]{20,}",
+    r"(?i)\bxox[abprs]-[A-Za-z0-9-]*",  # Slack tokens
+    r"(?i)\bAIza[0-9A-Za-z_-]{30,}",  # Google API keys
+    r"(?i)\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_.-]*",  # JWTs
+    r"(?i)\b(?:bearer|basic|token)\s+\S+",  # authorization header values
+    r"(?s)-----BEGIN.*",  # PEM blocks: everything from the armour line on
+    r"(?i)[^@\s/:]+@[^@\s/]+\.[a-z]{2,}",  # e-mail addresses
+    r"(?i)[a-z][a-z0-9+.-]*://\S*",  # URLs
+    r"""(?i)(?:^|[\s=:'"(,])(?:/|~/|[a-z]:[\\/]|\\\\)\S*""",  # absolute paths (POSIX, home, Windows drive, UNC)
+    r"(?i)/(?:home|users|root|private|var|tmp|etc)/\S*",  # paths that name a user or a host's layout
+)
+"""The public-safety check (:func:`~otel_agentdiag.redaction.policy.is_sensitive`) as RE2 expressions, one per
+kind. A string is flagged by one of them exactly when ``is_sensitive`` flags it (for ASCII text: RE2's ``\\s``
+and ``\\b`` are ASCII-only); each match is extended to the whole token because the Collector masks matches."""
+
+KNOWN_PATTERN_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
+    sc.AGENTDIAG_REDACTION_PREFIX + "*": tuple(sc.AGENTDIAG_REDACTION_PREFIX + reason for reason in p.REASONS),
+    sc.GEN_AI_USAGE_PREFIX + "*": (
+        sc.GEN_AI_USAGE_INPUT_TOKENS,
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+        sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+        sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+        # Older semantic conventions and OpenLLMetry.
+        "gen_ai.usage.prompt_tokens",
+        "gen_ai.usage.completion_tokens",
+        "gen_ai.usage.total_tokens",
+        "gen_ai.usage.cache_read_input_tokens",
+        "gen_ai.usage.cache_creation_input_tokens",
+        "gen_ai.usage.reasoning_tokens",
+    ),
+    # OpenInference.
+    "llm.token_count.*": (
+        "llm.token_count.prompt",
+        "llm.token_count.completion",
+        "llm.token_count.total",
+        "llm.token_count.prompt_details.cache_read",
+        "llm.token_count.prompt_details.cache_write",
+        "llm.token_count.prompt_details.audio",
+        "llm.token_count.completion_details.reasoning",
+        "llm.token_count.completion_details.audio",
+    ),
+    # Resource attributes the OpenTelemetry SDKs set.
+    "telemetry.sdk.*": ("telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"),
+    "telemetry.distro.*": ("telemetry.distro.name", "telemetry.distro.version"),
+}
+"""The concrete keys each ``*`` pattern of the presets stands for in the Collector (which matches keys exactly)."""
+
+_DIGEST_SHAPES: Final[Mapping[str, str]] = {
+    "hmac-sha256": r"^hmac-sha256:[0-9a-f]{8}:[0-9a-f]{64}$",
+    "sha256": r"^sha256:[0-9a-f]{64}$",
+}
+"""Our digests, whole-value anchored: ``allowed_values`` lets them through the Collector unchanged."""
+
+_COLLECTOR_HASH: Final[Mapping[str, str]] = {"hmac-sha256": "hmac-sha256", "sha256": "sha3"}
+
+_RE2_MISSING: Final[tuple[tuple[str, str], ...]] = (
+    (r"\(\?[=!]", "lookahead"),
+    (r"\(\?<[=!]", "lookbehind"),
+    (r"\(\?<", "'(?<' group (lookbehind, or a named group older RE2 versions reject)"),
+    (r"\(\?P=", "named backreference"),
+    (r"\\[1-9]", "backreference"),
+    (r"\(\?>", "atomic group"),
+    (r"\(\?\(", "conditional group"),
+    (r"[*+?}]\+", "possessive quantifier"),
+    (r"\\Z", r"'\Z' (use '\z' or '$')"),
+)
+
+
+def re2_incompatibility(expression: str) -> str | None:
+    """What in ``expression`` Go's RE2 (the Collector's regexp engine) lacks, or ``None`` when nothing does.
+
+    A conservative textual check: it may refuse an escaped look-alike, never accept a lookaround or a
+    backreference.
+    """
+    for construct, what in _RE2_MISSING:
+        if re.search(construct, expression):
+            return what
+    return None
+
+
+def _expand(table: Mapping[str, p.Rule], allowed: Callable[[str], p.Rule | None]) -> tuple[set[str], list[str]]:
+    """Exact keys of ``table`` plus the catalogued keys of its patterns that ``allowed`` still accepts."""
+    keys = {key for key in table if "*" not in key}
+    unexpanded: list[str] = []
+    for pattern in sorted(key for key in table if "*" in key):
+        known = KNOWN_PATTERN_KEYS.get(pattern)
+        if known is None:
+            unexpanded.append(pattern)
+            continue
+        keys.update(key for key in known if allowed(key) is not None)
+    return keys, unexpanded
+
+
+def unexpanded_patterns(policy: p.Policy = p.STRICT) -> tuple[str, ...]:
+    """The ``*`` patterns of ``policy`` without catalogued keys: the Collector removes what they would allow."""
+    _, span = _expand(policy.allowed_keys, policy.rule_for)
+    _, resource = _expand(policy.resource_keys, policy.resource_rule_for)
+    return tuple(sorted(set(span) | set(resource)))
+
+
+def collector_keys(policy: p.Policy = p.STRICT) -> list[str]:
+    """Every attribute key the Collector should keep for ``policy``: span, event and resource keys, sorted."""
+    span, _ = _expand(policy.allowed_keys, policy.rule_for)
+    resource, _ = _expand(policy.resource_keys, policy.resource_rule_for)
+    events = {key for keys in policy.allowed_events.values() for key in keys if policy.rule_for(key) is not None}
+    return sorted(span | resource | events)
+
+
+def _hashed_keys(policy: p.Policy, keys: Iterable[str]) -> list[str]:
+    return sorted(key for key in keys if isinstance(policy.rule_for(key), p.HashedId))
+
+
+def collector_redaction_config(policy: p.Policy = p.STRICT) -> dict[str, Any]:
+    """The ``redaction`` processor block for ``policy``: plain data, deterministic (keys and lists sorted).
+
+    Raises :class:`~otel_agentdiag.redaction.policy.PolicyError` when one of the policy's ``blocked_values``
+    cannot run in RE2. See the module docstring for what maps to what, and what the Collector cannot do.
+    """
+    blocked = set(PUBLIC_SAFETY_PATTERNS)
+    for expression in policy.blocked_values:
+        problem = re2_incompatibility(expression)
+        if problem is not None:
+            raise p.PolicyError(f"blocked_values: {expression!r} cannot run in the Collector: RE2 has no {problem}")
+        blocked.add(expression)
+    keys = collector_keys(policy)
+    config: dict[str, Any] = {
+        "allow_all_keys": False,
+        "allowed_keys": keys,
+        "allowed_values": [_DIGEST_SHAPES[policy.hash_function]],
+        "blocked_key_patterns": ["^" + re.escape(key) + "$" for key in _hashed_keys(policy, keys)],
+        "blocked_values": sorted(blocked),
+        "hash_function": _COLLECTOR_HASH[policy.hash_function],
+        "summary": policy.summary,
+    }
+    if policy.hash_function == "hmac-sha256":
+        config["hmac_key"] = _HMAC_KEY_REFERENCE
+    return dict(sorted(config.items()))
