@@ -60,6 +60,10 @@ def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, 
         "service_name": os.environ.get(env.OTEL_SERVICE_NAME) or None,
         "store": str(options.store_path) if options.store_path else None,
         "otlp_endpoint": endpoint,
+        # http/protobuf or grpc, and where that came from (None without an OTLP branch).
+        "otlp_protocol": (
+            None if options.otlp_protocol is None else f"{options.otlp_protocol} ({options.otlp_protocol_source})"
+        ),
     }
 
 
@@ -162,6 +166,8 @@ def _print_text(result: dict[str, Any]) -> None:
     click.echo(f"  service name   {config['service_name'] or '(SDK default)'}")
     click.echo(f"  store          {config['store'] or '(off)'}")
     click.echo(f"  otlp endpoint  {config['otlp_endpoint'] or '(off)'}")
+    if config["otlp_protocol"]:
+        click.echo(f"  otlp protocol  {config['otlp_protocol']}")
     for info in result["destinations"]:
         click.echo()
         click.echo(f"destination {info['destination']}")

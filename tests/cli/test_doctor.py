@@ -47,6 +47,7 @@ def test_default_configuration_passes_and_writes_nothing(tmp_path: Path) -> None
     report = json.loads(result.output)
     assert report["configuration"]["store"] == str(tmp_path / ".agentdiag" / "traces.db")
     assert report["configuration"]["otlp_endpoint"] is None
+    assert report["configuration"]["otlp_protocol"] is None
     (local,) = report["destinations"]
     assert (local["destination"], local["policy"], local["policy_source"]) == ("local", "local", "default")
     assert local["key_source"].startswith("ephemeral (a key file would be created")
@@ -77,6 +78,7 @@ def test_both_destinations_are_checked_with_their_own_policy_and_key(monkeypatch
     assert report["configuration"]["otlp_endpoint"] == (
         "https://collector.example:4318/base (from OTEL_EXPORTER_OTLP_ENDPOINT)"
     )
+    assert report["configuration"]["otlp_protocol"] == "http/protobuf (default)"
     # Neither the keys nor the endpoint's credentials or query are printed, in any format.
     text = invoke().output
     for output in (result.output, text):
@@ -177,3 +179,11 @@ def test_canary_detects_a_leak_in_each_surface_it_claims_to_cover(tmp_path: Path
         (outcome,) = run_canary([destination]).results
         assert surface in outcome.leaks, (surface, outcome.leaks)
         assert not outcome.ok
+
+
+def test_the_otlp_protocol_and_its_source_are_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")
+    report = json.loads(invoke("--format", "json").output)
+    assert report["configuration"]["otlp_protocol"] == "grpc (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL)"
+    assert "otlp protocol  grpc (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL)" in invoke().output
