@@ -36,7 +36,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.context import CONVERSATION_ID_KEY, LLM_CALL_KEY, current_conversation_id
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
-from otel_agentdiag.instrumentation._base import LLMCallState
+from otel_agentdiag.instrumentation._base import LLMCallState, error_type_of
 from otel_agentdiag.version import __version__
 
 __all__ = [
@@ -76,10 +76,9 @@ def _tracer_provider_in_use() -> trace.TracerProvider | None:
 
 
 def error_type(exc: BaseException) -> str:
-    """The exception's class, spelt as the SDK spells ``exception.type`` (``module.QualName``, builtins bare)."""
-    cls = type(exc)
-    module = cls.__module__
-    return cls.__qualname__ if not module or module == "builtins" else f"{module}.{cls.__qualname__}"
+    """``error.type`` for an exception (see :func:`otel_agentdiag.instrumentation._base.error_type_of`): one
+    spelling for the wrappers and the instrumentors, so a span's error type does not depend on who recorded it."""
+    return error_type_of(exc)
 
 
 def _get_tracer() -> trace.Tracer:
