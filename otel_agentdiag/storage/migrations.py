@@ -133,6 +133,32 @@ MIGRATIONS: tuple[Migration, ...] = (
                 SELECT 1, COUNT(*), coalesce(SUM(size), 0) FROM spans""",
         ),
     ),
+    Migration(
+        3,
+        "ingest violations and push marks",
+        (
+            # A line `agentdiag ingest` could not take (malformed, rejected by the policy): durable, so every later
+            # receipt of the store says so. `detail` is a reason code and a line number, never the line itself.
+            """CREATE TABLE violations (
+                id INTEGER PRIMARY KEY,
+                recorded_ns INTEGER NOT NULL,
+                source TEXT NOT NULL,
+                session TEXT NOT NULL DEFAULT '',
+                reason TEXT NOT NULL,
+                detail TEXT NOT NULL DEFAULT ''
+            )""",
+            "CREATE INDEX violations_session ON violations(session)",
+            # Which stored spans `agentdiag push` delivered to which endpoint (a digest of its normalised URL:
+            # an endpoint may carry credentials), so a second push sends only new spans.
+            """CREATE TABLE push_marks (
+                endpoint TEXT NOT NULL,
+                trace_id TEXT NOT NULL,
+                span_id TEXT NOT NULL,
+                pushed_ns INTEGER NOT NULL,
+                PRIMARY KEY (endpoint, trace_id, span_id)
+            ) WITHOUT ROWID""",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
