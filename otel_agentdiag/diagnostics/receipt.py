@@ -13,8 +13,10 @@ Status, worst first (the first rule that applies wins):
 ``invalid``
     Nothing to judge (no stored span), a stored span whose observer has no ledger row (``stats_missing``), a
     ledger row that does not balance or that does not account for the stored rows (``ledger_invalid``), or
-    malformed rows (``counts["malformed_rows"] > 0``). "No stored span" and "malformed rows" carry no reason
-    code of their own: the counts say which.
+    malformed rows (``counts["malformed_rows"] > 0``), or input the store refused to take
+    (``ingest_violation``: a line of ``agentdiag ingest`` that was malformed or rejected, recorded durably; the
+    session's receipt when the line's session is known, the store's receipt always). "No stored span" and
+    "malformed rows" carry no reason code of their own: the counts say which.
 ``quarantined``
     The redactor failed on a span (``redactor_error``) or removed a credential-like value
     (``public_safety_violation``).
@@ -67,10 +69,12 @@ PUBLIC_SAFETY_VIOLATION = "public_safety_violation"
 UNFINISHED_SPAN = "unfinished_span"
 STATS_MISSING = "stats_missing"
 LEDGER_INVALID = "ledger_invalid"
+INGEST_VIOLATION = "ingest_violation"
 REASONS = (
     BACKPRESSURE_DROP,
     DUPLICATE_SEQUENCE,
     EXPORT_FAILURE,
+    INGEST_VIOLATION,
     LEDGER_INVALID,
     PUBLIC_SAFETY_VIOLATION,
     REDACTOR_ERROR,
@@ -79,7 +83,7 @@ REASONS = (
     UNFINISHED_SPAN,
 )
 
-_INVALID_REASONS = frozenset({STATS_MISSING, LEDGER_INVALID})
+_INVALID_REASONS = frozenset({STATS_MISSING, LEDGER_INVALID, INGEST_VIOLATION})
 _QUARANTINE_REASONS = frozenset({REDACTOR_ERROR, PUBLIC_SAFETY_VIOLATION})
 _DEGRADED_REASONS = frozenset({SEQUENCE_GAP, DUPLICATE_SEQUENCE, BACKPRESSURE_DROP, EXPORT_FAILURE, UNFINISHED_SPAN})
 
@@ -111,6 +115,7 @@ COUNT_KEYS = (
     "malformed_rows",
     "pruned_spans",
     "cleared_spans",
+    "ingest_violations",
 )
 """The keys of :attr:`Receipt.counts`, in output order."""
 
@@ -159,6 +164,8 @@ class ReceiptInput:
     """Whether the session was ever cleared (its rows deleted on purpose at some point)."""
     outside_span_ids: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """trace id -> span ids stored in that trace outside the session (a parent there is not missing)."""
+    violations: int = 0
+    """Durable records of input of this session the store refused (``agentdiag ingest``)."""
 
 
 def _int(value: object) -> int:
@@ -203,6 +210,7 @@ def judge(data: ReceiptInput) -> Receipt:
     - ``stats_missing``: a stored span whose observer has no ledger row for the session.
     - ``ledger_invalid``: a ledger row with ``observed != accepted + sum(rejected) + sum(dropped)``, or
       ``sum(stored) - pruned_spans - cleared_spans`` different from the number of stored rows.
+    - ``ingest_violation``: ``data.violations > 0`` (counted as ``ingest_violations``).
     """
     spans = data.spans
     stats = data.stats
@@ -237,6 +245,7 @@ def judge(data: ReceiptInput) -> Receipt:
     counts["cleared_spans"] = max(data.cleared_spans or 0, 0)
     counts["malformed_rows"] = sum(1 for s in spans if s.corrupt)
     counts["public_safety_violations"] = sum(_int(s.attributes.get(PUBLIC_SAFETY_COUNTER)) for s in spans)
+    counts["ingest_violations"] = _int(data.violations)
 
     # -- sequence numbers, per observer --------------------------------------------------------------
     numbers: dict[str, Counter[int]] = defaultdict(Counter)
@@ -281,6 +290,8 @@ def judge(data: ReceiptInput) -> Receipt:
         reasons.add(PUBLIC_SAFETY_VIOLATION)
     if counts["unfinished_spans"]:
         reasons.add(UNFINISHED_SPAN)
+    if counts["ingest_violations"]:
+        reasons.add(INGEST_VIOLATION)
     if row_observers - set(by_observer):
         reasons.add(STATS_MISSING)
     elif data.cleared_spans is None:
@@ -384,6 +395,7 @@ def _input_for(
     summaries: Sequence[SessionSummary],
     stats: Sequence[SessionStats],
     spans: Sequence[StoredSpan],
+    violations: int = 0,
 ) -> ReceiptInput:
     summary = _summary_for(summaries, session)
     ids = {(s.trace_id, s.span_id) for s in spans}
@@ -410,6 +422,7 @@ def _input_for(
         cleared_spans=cleared_spans,
         cleared=cleared,
         outside_span_ids=outside,
+        violations=violations,
     )
 
 
@@ -417,12 +430,18 @@ def session_receipt(store: SpanStore, session: str | None) -> Receipt:
     """The receipt of one session (its digest; ``None`` = the spans outside any session). Reads only."""
 
     def fingerprint() -> tuple[Any, ...]:
-        return (store.session_stats(session), _summary_for(store.list_sessions(), session))
+        return (
+            store.session_stats(session),
+            _summary_for(store.list_sessions(), session),
+            store.violation_counts().get(session, 0) if session is not None else 0,
+        )
 
     def read() -> ReceiptInput:
         summaries = store.list_sessions()
         stats = store.session_stats(session)
-        return _input_for(store, session, summaries, stats, store.session_spans(session))
+        # Violations whose session is not known count against the store only (see store_receipt).
+        violations = store.violation_counts().get(session, 0) if session is not None else 0
+        return _input_for(store, session, summaries, stats, store.session_spans(session), violations)
 
     data: ReceiptInput = _consistent(read, fingerprint)
     return judge(data)
@@ -430,22 +449,30 @@ def session_receipt(store: SpanStore, session: str | None) -> Receipt:
 
 def session_receipts(store: SpanStore) -> tuple[list[Receipt], int]:
     """Every session's receipt (newest activity first; the no-session bucket as ``None``) from one consistent
-    reading, and the store's count of malformed rows. Reads only."""
+    reading, and the store's count of malformed rows. Reads only.
+
+    A session known only from a recorded violation (none of its spans stored) gets a receipt too: ``invalid``.
+    """
 
     def fingerprint() -> tuple[Any, ...]:
-        return (store.session_stats(), store.list_sessions())
+        return (store.session_stats(), store.list_sessions(), store.violation_counts())
 
     def read() -> tuple[list[Receipt], int]:
         summaries = store.list_sessions()
         stats_by_session: dict[str | None, list[SessionStats]] = defaultdict(list)
         for row in store.session_stats():
             stats_by_session[row.session or None].append(row)
+        violations = store.violation_counts()
         sessions: list[str | None] = [s.session for s in summaries]
         sessions += [s for s in stats_by_session if s not in sessions]
+        sessions += [s for s in violations if s is not None and s not in sessions]
         receipts = []
         for session in sessions:
             spans = store.session_spans(session)
-            receipts.append(judge(_input_for(store, session, summaries, stats_by_session.get(session, []), spans)))
+            found = violations.get(session, 0) if session is not None else 0
+            receipts.append(
+                judge(_input_for(store, session, summaries, stats_by_session.get(session, []), spans, found))
+            )
         return receipts, store.store_summary().malformed_rows
 
     result: tuple[list[Receipt], int] = _consistent(read, fingerprint)
@@ -456,17 +483,23 @@ def store_receipt(store: SpanStore) -> Receipt:
     """The receipt of the whole store: every session's counts summed, reasons joined. Reads only.
 
     A session with nothing left to judge (all its rows cleared or pruned) does not make the store invalid;
-    the store is invalid when it holds no span at all, or when a session is invalid for a reason code.
+    the store is invalid when it holds no span at all, when a session is invalid for a reason code, or when
+    the store recorded any violation (``ingest_violation``, whether or not its session is known).
     """
     receipts, malformed = session_receipts(store)
-    return combine(receipts, malformed_rows=malformed)
+    return combine(receipts, malformed_rows=malformed, violations=sum(store.violation_counts().values()))
 
 
-def combine(receipts: Sequence[Receipt], *, malformed_rows: int = 0) -> Receipt:
-    """One store-wide receipt from per-session receipts (``malformed_rows``: the store's own count)."""
+def combine(receipts: Sequence[Receipt], *, malformed_rows: int = 0, violations: int = 0) -> Receipt:
+    """One store-wide receipt from per-session receipts (``malformed_rows`` and ``violations``: the store's own
+    counts, which may include rows and records no session claims)."""
     counts = {key: sum(r.counts.get(key, 0) for r in receipts) for key in COUNT_KEYS}
     counts["malformed_rows"] = max(counts["malformed_rows"], malformed_rows)
-    reasons = sorted({reason for r in receipts for reason in r.reasons})
+    counts["ingest_violations"] = max(counts["ingest_violations"], violations)
+    found = {reason for r in receipts for reason in r.reasons}
+    if counts["ingest_violations"]:
+        found.add(INGEST_VIOLATION)
+    reasons = sorted(found)
     observers = sorted({o for r in receipts for o in r.observers})
     status = _status_for(reasons, spans=counts["spans"], malformed=counts["malformed_rows"])
     return Receipt(status=status, reasons=reasons, counts=counts, observers=observers, session=None, scope="store")

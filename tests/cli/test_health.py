@@ -71,6 +71,7 @@ COUNT_KEYS = {
     "malformed_rows",
     "pruned_spans",
     "cleared_spans",
+    "ingest_violations",
 }
 
 agentdiag.register_names(tools=["lookup"], agents=["cli-agent"])

@@ -268,6 +268,7 @@ def test_reason_codes_are_the_documented_ones() -> None:
         "unfinished_span",
         "stats_missing",
         "ledger_invalid",
+        "ingest_violation",
     }
 
 

@@ -1,0 +1,136 @@
+"""``agentdiag ingest``: OTLP-JSON into the store, through the local policy; rejected lines are recorded."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from otel_agentdiag.cli._common import CliError, format_option, resolve_store_path, store_option
+from otel_agentdiag.interchange.ingest import IngestError, IngestResult, UnusableInput, ingest_otlp_json
+from otel_agentdiag.storage import RetentionLimits
+
+EXIT_REJECTED = 1
+_SHOWN = 20
+"""Rejected lines listed one by one in the text summary (the JSON lists them all)."""
+
+
+def _summary_json(result: IngestResult) -> dict[str, Any]:
+    return {
+        "file": str(result.path),
+        "store": str(result.store),
+        "observer": result.observer,
+        "policy": result.policy,
+        "documents": result.documents,
+        "accepted": result.accepted,
+        "rejected": len(result.rejected),
+        "rejected_reasons": result.reason_counts(),
+        "rejections": [
+            {"location": r.location, "reason": r.reason, "sessions": list(r.sessions)} for r in result.rejected
+        ],
+        "spans": result.spans,
+        "inserted": result.inserted,
+        "duplicates": result.duplicates,
+        "pruned": result.pruned,
+        "numbered": result.numbered,
+        "redaction_failures": result.redaction_failures,
+    }
+
+
+def _summary_lines(result: IngestResult) -> list[str]:
+    lines = [
+        f"ingested {result.spans} span(s) from {result.accepted} of {result.documents} document(s) of {result.path}"
+        f" into {result.store} (policy {result.policy})",
+        f"  {result.inserted} new, {result.duplicates} already stored; {result.numbered} numbered by this ingest"
+        f" (observer {result.observer})",
+    ]
+    if result.pruned:
+        lines.append(
+            f"  {result.pruned} span(s) pruned by retention at once (older than the store's age limit? see"
+            " --max-session-age)"
+        )
+    if result.redaction_failures:
+        lines.append(f"  {result.redaction_failures} span(s) could not be redacted (counted as rejected)")
+    if result.rejected:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(result.reason_counts().items()))
+        lines.append(f"rejected {len(result.rejected)} document(s): {reasons}")
+        for rejection in result.rejected[:_SHOWN]:
+            lines.append(f"  {rejection.location}: {rejection.reason}")
+        if len(result.rejected) > _SHOWN:
+            lines.append(f"  ... and {len(result.rejected) - _SHOWN} more (--format json lists them all)")
+        lines.append("each is recorded in the store: its receipts now say invalid (ingest_violation)")
+    return lines
+
+
+def _age_option(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """Seconds, or ``none`` (no age limit); None when not given."""
+    if value is None:
+        return None
+    if value.strip().lower() == "none":
+        return math.inf
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a positive number of seconds or 'none'", ctx=ctx, param=param
+        ) from None
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise click.BadParameter(f"{value!r} is not a positive number of seconds or 'none'", ctx=ctx, param=param)
+    return seconds
+
+
+@click.command()
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=True))
+@store_option
+@click.option(
+    "--trust-names",
+    is_flag=True,
+    help="Keep the tool and agent names of every span (default: only of spans an otel-agentdiag pipeline "
+    "numbered; other names become _OTHER).",
+)
+@click.option(
+    "--max-session-age",
+    callback=_age_option,
+    help=f"Seconds a span is kept, or 'none', for this write [default: {RetentionLimits().max_session_age_s:g}]. "
+    "Older spans are pruned as they arrive (and by the next write that applies the default).",
+)
+@format_option
+@click.pass_context
+def ingest(
+    ctx: click.Context,
+    file: Path,
+    store_path: Path | None,
+    trust_names: bool,
+    max_session_age: float | None,
+    output_format: str,
+) -> None:
+    """Ingest an OTLP-JSON FILE (one request per line, or one document) into the store.
+
+    Spans go through the store's local policy and hash key, as live spans do. A line that is malformed or
+    rejected is recorded in the store (never its content), so the store's receipts say invalid. Exit 0 when
+    every line was taken, 1 when some were rejected, 2 when the file is unusable.
+    """
+    path = resolve_store_path(store_path)
+    try:
+        retention = None
+        if max_session_age is not None:
+            retention = RetentionLimits(max_session_age_s=None if math.isinf(max_session_age) else max_session_age)
+        result = ingest_otlp_json(file, path, trust_names=trust_names, retention=retention)
+    except UnusableInput as exc:
+        raise CliError(str(exc)) from None
+    except IngestError as exc:
+        done = exc.result
+        raise CliError(
+            f"{exc}; {done.accepted} document(s) ({done.spans} spans) were ingested before it,"
+            f" {len(done.rejected)} rejected"
+        ) from None
+    if output_format == "json":
+        click.echo(json.dumps(_summary_json(result), indent=2, ensure_ascii=False))
+    else:
+        for line in _summary_lines(result):
+            click.echo(line)
+    if not result.clean:
+        ctx.exit(EXIT_REJECTED)

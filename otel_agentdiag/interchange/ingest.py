@@ -1,0 +1,378 @@
+"""Ingest OTLP-JSON into a store, through the same local policy as live spans.
+
+Each document (a line, or the whole file when it is one pretty-printed document) is validated on its own
+and taken whole or not at all:
+
+- a document that is not JSON, not an ``ExportTraceServiceRequest``, or holds a span that cannot be one
+  (ids that are not hex or all zeros, no start time, an end before the start, an undefined kind or status) is
+  **rejected**: a violation record (source ``ingest``, the reason code, ``line N``; never the content; the
+  session digest when its spans name one) is appended to the store, so every later receipt of the store,
+  and of that session, is ``invalid`` (``ingest_violation``);
+- the spans of an accepted document go through the store's local policy (``AGENTDIAG_LOCAL_POLICY``, else the
+  ``local`` preset) with the store's hash key (``AGENTDIAG_HASH_KEY``, else ``hash.key`` beside the store,
+  created if missing, as ``configure()`` does), then into the store in one transaction per document, with
+  the accounting a live pipeline keeps (``observed = accepted + rejected + dropped`` per observer and session).
+
+A clean ingest is a transparent copy: the same trace, span and parent ids, names, kinds, times, status and
+attributes, after the policy. Digests made with the store's key pass unchanged; other correlation ids are
+hashed with it. Spans that an otel-agentdiag pipeline numbered (they carry ``agentdiag.observer.id``) keep
+their observer and ``agentdiag.sequence``, so the receipt judges them as it judged the original: a missing
+number is a ``sequence_gap``, a span ingested twice a ``duplicate_sequence``. Other spans are numbered by
+the ingest itself, as one more observer (per session, in start order within each document).
+
+Tool and agent names: the policy keeps registered names only. The names on spans an otel-agentdiag pipeline
+numbered were checked against the capturing program's registry, so they are registered here (if they are
+identifier-like tokens); names on other spans become ``_OTHER`` unless ``trust_names`` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.names import NAME_PATTERN, NameRegistry
+from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
+from otel_agentdiag.interchange.otlp_json import (
+    InvalidRequest,
+    MissingDependency,
+    read_otlp_json,
+    request_session_ids,
+    request_to_spans,
+)
+from otel_agentdiag.pipeline.sequence import SessionSequencer, session_key
+from otel_agentdiag.redaction.processor import RedactingSpanProcessor
+from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore, StoreError
+
+__all__ = ["INGEST_SOURCE", "IngestError", "IngestResult", "Rejection", "UnusableInput", "ingest_otlp_json"]
+
+_logger = logging.getLogger(__name__)
+
+INGEST_SOURCE = "ingest"
+"""The ``source`` of the violation records ingest appends."""
+
+_OBSERVER_ID = re.compile(r"[0-9a-f]{16}")
+_NAME_KEYS = {sc.GEN_AI_TOOL_NAME: "tool", "tool.name": "tool", sc.GEN_AI_AGENT_NAME: "agent"}
+_STORE_ERRORS = (sqlite3.Error, StoreError, OSError)
+
+
+class UnusableInput(Exception):
+    """The input cannot be ingested at all (missing, unreadable, not JSON, not OTLP): nothing was written."""
+
+
+class IngestError(Exception):
+    """The store could not be written; what was ingested before stays (see :attr:`result`)."""
+
+    def __init__(self, message: str, result: IngestResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A document that was not taken: where (``line N``) and why (a reason code), never what it held."""
+
+    location: str
+    reason: str
+    sessions: tuple[str, ...] = ()
+    """Digests of the sessions its spans named (empty: not known)."""
+
+
+@dataclass
+class IngestResult:
+    """What :func:`ingest_otlp_json` did."""
+
+    path: Path
+    store: Path
+    observer: str
+    """``agentdiag.observer.id`` of this ingest (the observer of the spans it numbered)."""
+    policy: str = ""
+    key_source: str = ""
+    documents: int = 0
+    """Documents read (non-blank lines, or elements of a JSON array)."""
+    accepted: int = 0
+    """Documents taken."""
+    rejected: list[Rejection] = field(default_factory=list)
+    """Documents refused, in file order; each has a violation record in the store."""
+    spans: int = 0
+    """Spans in the accepted documents."""
+    inserted: int = 0
+    """Rows written."""
+    duplicates: int = 0
+    """Spans already in the store (same trace and span id): not written again, counted in the ledger."""
+    pruned: int = 0
+    """Rows retention deleted during the ingest (spans older than the age limit go at once)."""
+    numbered: int = 0
+    """Spans that carried no ``agentdiag.observer.id`` and were numbered by this ingest."""
+    redaction_failures: int = 0
+    """Spans the redactor could not rebuild (stored as a tombstone, or dropped, per the policy's ``on_error``)."""
+
+    @property
+    def clean(self) -> bool:
+        return not self.rejected
+
+    def reason_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for rejection in self.rejected:
+            counts[rejection.reason] = counts.get(rejection.reason, 0) + 1
+        return counts
+
+
+class _Collect(SpanProcessor):
+    """Where the redacting processor hands its rebuilt spans (and reports spans it rejected)."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+        self.rejected: dict[str | None, dict[str, int]] = {}
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.spans.append(span)
+
+    def record_rejected(self, session: str | None, reason: str) -> None:
+        counts = self.rejected.setdefault(session, {})
+        counts[reason] = counts.get(reason, 0) + 1
+
+    def take(self) -> tuple[list[ReadableSpan], dict[str | None, dict[str, int]]]:
+        spans, rejected = self.spans, self.rejected
+        self.spans, self.rejected = [], {}
+        return spans, rejected
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _with_attributes(span: ReadableSpan, attributes: dict[str, Any]) -> ReadableSpan:
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=attributes,
+        events=span.events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+def _numbered_by_agentdiag(span: ReadableSpan) -> bool:
+    observer = (span.attributes or {}).get(sc.AGENTDIAG_OBSERVER_ID)
+    return isinstance(observer, str) and _OBSERVER_ID.fullmatch(observer) is not None
+
+
+class _Ingest:
+    def __init__(self, path: Path, store_path: Path, *, trust_names: bool, retention: RetentionLimits | None) -> None:
+        self.path = path
+        self.store_path = store_path
+        self.trust_names = trust_names
+        self.retention = retention
+        self.sequencer = SessionSequencer()
+        self.result = IngestResult(path=path, store=store_path, observer=self.sequencer.observer_id)
+        self.started_ns = time.time_ns()
+        self.names = NameRegistry()
+        self._names_full = False
+        self._pending: list[Rejection] = []
+        self._store: SpanStore | None = None
+        self._exporter: SQLiteSpanExporter | None = None
+        self._processor: RedactingSpanProcessor | None = None
+        self._collect = _Collect()
+
+    # -- the store, opened at the first document that is OTLP ------------------------------------------------
+    def _open(self) -> None:
+        from otel_agentdiag.config import AgentDiagOptions, resolve_destinations
+
+        options = AgentDiagOptions(
+            enabled=True,
+            service_name=None,
+            store_path=self.store_path.absolute(),
+            otlp_endpoint=None,
+            otlp_from_env=False,
+        )
+        try:
+            self._store = SpanStore(self.store_path, retention=self.retention)
+        except (StoreError, OSError) as exc:
+            raise IngestError(f"cannot use the store {self.store_path}: {exc}", self.result) from None
+        (local,) = resolve_destinations(options, create_key_file=True)
+        self.result.policy = local.policy.name
+        self.result.key_source = local.key_source
+        self._exporter = SQLiteSpanExporter(self._store, owns_store=True)
+        self._processor = RedactingSpanProcessor(
+            self._collect, policy=local.policy, hasher=local.hasher, names=self.names, propagate_conversation=False
+        )
+        pending, self._pending = self._pending, []
+        self._record(pending)
+
+    def close(self) -> None:
+        if self._exporter is not None:
+            self._exporter.shutdown()
+        elif self._store is not None:
+            self._store.close()
+
+    # -- violations ---------------------------------------------------------------------------------------------
+    def _reject(self, location: str, reason: str, sessions: tuple[str, ...] = ()) -> None:
+        rejection = Rejection(location, reason, sessions)
+        self.result.rejected.append(rejection)
+        if self._store is None:
+            self._pending.append(rejection)  # recorded once the input proves to be OTLP at all
+        else:
+            self._record([rejection])
+
+    def _record(self, rejections: Sequence[Rejection]) -> None:
+        assert self._store is not None
+        entries: list[tuple[str | None, str, str]] = []
+        for rejection in rejections:
+            for session in rejection.sessions or (None,):
+                entries.append((session, rejection.reason, rejection.location))
+        try:
+            self._store.record_violations(INGEST_SOURCE, entries)
+        except _STORE_ERRORS as exc:
+            raise IngestError(f"could not record a rejected line in {self.store_path}: {exc}", self.result) from None
+
+    def _session_digests(self, raw_ids: Iterable[str | int]) -> tuple[str, ...]:
+        """The stored session digests of raw session ids, under the store's policy and key."""
+        assert self._processor is not None
+        redactor = self._processor.redactor
+        found: set[str] = set()
+        for raw in raw_ids:
+            kept = redactor.accounting_attributes(ReadableSpan(name="", attributes={sc.GEN_AI_CONVERSATION_ID: raw}))
+            digest = kept.get(sc.GEN_AI_CONVERSATION_ID)
+            if isinstance(digest, str):
+                found.add(digest)
+        return tuple(sorted(found))
+
+    # -- spans --------------------------------------------------------------------------------------------------
+    def _number(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
+        """Spans not numbered by an otel-agentdiag pipeline get this ingest's observer id and the next number of
+        their session, in start order (as a live sequencer numbers them at start)."""
+        out = list(spans)
+        unnumbered = sorted(
+            (i for i, span in enumerate(spans) if not _numbered_by_agentdiag(span)),
+            key=lambda i: (spans[i].start_time or 0, i),
+        )
+        for i in unnumbered:
+            span = spans[i]
+            attributes = dict(span.attributes or {})
+            if sc.GEN_AI_CONVERSATION_ID in attributes:
+                raw = attributes[sc.GEN_AI_CONVERSATION_ID]
+            else:
+                raw = attributes.get(sc.SESSION_ID)
+            attributes[sc.AGENTDIAG_OBSERVER_ID] = self.sequencer.observer_id
+            attributes[sc.AGENTDIAG_SEQUENCE] = self.sequencer.next_sequence(session_key(raw))
+            out[i] = _with_attributes(span, attributes)
+        self.result.numbered += len(unnumbered)
+        return out
+
+    def _register_names(self, spans: Sequence[ReadableSpan]) -> None:
+        if self._names_full:
+            return
+        found: dict[str, set[str]] = {"tool": set(), "agent": set()}
+        for span in spans:
+            if not (self.trust_names or _numbered_by_agentdiag(span)):
+                continue
+            attributes = span.attributes or {}
+            for key, kind in _NAME_KEYS.items():
+                value = attributes.get(key)
+                if isinstance(value, str) and value != sc.OTHER_VALUE and NAME_PATTERN.fullmatch(value):
+                    found[kind].add(value)
+        try:
+            self.names.register(tools=sorted(found["tool"]), agents=sorted(found["agent"]))
+        except ValueError:
+            self._names_full = True  # fail closed: further names become _OTHER
+            _logger.warning("otel-agentdiag: too many distinct tool or agent names; the rest are stored as _OTHER")
+
+    def _take(self, spans: list[ReadableSpan]) -> None:
+        assert self._processor is not None and self._exporter is not None
+        self._register_names(spans)  # before numbering: only spans numbered elsewhere are trusted
+        processor = self._processor
+        failed_before = processor.failed
+        for span in self._number(spans):
+            processor.on_end(span)
+        clean, rejected = self._collect.take()
+        self.result.redaction_failures += processor.failed - failed_before
+        accounting = Accounting(observer=self.sequencer.observer_id, rejected=rejected, started_ns=self.started_ns)
+        if not self._exporter.export_with_accounting(clean, accounting):
+            raise IngestError(f"could not write to the store {self.store_path}", self.result)
+        written = self._exporter.last_result
+        if written is not None:
+            self.result.inserted += written.inserted
+            self.result.duplicates += written.duplicates
+            self.result.pruned += written.pruned
+        self.result.spans += len(spans)
+        self.result.accepted += 1
+
+    # -- the file -----------------------------------------------------------------------------------------------
+    def run(self) -> IngestResult:
+        first_error: str | None = None
+        try:
+            for line in read_otlp_json(self.path):
+                self.result.documents += 1
+                if line.is_otlp and self._store is None:
+                    self._open()
+                if line.request is None:
+                    reason = line.reason or "not_otlp"
+                    first_error = first_error or f"{line.location}: {reason}"
+                    sessions = self._session_digests(line.session_ids) if self._store is not None else ()
+                    self._reject(line.location, reason, sessions)
+                    continue
+                try:
+                    spans = request_to_spans(line.request)
+                except InvalidRequest as exc:
+                    self._reject(line.location, exc.reason, self._session_digests(request_session_ids(line.request)))
+                    continue
+                self._take(spans)
+        except MissingDependency as exc:
+            raise UnusableInput(str(exc)) from None
+        except IsADirectoryError:
+            raise UnusableInput(f"{self.path} is a directory, not an OTLP-JSON file") from None
+        except OSError as exc:
+            if self._store is None:
+                raise UnusableInput(f"cannot read {self.path}: {exc.strerror or exc}") from None
+            raise IngestError(f"reading {self.path} failed part way: {exc.strerror or exc}", self.result) from None
+        if self._store is None:
+            if first_error is None:
+                raise UnusableInput(f"{self.path} holds no OTLP-JSON (it is empty)")
+            raise UnusableInput(
+                f"{self.path} is not OTLP-JSON: no line holds an ExportTraceServiceRequest (first: {first_error})"
+            )
+        return self.result
+
+
+def ingest_otlp_json(
+    path: Path, store_path: Path, *, trust_names: bool = False, retention: RetentionLimits | None = None
+) -> IngestResult:
+    """Ingest the OTLP-JSON file ``path`` into the store at ``store_path`` (created if missing); see the module
+    docstring.
+
+    ``retention`` applies as on any write (default: :class:`~otel_agentdiag.storage.RetentionLimits`): spans
+    older than its age limit are pruned at once, and counted (:attr:`IngestResult.pruned`).
+
+    Raises :class:`UnusableInput` when nothing in the file is OTLP-JSON (then nothing is written, not even the
+    store or its key file), :class:`IngestError` when the store cannot be written (documents before it stay
+    ingested). Rejected documents are not errors: see :attr:`IngestResult.rejected`.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise UnusableInput(f"no such file: {path}")
+    ingest = _Ingest(path, Path(store_path), trust_names=trust_names, retention=retention)
+    try:
+        return ingest.run()
+    finally:
+        ingest.close()
