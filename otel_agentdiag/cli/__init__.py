@@ -10,8 +10,11 @@ import click
 
 from otel_agentdiag.cli import demo as _demo
 from otel_agentdiag.cli import doctor as _doctor
+from otel_agentdiag.cli import export as _export
 from otel_agentdiag.cli import health as _health
+from otel_agentdiag.cli import ingest as _ingest
 from otel_agentdiag.cli import policy as _policy
+from otel_agentdiag.cli import push as _push
 from otel_agentdiag.cli import traces as _traces
 from otel_agentdiag.cli._common import EXIT_USAGE
 from otel_agentdiag.storage import StoreError
@@ -68,7 +71,10 @@ cli.add_command(_health.receipt)
 cli.add_command(_health.status)
 cli.add_command(_health.prune)
 cli.add_command(_health.clear)
+cli.add_command(_export.export)
 cli.add_command(_policy.policy)
+cli.add_command(_ingest.ingest)
+cli.add_command(_push.push)
 
 
 def main() -> None:

@@ -1064,6 +1064,197 @@ class SpanStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- ingest violations --
+    @dataclass(frozen=True, slots=True)
+    class Violation:
+        """One durable record of input that was not taken (``agentdiag ingest``: a malformed or rejected line).
+
+        It names what and where, never the content: ``reason`` is a code, ``detail`` a location such as
+        ``line 12``. ``session`` is the digest of the session the input belonged to, None when not known.
+        """
+
+        id: int
+        recorded_ns: int
+        source: str
+        session: str | None
+        reason: str
+        detail: str
+
+    _VIOLATION_CODE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+    _VIOLATION_DETAIL_CHARS = _VIOLATION_CODE_CHARS | frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ .:,=#-")
+    _VIOLATION_SESSION_MAX = 512
+
+    @classmethod
+    def _is_violation_code(cls, text: object) -> bool:
+        """``[a-z][a-z0-9_]*``, at most 64 characters."""
+        return (
+            isinstance(text, str)
+            and 0 < len(text) <= 64
+            and text[0].isalpha()
+            and all(c in cls._VIOLATION_CODE_CHARS for c in text)
+        )
+
+    def record_violations(
+        self, source: str, entries: Sequence[tuple[str | None, str, str]], *, now_ns: int | None = None
+    ) -> int:
+        """Append violations of ``source`` (e.g. ``ingest``), each ``(session digest or None, reason, detail)``,
+        in one transaction; returns how many were written.
+
+        ``source`` and ``reason`` must be codes (``[a-z][a-z0-9_]*``), ``detail`` a short location (letters,
+        digits, spaces and ``_.:,=#-``, at most 120 characters): anything else raises ``ValueError`` before
+        anything is written, so input text cannot be stored here by mistake. Raises ``sqlite3.Error`` (or
+        :class:`StoreError`) with nothing written.
+        """
+        now = time.time_ns() if now_ns is None else now_ns
+        if not self._is_violation_code(source):
+            raise ValueError("a violation source must be a code such as 'ingest'")
+        rows: list[tuple[int, str, str, str, str]] = []
+        for session, reason, detail in entries:
+            if session is not None and (
+                not isinstance(session, str) or len(session) > self._VIOLATION_SESSION_MAX or not session.isprintable()
+            ):
+                raise ValueError("a violation's session must be a session digest or None")
+            if not self._is_violation_code(reason):
+                raise ValueError("a violation reason must be a code such as 'malformed_json'")
+            if not isinstance(detail, str) or len(detail) > 120 or not set(detail) <= self._VIOLATION_DETAIL_CHARS:
+                raise ValueError("a violation detail must be a short location such as 'line 12'")
+            rows.append((now, source, session or "", reason, detail))
+        if not rows:
+            return 0
+        with self._transaction() as conn:
+            conn.executemany(
+                "INSERT INTO violations (recorded_ns, source, session, reason, detail) VALUES (?, ?, ?, ?, ?)", rows
+            )
+        return len(rows)
+
+    def violations(self, session: str | _AllSessions | None = ALL_SESSIONS) -> list[SpanStore.Violation]:
+        """Recorded violations, oldest first: of one session (None: those whose session is not known), or all."""
+        sql = "SELECT id, recorded_ns, source, session, reason, detail FROM violations"
+        args: tuple[Any, ...] = ()
+        if not isinstance(session, _AllSessions):
+            sql += " WHERE session = ?"
+            args = (session or "",)
+        with self._lock:
+            rows = self._conn.execute(sql + " ORDER BY id", args).fetchall()
+        return [
+            SpanStore.Violation(
+                id=int(row[0]),
+                recorded_ns=int(row[1]),
+                source=str(row[2]),
+                session=str(row[3]) or None,
+                reason=str(row[4]),
+                detail=str(row[5]),
+            )
+            for row in rows
+        ]
+
+    def violation_counts(self) -> dict[str | None, int]:
+        """Violations per session digest (None: session not known); sessions without any are absent."""
+        with self._lock:
+            rows = self._conn.execute("SELECT session, COUNT(*) FROM violations GROUP BY session").fetchall()
+        return {(str(session) or None): int(n) for session, n in rows}
+
+    # -- push marks -----------------------------------------------------------------------------------
+    # Which stored spans `agentdiag push` delivered to which endpoint. ``endpoint`` is always a digest of the
+    # endpoint's normalised URL (``sha256:`` and 64 hex digits, see otel_agentdiag.diagnostics.push.endpoint_key),
+    # never the URL itself: a URL may carry credentials. A value of any other shape raises ``ValueError``.
+    @staticmethod
+    def _check_push_endpoint(endpoint: str) -> None:
+        digest = endpoint[7:] if isinstance(endpoint, str) and endpoint.startswith("sha256:") else ""
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise ValueError("a push-mark endpoint must be a digest ('sha256:' and 64 hex digits), not a URL")
+
+    @staticmethod
+    def _push_filter(sessions: Sequence[str] | None, since_ns: int | None) -> tuple[list[str], list[Any]]:
+        """SQL conditions and their arguments: spans of ``sessions`` (None: all) started at/after ``since_ns``."""
+        clauses: list[str] = []
+        args: list[Any] = []
+        if sessions is not None:
+            chosen = sorted(set(sessions))
+            clauses.append(f"s.session IN ({','.join('?' * len(chosen))})" if chosen else "0")
+            args.extend(chosen)
+        if since_ns is not None:
+            clauses.append("s.start_ns >= ?")
+            args.append(int(since_ns))
+        return clauses, args
+
+    def pushed_span_ids(self, endpoint: str) -> set[tuple[str, str]]:
+        """``(trace_id, span_id)`` of every span marked as pushed to ``endpoint``."""
+        self._check_push_endpoint(endpoint)
+        with self._lock:
+            rows = self._conn.execute("SELECT trace_id, span_id FROM push_marks WHERE endpoint = ?", (endpoint,))
+            return {(str(t), str(s)) for t, s in rows}
+
+    def mark_pushed(self, endpoint: str, ids: Sequence[tuple[str, str]], *, now_ns: int | None = None) -> int:
+        """Mark spans as pushed to ``endpoint``, in one transaction; returns how many marks are new."""
+        self._check_push_endpoint(endpoint)
+        now = time.time_ns() if now_ns is None else now_ns
+        params = [(endpoint, str(trace_id), str(span_id), now) for trace_id, span_id in ids]
+        if not params:
+            return 0
+        with self._transaction() as conn:
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT INTO push_marks (endpoint, trace_id, span_id, pushed_ns) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (endpoint, trace_id, span_id) DO NOTHING",
+                params,
+            )
+            return conn.total_changes - before
+
+    def push_backlog(
+        self, endpoint: str, *, sessions: Sequence[str] | None = None, since_ns: int | None = None
+    ) -> tuple[int, int]:
+        """``(not yet pushed, already pushed)``: the stored spans a push to ``endpoint`` selects, split by mark.
+
+        ``sessions`` (None: every span, those outside any session included) and ``since_ns`` (spans that
+        started at or after it) select as in :meth:`unpushed_spans`.
+        """
+        self._check_push_endpoint(endpoint)
+        clauses, args = self._push_filter(sessions, since_ns)
+        where = " WHERE " + " AND ".join(clauses) if clauses else ""
+        with self._lock:
+            total, pushed = self._conn.execute(
+                "SELECT COUNT(*), COUNT(m.span_id) FROM spans s LEFT JOIN push_marks m"
+                " ON m.endpoint = ? AND m.trace_id = s.trace_id AND m.span_id = s.span_id" + where,
+                (endpoint, *args),
+            ).fetchone()
+        return int(total) - int(pushed), int(pushed)
+
+    def unpushed_spans(
+        self,
+        endpoint: str,
+        *,
+        sessions: Sequence[str] | None = None,
+        since_ns: int | None = None,
+        batch_size: int = 512,
+    ) -> Iterator[list[StoredSpan]]:
+        """The selected spans not marked as pushed to ``endpoint``, in pages of up to ``batch_size``, ordered by
+        (start time, trace id, span id). See :meth:`push_backlog` for ``sessions`` and ``since_ns``.
+
+        Each page is one query under the lock (keyset pagination), so writers interleave between pages; a span
+        stored meanwhile behind the current position is left for the next push.
+        """
+        self._check_push_endpoint(endpoint)
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        clauses, args = self._push_filter(sessions, since_ns)
+        clauses.append("m.span_id IS NULL")
+        after: tuple[Any, ...] = ()
+        while True:
+            where = " AND ".join([*clauses, "(s.start_ns, s.trace_id, s.span_id) > (?, ?, ?)"] if after else clauses)
+            with self._lock:
+                rows = self._conn.execute(
+                    f"SELECT {_SPAN_COLUMNS} FROM spans s LEFT JOIN resources r ON r.id = s.resource_id"
+                    " LEFT JOIN push_marks m ON m.endpoint = ? AND m.trace_id = s.trace_id AND m.span_id = s.span_id"
+                    f" WHERE {where} ORDER BY s.start_ns, s.trace_id, s.span_id LIMIT ?",
+                    (endpoint, *args, *after, batch_size),
+                ).fetchall()
+            if rows:
+                yield [_decode(row) for row in rows]
+            if len(rows) < batch_size:
+                return
+            after = (rows[-1][6], rows[-1][0], rows[-1][1])
+
 
 def _decode(row: tuple[Any, ...]) -> StoredSpan:
     corrupt = False

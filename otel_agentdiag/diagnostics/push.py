@@ -1,0 +1,264 @@
+"""Push stored spans to an OTLP endpoint: the strict-policy projection, in batches, each span delivered once.
+
+:func:`push_spans` reads the selected spans that are not yet marked as pushed to the endpoint, re-validates each
+page under the strict policy (:func:`~otel_agentdiag.diagnostics.projection.strict_projection`, with the store's
+hash key so stored digests go out unchanged), hands the surviving spans to a standard OpenTelemetry SDK OTLP
+exporter, and marks a page's spans in the store only after the exporter returned ``SUCCESS`` for it. The first
+batch the exporter does not take stops the push: batches delivered before stay marked, nothing of the failed
+batch or after it is marked, so the next push sends exactly those.
+
+A row that fails re-validation is never sent and never marked: every push counts it again as omitted.
+
+Marks are keyed by :func:`endpoint_key`, a SHA-256 digest of the endpoint's normalised form (protocol, scheme
+for http, host, port, and path for http/protobuf). User info, query and fragment are not part of it, and the URL
+itself is never stored: it may carry credentials. Headers (a tenant header, say) are not part of the key either:
+two tenants behind one URL share its marks.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from hashlib import sha256
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry.sdk.environment_variables import OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_EXPORTER_OTLP_TRACES_TIMEOUT
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from otel_agentdiag.diagnostics.projection import strict_projection
+from otel_agentdiag.exporters.otlp import GRPC, HTTP_PROTOBUF, otlp_span_exporter, traces_url
+from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.policy import STRICT, Policy
+from otel_agentdiag.storage import SpanStore, StoredSpan
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_TIMEOUT_S",
+    "PushResult",
+    "effective_timeout",
+    "endpoint_key",
+    "push_exporter",
+    "push_spans",
+]
+
+_logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 512
+"""Spans per export request (the SDK's ``BatchSpanProcessor`` default ``max_export_batch_size``)."""
+DEFAULT_TIMEOUT_S = 10.0
+"""The SDK exporters' own default deadline per export, retries included."""
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_INSTALL_HINT = "push needs the OTLP exporters: pip install 'otel-agentdiag[otlp]'"
+
+
+def endpoint_key(endpoint: str, protocol: str) -> str:
+    """``sha256:<hex>`` of the endpoint's normalised form, the key of its push marks.
+
+    http/protobuf: ``http/protobuf <scheme>://<host>:<port><traces path>`` (the URL the exporter posts to, with
+    ``/v1/traces`` appended as for an argument, the default port made explicit). gRPC: ``grpc <host>:<port>``
+    (a path is ignored by gRPC; ``http://`` and ``https://`` choose plaintext or TLS to the same receiver).
+    Host names are lower-cased; user info is dropped (an http/protobuf URL may carry it: the exporter sends it as
+    basic auth). Raises ``ValueError`` for an endpoint the exporter would misread: one that names no host, has
+    a bad port, an http/protobuf URL with a query or fragment (``/v1/traces`` would be appended after it), a
+    gRPC target with user info; and for an unknown protocol. The message never repeats the endpoint.
+    """
+    text = endpoint.strip()
+    if protocol == HTTP_PROTOBUF:
+        parts = urlsplit(text)
+        scheme = parts.scheme.lower()
+        if scheme not in _DEFAULT_PORTS:
+            raise ValueError("an http/protobuf endpoint must be an http:// or https:// URL")
+        if parts.query or parts.fragment or text.endswith(("?", "#")):
+            raise ValueError(
+                "an OTLP/HTTP base URL takes no query or fragment (send tokens as headers: "
+                "OTEL_EXPORTER_OTLP_TRACES_HEADERS)"
+            )
+        path = urlsplit(traces_url(text)).path
+    elif protocol == GRPC:
+        parts = urlsplit(text if "://" in text else "grpc://" + text)
+        scheme = parts.scheme.lower()
+        if scheme not in ("grpc", *_DEFAULT_PORTS):
+            raise ValueError("a gRPC endpoint must be host:port, http://host:port or https://host:port")
+        if "@" in parts.netloc:
+            raise ValueError(
+                "a gRPC endpoint takes no user info (send credentials as headers: OTEL_EXPORTER_OTLP_TRACES_HEADERS)"
+            )
+        path = ""
+    else:
+        raise ValueError(f"protocol must be one of {HTTP_PROTOBUF}, {GRPC}, not {protocol!r}")
+    host = parts.hostname  # lower-cased, without user info or brackets
+    if not host:
+        raise ValueError("the endpoint names no host")
+    port = parts.port  # raises ValueError for a port that is not a number in range
+    if port is None:
+        port = _DEFAULT_PORTS.get(scheme, 4317)
+    if ":" in host:
+        host = f"[{host}]"
+    normalised = f"{protocol} {host}:{port}" if protocol == GRPC else f"{protocol} {scheme}://{host}:{port}{path}"
+    return "sha256:" + sha256(normalised.encode()).hexdigest()
+
+
+def effective_timeout(timeout: float | None) -> float:
+    """The deadline (seconds) the SDK exporter will use: ``timeout``, else ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``,
+    else ``OTEL_EXPORTER_OTLP_TIMEOUT``, else 10 (what the exporters read; for messages)."""
+    if timeout is not None:
+        return timeout
+    for variable in (OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, OTEL_EXPORTER_OTLP_TIMEOUT):
+        raw = os.environ.get(variable)
+        if raw:
+            try:
+                return float(raw)
+            except ValueError:
+                break
+    return DEFAULT_TIMEOUT_S
+
+
+def push_exporter(endpoint: str, protocol: str, *, timeout: float | None = None) -> SpanExporter:
+    """The standard SDK OTLP span exporter for ``endpoint`` over ``protocol``.
+
+    ``timeout=None`` is :func:`~otel_agentdiag.exporters.otlp.otlp_span_exporter` as the OTLP branch builds it
+    (the deadline from ``OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT``, else 10 s). A ``timeout`` (seconds, > 0) is
+    passed to the exporter's constructor, with the same endpoint semantics: it bounds one export, the SDK's
+    retries with backoff included, so a collector that is down fails the push within about that long.
+    Headers, TLS and compression come from the ``OTEL_EXPORTER_OTLP_*`` variables either way. Raises
+    ``ValueError`` for a bad protocol or timeout and ``ImportError`` (with an install hint) without the extra.
+    """
+    if timeout is None:
+        return otlp_span_exporter(endpoint, protocol)
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ValueError("timeout must be a positive number of seconds")
+    try:
+        if protocol == GRPC:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+
+            return GrpcSpanExporter(endpoint=endpoint, timeout=timeout)
+        if protocol == HTTP_PROTOBUF:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            return OTLPSpanExporter(endpoint=traces_url(endpoint), timeout=timeout)
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+    raise ValueError(f"protocol must be one of {HTTP_PROTOBUF}, {GRPC}, not {protocol!r}")
+
+
+@dataclass
+class PushResult:
+    """What one push did. ``pushed + omitted + not_pushed == selected`` unless spans were stored meanwhile."""
+
+    selected: int = 0
+    """Spans the selection held that were not marked as pushed to the endpoint when the push started."""
+    already_pushed: int = 0
+    """Spans the selection held that an earlier push delivered (skipped)."""
+    pushed: int = 0
+    """Spans delivered now (the exporter returned SUCCESS for their batch) and marked."""
+    omitted: int = 0
+    """Rows that failed re-validation under the strict policy: never sent, never marked."""
+    omitted_reasons: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    """Export requests the endpoint accepted."""
+    failed_batch: int | None = None
+    """The 1-based number of the batch that failed (None: no failure)."""
+    not_pushed: int = 0
+    """Spans left unmarked by a failure: the failed batch and everything after it."""
+    error: str | None = None
+    """Why the push stopped (no endpoint or credentials in it), or None."""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def spans_per_second(self) -> float:
+        return self.pushed / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "pushed": self.pushed,
+            "already_pushed": self.already_pushed,
+            "omitted": self.omitted,
+            "omitted_reasons": dict(sorted(self.omitted_reasons.items())),
+            "selected": self.selected,
+            "batches": self.batches,
+            "failed_batch": self.failed_batch,
+            "not_pushed": self.not_pushed,
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+            "spans_per_second": round(self.spans_per_second, 1),
+        }
+
+
+def _marks(rows: Sequence[StoredSpan], sent: Sequence[ReadableSpan]) -> list[tuple[str, str]]:
+    """The stored ``(trace_id, span_id)`` of the rows ``sent`` came from (matched by the ids' numeric value)."""
+    by_value: dict[tuple[int, int], tuple[str, str]] = {}
+    for row in rows:
+        try:
+            by_value[(int(row.trace_id, 16), int(row.span_id, 16))] = (row.trace_id, row.span_id)
+        except (TypeError, ValueError):
+            continue  # such a row does not convert to a span: the projection omitted it
+    marks = []
+    for span in sent:
+        context = span.context
+        if context is not None:
+            key = (context.trace_id, context.span_id)
+            marks.append(by_value.get(key) or (format(key[0], "032x"), format(key[1], "016x")))
+    return marks
+
+
+def push_spans(
+    store: SpanStore,
+    exporter: SpanExporter,
+    *,
+    endpoint: str,
+    hasher: IdHasher | None,
+    sessions: Sequence[str] | None = None,
+    since_ns: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    policy: Policy = STRICT,
+    on_batch: Callable[[int], None] | None = None,
+) -> PushResult:
+    """Push the selected, not yet pushed spans of ``store`` through ``exporter``; see the module docstring.
+
+    ``endpoint`` is the mark key (:func:`endpoint_key`). ``sessions`` (stored session digests; None: every span,
+    those outside any session included) and ``since_ns`` (spans that started at or after it) select.
+    ``on_batch(rows)`` is called after each page with the number of rows it held. The exporter is not shut
+    down here. An export that fails (or raises) stops the push and is reported in the result, never raised. A
+    store error while reading or marking propagates (``sqlite3.Error`` or ``StoreError``); marks written
+    before it stay.
+    """
+    started = time.perf_counter()
+    result = PushResult()
+    result.selected, result.already_pushed = store.push_backlog(endpoint, sessions=sessions, since_ns=since_ns)
+    number = 0
+    for rows in store.unpushed_spans(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size):
+        number += 1
+        projection = strict_projection(rows, hasher=hasher, policy=policy)
+        result.omitted += projection.omitted
+        for reason, n in projection.omitted_reasons.items():
+            result.omitted_reasons[reason] = result.omitted_reasons.get(reason, 0) + n
+        if projection.spans:
+            try:
+                outcome = exporter.export(projection.spans)
+                problem = None if outcome is SpanExportResult.SUCCESS else "the exporter reported a failure"
+            except Exception as exc:  # noqa: BLE001 - an exporter that raises is a failed batch, not a crash
+                problem = f"the exporter raised {type(exc).__name__}"
+            if problem is not None:
+                result.failed_batch = number
+                result.error = problem
+                result.not_pushed = max(result.selected - result.pushed - result.omitted, 0)
+                break
+            store.mark_pushed(endpoint, _marks(rows, projection.spans))
+            result.pushed += len(projection.spans)
+            result.batches += 1
+        if on_batch is not None:
+            on_batch(len(rows))
+    result.seconds = time.perf_counter() - started
+    _logger.debug("otel-agentdiag: push %s", result.as_dict())
+    return result
