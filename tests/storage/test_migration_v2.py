@@ -171,5 +171,7 @@ def test_processes_opening_a_v1_store_at_once_migrate_it_once(tmp_path: Path) ->
     assert [(proc.returncode, json.loads(out)) for proc, (out, _err) in zip(procs, results, strict=True)] == [
         (0, 6)
     ] * 4
-    assert query(path, "SELECT version FROM schema_migrations ORDER BY 1") == [(v,) for v in range(1, LATEST_VERSION + 1)]
+    assert query(path, "SELECT version FROM schema_migrations ORDER BY 1") == [
+        (v,) for v in range(1, LATEST_VERSION + 1)
+    ]
     assert query(path, "SELECT span_count FROM store_stats") == [(6,)]
