@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import math
 import os
 import platform
 import tempfile
@@ -57,6 +56,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.jsonsafe import finite
 from otel_agentdiag.diagnostics.projection import strict_projection
 from otel_agentdiag.diagnostics.receipt import session_receipt
 from otel_agentdiag.diagnostics.status import iso_utc, project
@@ -118,21 +118,11 @@ class BundleLimits:
 
 
 # -- encoding ------------------------------------------------------------------------------------------------------
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _compact(value: Any) -> str:
     try:
         return _DUMPS(value)
     except ValueError:  # a non-finite float: a string rather than invalid JSON
-        return _DUMPS(_finite(value))
+        return _DUMPS(finite(value))
 
 
 def encode_bundle(bundle: dict[str, Any]) -> bytes:

@@ -6,7 +6,6 @@ import enum
 import hashlib
 import json
 import logging
-import math
 import os
 import sqlite3
 import stat
@@ -20,6 +19,7 @@ from typing import Any
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.jsonsafe import finite
 from otel_agentdiag._internal.spans import attribute_items
 from otel_agentdiag.storage.migrations import StoreError, check_ownership, migrate
 from otel_agentdiag.storage.retention import (
@@ -62,17 +62,7 @@ def canonical_json(value: Any) -> str:
     try:
         return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
     except ValueError:
-        return json.dumps(_finite(value), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+        return json.dumps(finite(value), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
