@@ -44,18 +44,17 @@ import heapq
 import json
 import os
 import platform
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.files import write_private_file
 from otel_agentdiag._internal.jsonsafe import finite
 from otel_agentdiag.diagnostics.projection import strict_projection
 from otel_agentdiag.diagnostics.receipt import session_receipt
@@ -318,34 +317,4 @@ def write_bundle(path: str | os.PathLike[str], bundle: dict[str, Any]) -> int:
     Returns the bytes written. Raises ``OSError`` when the file cannot be written; nothing is left behind then.
     """
     data = encode_bundle(bundle)
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")  # created 0600
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(folder)
-    return len(data)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    return write_private_file(path, lambda stream: stream.write(data.decode("utf-8")))

@@ -75,12 +75,6 @@ def _tracer_provider_in_use() -> trace.TracerProvider | None:
     return _provider
 
 
-def error_type(exc: BaseException) -> str:
-    """``error.type`` for an exception (see :func:`otel_agentdiag.instrumentation._base.error_type_of`): one
-    spelling for the wrappers and the instrumentors, so a span's error type does not depend on who recorded it."""
-    return error_type_of(exc)
-
-
 def _get_tracer() -> trace.Tracer:
     tracer = _tracer
     if tracer is None:
@@ -148,7 +142,7 @@ class _SpanScope:
         try:
             span = self._span
             if exc is not None and span.is_recording():
-                span.set_attribute(sc.ERROR_TYPE, error_type(exc))
+                span.set_attribute(sc.ERROR_TYPE, error_type_of(exc))
                 span.record_exception(exc, escaped=True)
                 # No description: the exception text may hold exactly the data we must not export.
                 span.set_status(Status(StatusCode.ERROR))

@@ -36,7 +36,7 @@ from typing import IO, Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
-from otel_agentdiag.interchange.otlp_json import write_private_file
+from otel_agentdiag._internal.files import write_private_file
 
 __all__ = ["jaeger_document", "write_jaeger_json"]
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.files import write_private_file
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -59,7 +59,6 @@ __all__ = [
     "request_session_ids",
     "request_to_spans",
     "write_otlp_json",
-    "write_private_file",
 ]
 
 MALFORMED_JSON = "malformed_json"
@@ -85,7 +84,6 @@ MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 SPANS_PER_LINE = 512
 """At most this many spans per written request (one trace per request unless it is larger)."""
 
-_FILE_MODE = 0o600
 _HEX = frozenset("0123456789abcdef")
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 _OTLP_KINDS = {
@@ -166,30 +164,6 @@ def _encoder() -> Callable[[Sequence[ReadableSpan]], ExportTraceServiceRequest]:
 
 
 # -- files -----------------------------------------------------------------------------------------------------
-def write_private_file(path: Path, write: Callable[[IO[str]], None]) -> int:
-    """Write a file that may hold traces: mode 0600, atomically (a temporary file beside it, then a rename).
-
-    ``write`` gets the open text stream (UTF-8). A reader sees the old file or the complete new one, never a
-    part; on any error the temporary file is removed and ``path`` is left as it was. Returns the file's size.
-    """
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        os.fchmod(fd, _FILE_MODE)  # mkstemp makes it 0600 already; say so rather than rely on it
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
-            write(stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-            size = os.fstat(stream.fileno()).st_size
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
-    return size
 
 
 # -- writing ---------------------------------------------------------------------------------------------------
