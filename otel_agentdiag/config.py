@@ -112,8 +112,10 @@ class AgentDiag:
         """Per destination, the attribute keys its policy dropped as unknown and how often, value-free.
 
         Keys are shown as keyed digests unless the policy's summary is ``debug`` or the key is one of
-        ``candidates`` (names you suspect and may want to allow). See ``docs/policy.md``.
+        ``candidates`` (names you suspect and may want to allow). See ``docs/policy.md``. Covers every span ended
+        before the call: redaction runs on the export thread, so this flushes the pipeline first.
         """
+        self.force_flush()
         candidates = tuple(candidates)
         return {d.name: p.drift_report(candidates) for d, p in zip(self.destinations, self.processors, strict=True)}
 
@@ -461,8 +463,13 @@ def configure(
         batch_processors.append(batching)
         processors.append(
             # The sequencer, first on the provider, already copies the run's conversation id onto each span.
+            # Redaction runs on the batch worker, just before export: the agent's thread only queues the span.
             RedactingSpanProcessor(
-                batching, policy=destination.policy, hasher=destination.hasher, propagate_conversation=False
+                batching,
+                policy=destination.policy,
+                hasher=destination.hasher,
+                propagate_conversation=False,
+                redact_in_worker=True,
             )
         )
         installed.append(destination)
@@ -470,8 +477,10 @@ def configure(
     if processors:
         # First: the numbers must be on the span before any destination sees it.
         tracer_provider.add_span_processor(sequencer)
-    for processor in processors:
-        tracer_provider.add_span_processor(processor)
+    for processor, batching in zip(processors, batch_processors, strict=True):
+        # Redaction runs in the batch worker, so the provider hands ended spans straight to the batch processor
+        # (one call fewer per span than through the redacting processor, whose on_end would only forward them).
+        tracer_provider.add_span_processor(batching if processor.redacts_in_worker else processor)
     _maybe_set_global(tracer_provider, set_global)
     manual.use_tracer_provider(tracer_provider)
     return AgentDiag(

@@ -74,6 +74,10 @@ Deltas = dict[str | None, dict[str, int]]
 """session -> reason or cause -> n (None: spans outside any session)."""
 
 
+def _tuple_size(value: tuple[Any, ...]) -> int:
+    return sum([len(item) if item.__class__ is str else 8 for item in value])
+
+
 def estimate_size(attributes: Mapping[str, Any], events: Sequence[Any] | None = None) -> int:
     """A cheap estimate of a span's stored size: string lengths plus a constant per value and per span.
 
@@ -81,14 +85,11 @@ def estimate_size(attributes: Mapping[str, Any], events: Sequence[Any] | None = 
     each. Events count as a constant each, plus one per attribute: events are rare on agent spans and the
     SDK bounds them.
     """
-    size = _SPAN_OVERHEAD + _ITEM_OVERHEAD * len(attributes)
-    for value in attributes.values():
-        kind = value.__class__
-        if kind is str:
-            size += len(value)
-        elif kind is tuple:
-            for item in value:
-                size += len(item) if item.__class__ is str else 8
+    backing = getattr(attributes, "_dict", None)  # a live span's BoundedAttributes: skip a lock per value
+    values = (backing if backing.__class__ is dict else attributes).values()
+    size = _SPAN_OVERHEAD + _ITEM_OVERHEAD * len(values)
+    # One comprehension (no per-value branches in bytecode): strings by length, tuples item by item.
+    size += sum([len(v) if v.__class__ is str else _tuple_size(v) if v.__class__ is tuple else 0 for v in values])
     if events:
         for event in events:
             size += _EVENT_OVERHEAD + _ITEM_OVERHEAD * len(event.attributes or ())
@@ -250,6 +251,22 @@ def _session_of(span: ReadableSpan) -> str | None:
     return row_session(span_attributes(span))
 
 
+class SpanFinisher(Protocol):
+    """What turns a queued span into the span the exporter gets, on the worker thread: a redactor.
+
+    With a finisher attached (:meth:`AccountingBatchSpanProcessor.set_finisher`), the queue holds the spans as
+    they ended, and *every* span goes through :meth:`finish_span` before any exporter sees it.
+    """
+
+    def finish_span(self, span: ReadableSpan) -> ReadableSpan | None:
+        """The span to export, or None: the span is rejected (counted as ``redactor_error``). Never raises."""
+        ...
+
+    def session_of(self, span: ReadableSpan) -> str | None:
+        """The session digest a span that was never finished is filed under (drops, stats). Never raises."""
+        ...
+
+
 class AccountingBatchSpanProcessor(SpanProcessor):
     """Batch ended spans to ``exporter`` on a worker thread, counting every span's fate (see the module doc).
 
@@ -313,6 +330,7 @@ class AccountingBatchSpanProcessor(SpanProcessor):
         except (TypeError, ValueError):
             self._shutdown_takes_timeout = False
         self._max_ledger_sessions = max_ledger_sessions
+        self._finisher: SpanFinisher | None = None
         self._reset_state()
         reinit_after_fork(self._at_fork_reinit)
         self._start_worker()
@@ -334,6 +352,8 @@ class AccountingBatchSpanProcessor(SpanProcessor):
         self._flush_asked = 0
         self._flush_done = 0
         self._in_flight: list[_Item] = []
+        self._in_flight_finished = False
+        """Whether the batch in flight was finished already (its spans are redacted, filed as stored)."""
         self._ledger = Ledger(self._max_ledger_sessions)
         self._rejected: Deltas = {}
         self._dropped: Deltas = {}
@@ -370,6 +390,25 @@ class AccountingBatchSpanProcessor(SpanProcessor):
     def observer_id(self) -> str:
         return self._observer
 
+    def set_finisher(self, finisher: SpanFinisher) -> None:
+        """Finish (redact) every span on the worker thread, just before export, instead of before ``on_end``.
+
+        This takes the redaction's cost off the thread that ends the span (the agent's). The queue then holds
+        spans as they ended; none reaches the exporter without passing through ``finisher``. Call it before any
+        span arrives; a processor takes one finisher only.
+        """
+        if self._finisher is not None and self._finisher is not finisher:
+            raise ValueError("this batch processor already has a finisher: give each redactor its own")
+        with self._lock:
+            if self._enqueued:
+                raise ValueError("set_finisher() must be called before the first span is queued")
+            self._finisher = finisher
+
+    def _queued_session(self, span: ReadableSpan) -> str | None:
+        """The session of a span that was queued (and so not finished yet)."""
+        finisher = self._finisher
+        return _session_of(span) if finisher is None else finisher.session_of(span)
+
     # -- the agent's side ---------------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         pass
@@ -405,7 +444,7 @@ class AccountingBatchSpanProcessor(SpanProcessor):
 
     def _refuse_locked(self, span: ReadableSpan) -> bool:
         """Count a span the queue does not take; True on the first ``queue_full`` drop (to be logged)."""
-        session = _session_of(span)
+        session = self._queued_session(span)
         self._ledger.observe(session)
         if self._shutdown:
             self._drop_locked(session, SHUTDOWN)
@@ -426,13 +465,16 @@ class AccountingBatchSpanProcessor(SpanProcessor):
         """Count a span an earlier processor rejected (the redactor dropped it): observed and rejected."""
         try:
             with self._lock:
-                self._ledger.observe(session)
-                self._ledger.reject(session, reason)
-                if self._persists_counts:
-                    _add(self._rejected, session, reason)
-                    self._dirty = True
+                self._reject_locked(session, reason)
         except Exception as exc:  # noqa: BLE001
             log_internal_error("counting a rejected span", exc)
+
+    def _reject_locked(self, session: str | None, reason: str) -> None:
+        self._ledger.observe(session)
+        self._ledger.reject(session, reason)
+        if self._persists_counts:
+            _add(self._rejected, session, reason)
+            self._dirty = True
 
     # -- the worker ---------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -483,6 +525,7 @@ class AccountingBatchSpanProcessor(SpanProcessor):
                 self._queue_bytes -= sum(item[1] for item in batch)
                 self._taken += count
                 self._in_flight = batch
+                self._in_flight_finished = False
         if batch is not None:
             self._export_batch(batch)
             return False
@@ -518,7 +561,40 @@ class AccountingBatchSpanProcessor(SpanProcessor):
             log_internal_error("exporting a batch of spans", exc)
             return False
 
+    def _finish(self, batch: list[_Item], finisher: SpanFinisher) -> list[_Item] | None:
+        """Finish a taken batch; the spans to export (None: shutdown abandoned the batch meanwhile)."""
+        finished: list[_Item] = []
+        rejected: list[str | None] = []
+        for span, size in batch:
+            try:
+                clean = finisher.finish_span(span)
+            except Exception as exc:  # noqa: BLE001 - a finisher that breaks its contract still fails closed
+                log_internal_error("finishing a span", exc)
+                clean = None
+            if clean is not None:
+                finished.append((clean, size))
+                continue
+            try:
+                rejected.append(finisher.session_of(span))
+            except Exception:  # noqa: BLE001 - counted without its session
+                rejected.append(None)
+        with self._lock:
+            if self._abandoned:
+                return None  # shutdown counted the whole batch as dropped
+            for session in rejected:
+                self._reject_locked(session, REDACTOR_ERROR)
+            self._in_flight = finished
+            self._in_flight_finished = True
+        return finished
+
     def _export_batch(self, batch: list[_Item]) -> None:
+        if self._finisher is not None:
+            finished = self._finish(batch, self._finisher)
+            if not finished:
+                with self._lock:
+                    self._in_flight = []
+                return
+            batch = finished
         spans = [item[0] for item in batch]
         sessions = [_session_of(span) for span in spans]
         attempt = 0
@@ -631,8 +707,7 @@ class AccountingBatchSpanProcessor(SpanProcessor):
                 with self._lock:
                     self._abandoned = True
                     left = list(self._in_flight) + list(self._queue)
-                    for span, _ in left:
-                        session = _session_of(span)
+                    for session in self._pending_sessions_locked():
                         self._ledger.observe(session)
                         self._drop_locked(session, SHUTDOWN)
                     self._queue.clear()
@@ -655,6 +730,16 @@ class AccountingBatchSpanProcessor(SpanProcessor):
         except Exception as exc:  # noqa: BLE001
             log_internal_error("shutting down the span pipeline", exc)
 
+    def _pending_sessions_locked(self) -> list[str | None]:
+        """The session of every span queued or in flight."""
+        in_flight = self._in_flight
+        if self._in_flight_finished or self._finisher is None:
+            sessions = [_session_of(span) for span, _ in in_flight]
+        else:
+            sessions = [self._queued_session(span) for span, _ in in_flight]
+        sessions.extend(self._queued_session(span) for span, _ in self._queue)
+        return sessions
+
     def stats(self) -> PipelineStats:
         """Cumulative counts so far (a consistent snapshot). Spans queued or being exported count as observed
         and pending (found by scanning the queue: meant for occasional calls, not per span)."""
@@ -662,8 +747,7 @@ class AccountingBatchSpanProcessor(SpanProcessor):
             ledger = self._ledger
             totals = ledger.totals.copy()
             sessions = {session: counts.copy() for session, counts in ledger.sessions.items()}
-            for span, _ in (*self._in_flight, *self._queue):
-                session = _session_of(span)
+            for session in self._pending_sessions_locked():
                 counts = sessions.get(session)
                 if counts is None:
                     counts = sessions[session] = LedgerCounts()

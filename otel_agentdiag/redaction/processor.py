@@ -365,6 +365,12 @@ class RedactingSpanProcessor(SpanProcessor):
     forwarded; per ``policy.on_error`` a tombstone (ids, timing, kind, status code and
     ``agentdiag.redaction.redactor_error``) goes in its place, or nothing. Either way it is counted.
 
+    ``redact_in_worker=True`` (what ``configure()`` uses) moves the redaction off the thread that ends the span:
+    ``span_processor`` must be an :class:`~otel_agentdiag.pipeline.AccountingBatchSpanProcessor`, which then
+    queues spans as they ended and passes every one through :meth:`finish_span` on its worker thread before any
+    exporter sees it. Same policy, same fail-closed outcome, same counts; the agent's thread pays only for
+    queueing. The raw spans wait in the queue in process memory (bounded, as the SDK's own batching does).
+
     ``on_start`` is not forwarded (the wrapped processor would see a raw, mutable span); it only copies the
     enclosing agent run's conversation id onto spans that lack it, so spans from other instrumentations
     inside a run can be correlated (the id is hashed at ``on_end``).
@@ -382,6 +388,7 @@ class RedactingSpanProcessor(SpanProcessor):
         hasher: IdHasher,
         names: NameRegistry | None = None,
         propagate_conversation: bool = True,
+        redact_in_worker: bool = False,
     ) -> None:
         self._next = span_processor
         self._propagate = propagate_conversation
@@ -398,10 +405,25 @@ class RedactingSpanProcessor(SpanProcessor):
         """Failed spans replaced by a tombstone."""
         self.dropped = 0
         """Spans for which nothing was forwarded."""
+        self._in_worker = False
+        if redact_in_worker:
+            attach = getattr(span_processor, "set_finisher", None)
+            if attach is None:
+                raise TypeError(
+                    "redact_in_worker=True needs a span processor that redacts on its export thread "
+                    f"(AccountingBatchSpanProcessor); {type(span_processor).__name__} cannot"
+                )
+            attach(self)
+            self._in_worker = True
 
     @property
     def policy(self) -> p.Policy:
         return self.redactor.policy
+
+    @property
+    def redacts_in_worker(self) -> bool:
+        """Whether the wrapped batch processor redacts every span on its worker (``redact_in_worker=True``)."""
+        return self._in_worker
 
     def drift_report(self, candidates: Iterable[str] = ()) -> dict[str, Any]:
         """See :meth:`SpanRedactor.drift_report`."""
@@ -424,8 +446,22 @@ class RedactingSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         if self._shutdown:
             return
+        if self._in_worker:
+            # Queued as it ended; the batch processor's worker calls finish_span() before export.
+            self._forward(span)
+            return
+        clean, tombstone = self._redact_or_tombstone(span)
+        if clean is None:
+            self._report_rejected(span)
+        elif self._forward(clean):
+            self._count("tombstoned" if tombstone else "redacted")
+
+    def _redact_or_tombstone(self, span: ReadableSpan) -> tuple[ReadableSpan | None, bool]:
+        """The redacted span; on failure the tombstone (``on_error="tombstone"``) or None (nothing may go on);
+        and whether it is a tombstone. Counts ``failed`` and, for None, ``dropped``.
+        """
         try:
-            clean = self.redactor.redact(span)
+            return self.redactor.redact(span), False
         except Exception as exc:  # noqa: BLE001 - fail closed: never export the original
             self._count("failed")
             _logger.warning(
@@ -433,21 +469,35 @@ class RedactingSpanProcessor(SpanProcessor):
                 type(exc).__name__,
                 "a tombstone was exported instead" if self.policy.on_error == "tombstone" else "it was dropped",
             )
-            if self.policy.on_error != "tombstone":
-                self._count("dropped")
-                self._report_rejected(span)
-                return
+        if self.policy.on_error == "tombstone":
             try:
-                clean = self.redactor.tombstone(span)
+                return self.redactor.tombstone(span), True
             except Exception:  # noqa: BLE001
-                self._count("dropped")
-                self._report_rejected(span)
-                return
-            if self._forward(clean):
-                self._count("tombstoned")
-            return
-        if self._forward(clean):
-            self._count("redacted")
+                pass
+        self._count("dropped")
+        return None, False
+
+    # -- finishing on the batch processor's worker (redact_in_worker=True) ---------------------------------
+    def finish_span(self, span: ReadableSpan) -> ReadableSpan | None:
+        """:class:`~otel_agentdiag.pipeline.batching.SpanFinisher`: the span to export, or None (rejected: the
+        batch processor counts it as ``redactor_error``). Runs on the worker thread; never raises."""
+        try:
+            clean, tombstone = self._redact_or_tombstone(span)
+            if clean is not None:
+                self._count("tombstoned" if tombstone else "redacted")
+            return clean
+        except Exception as exc:  # noqa: BLE001 - counted as rejected by the caller
+            log_internal_error("redacting a span", exc)
+            return None
+
+    def session_of(self, span: ReadableSpan) -> str | None:
+        """:class:`~otel_agentdiag.pipeline.batching.SpanFinisher`: the session digest of an unfinished span."""
+        try:
+            kept = self.redactor.accounting_attributes(span)
+            found = kept.get(sc.GEN_AI_CONVERSATION_ID, kept.get(sc.SESSION_ID))
+            return found if isinstance(found, str) else None
+        except Exception:  # noqa: BLE001 - the span is still counted, without its session
+            return None
 
     def _report_rejected(self, span: ReadableSpan) -> None:
         """Tell the wrapped processor, if it keeps accounts (``record_rejected``), that a span was rejected.
@@ -457,15 +507,8 @@ class RedactingSpanProcessor(SpanProcessor):
         record = getattr(self._next, "record_rejected", None)
         if record is None:
             return
-        session = None
         try:
-            kept = self.redactor.accounting_attributes(span)
-            found = kept.get(sc.GEN_AI_CONVERSATION_ID, kept.get(sc.SESSION_ID))
-            session = found if isinstance(found, str) else None
-        except Exception:  # noqa: BLE001 - the span is still counted, without its session
-            pass
-        try:
-            record(session, p.REDACTOR_ERROR)
+            record(self.session_of(span), p.REDACTOR_ERROR)
         except Exception as exc:  # noqa: BLE001
             log_internal_error("counting a rejected span", exc)
 

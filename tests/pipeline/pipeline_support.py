@@ -141,8 +141,12 @@ class Pipeline:
 
 
 @contextmanager
-def pipeline(exporter: SpanExporter, *, policy: Policy | None = LOCAL, **batch_options: Any) -> Iterator[Pipeline]:
+def pipeline(
+    exporter: SpanExporter, *, policy: Policy | None = LOCAL, redact_in_worker: bool = True, **batch_options: Any
+) -> Iterator[Pipeline]:
     """The pipeline ``configure()`` builds, by hand: sequencer, redaction (``policy=None``: none), batching.
+
+    ``redact_in_worker=False`` redacts on the thread that ends the span instead of the batch worker.
 
     The manual wrappers trace into it for the duration of the block; it is shut down on exit.
     """
@@ -154,7 +158,9 @@ def pipeline(exporter: SpanExporter, *, policy: Policy | None = LOCAL, **batch_o
     if policy is None:
         provider.add_span_processor(batcher)
     else:
-        redacting = RedactingSpanProcessor(batcher, policy=policy, hasher=IdHasher(HASH_KEY))
+        redacting = RedactingSpanProcessor(
+            batcher, policy=policy, hasher=IdHasher(HASH_KEY), redact_in_worker=redact_in_worker
+        )
         provider.add_span_processor(redacting)
     manual.use_tracer_provider(provider)
     try:

@@ -172,7 +172,8 @@ def test_shutdown_is_bounded_when_the_exporter_hangs(store: SpanStore) -> None:
     provider.shutdown()
 
 
-def test_force_flush_writes_pending_counts_without_spans(tmp_path: Path) -> None:
+@pytest.mark.parametrize("in_worker", [True, False], ids=["redact-in-worker", "redact-on-end"])
+def test_force_flush_writes_pending_counts_without_spans(tmp_path: Path, in_worker: bool) -> None:
     broken = p.Policy(
         name="broken",
         allowed_keys={
@@ -184,7 +185,9 @@ def test_force_flush_writes_pending_counts_without_spans(tmp_path: Path) -> None
         on_error="drop",
     )
     with SpanStore(tmp_path / "t.db") as store:
-        with pipeline(SQLiteSpanExporter(store), policy=broken, schedule_delay_s=NEVER) as pipe:
+        with pipeline(
+            SQLiteSpanExporter(store), policy=broken, redact_in_worker=in_worker, schedule_delay_s=NEVER
+        ) as pipe:
             _spans(pipe.tracer(), 3, explode="boom")  # the redactor fails: nothing is forwarded
             _spans(pipe.tracer(), 2)
             assert pipe.batcher.force_flush(30_000)
@@ -215,10 +218,13 @@ def test_rejections_alone_reach_the_store_on_flush(tmp_path: Path) -> None:
         assert_identity(store)
 
 
-def test_a_tombstone_counts_as_rejected_in_memory_and_in_the_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize("in_worker", [True, False], ids=["redact-in-worker", "redact-on-end"])
+def test_a_tombstone_counts_as_rejected_in_memory_and_in_the_store(tmp_path: Path, in_worker: bool) -> None:
     broken = p.LOCAL.derive("tombstones", allowed_keys={"explode": p.Callback(lambda value: 1 / 0, "explode")})
     with SpanStore(tmp_path / "t.db") as store:
-        with pipeline(SQLiteSpanExporter(store), policy=broken, schedule_delay_s=NEVER) as pipe:
+        with pipeline(
+            SQLiteSpanExporter(store), policy=broken, redact_in_worker=in_worker, schedule_delay_s=NEVER
+        ) as pipe:
             _spans(pipe.tracer(), 1, explode="boom")
             _spans(pipe.tracer(), 1)
             assert pipe.batcher.force_flush(30_000)

@@ -23,6 +23,9 @@ def test_every_stored_span_is_numbered_and_counted(tmp_path: Path) -> None:
         assert [type(x) for x in diag.processors] == [RedactingSpanProcessor]
         assert [type(x) for x in diag.batch_processors] == [AccountingBatchSpanProcessor]
         assert diag.processors[0]._next is diag.batch_processors[0]
+        # Redaction runs in the batch worker: the batch processor, on the provider, finishes every span with it.
+        assert diag.processors[0].redacts_in_worker
+        assert diag.batch_processors[0]._finisher is diag.processors[0]
         assert run_agent(3) == expected_results(3)
         assert run_agent(1, "c-2") == expected_results(1)
         assert diag.force_flush()
