@@ -310,9 +310,7 @@ def status(
         if session_text is not None:
             session: str | None = resolve_session(store, session_text, resolve_store_path(store_path))
         else:
-            summaries = store.list_sessions()
-            named = [s for s in summaries if s.session is not None]
-            session = (named or summaries)[0].session if summaries else None
+            session = store.latest_session()  # the first named session `agentdiag sessions` lists
         result = session_status(store, session, as_of_ns=as_of_ns, stall_threshold_s=stall_threshold)
     if output_format == "json":
         _echo_json(result.to_json(with_receipt=with_receipt))

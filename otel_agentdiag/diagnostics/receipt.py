@@ -392,12 +392,14 @@ def _summary_for(summaries: Iterable[SessionSummary], session: str | None) -> Se
 def _input_for(
     store: SpanStore,
     session: str | None,
-    summaries: Sequence[SessionSummary],
+    summary: SessionSummary | None,
     stats: Sequence[SessionStats],
     spans: Sequence[StoredSpan],
-    violations: int = 0,
+    violations: int,
+    named_pruned: Callable[[], int],
 ) -> ReceiptInput:
-    summary = _summary_for(summaries, session)
+    """``summary``: the session's entry of ``store.list_sessions()``; ``named_pruned()``: the pruned counts of
+    every named session there, summed (asked only for the spans outside any session, when all were pruned)."""
     ids = {(s.trace_id, s.span_id) for s in spans}
     outside: dict[str, frozenset[str]] = {}
     traces = {s.trace_id for s in spans if s.parent_span_id is not None and (s.trace_id, s.parent_span_id) not in ids}
@@ -408,8 +410,7 @@ def _input_for(
     elif session is None and stats:
         # Spans outside any session, all pruned: the store lists no summary for them; their share of the
         # store's pruned count is what the named sessions do not account for.
-        named = sum(s.pruned_spans for s in summaries if s.session is not None)
-        pruned = max(store.store_summary().pruned_spans - named, 0)
+        pruned = max(store.store_summary().pruned_spans - named_pruned(), 0)
     else:
         pruned = 0
     cleared_spans = summary.cleared_spans if summary is not None else 0
@@ -426,22 +427,32 @@ def _input_for(
     )
 
 
+def _named_pruned(summaries: Iterable[SessionSummary]) -> int:
+    return sum(s.pruned_spans for s in summaries if s.session is not None)
+
+
 def session_receipt(store: SpanStore, session: str | None) -> Receipt:
-    """The receipt of one session (its digest; ``None`` = the spans outside any session). Reads only."""
+    """The receipt of one session (its digest; ``None`` = the spans outside any session). Reads only.
+
+    Reads the session's own rows and bookkeeping (through the session index), not the whole store.
+    """
 
     def fingerprint() -> tuple[Any, ...]:
         return (
             store.session_stats(session),
-            _summary_for(store.list_sessions(), session),
+            store.session_summary(session),
             store.violation_counts().get(session, 0) if session is not None else 0,
         )
 
     def read() -> ReceiptInput:
-        summaries = store.list_sessions()
+        summary = store.session_summary(session)
         stats = store.session_stats(session)
         # Violations whose session is not known count against the store only (see store_receipt).
         violations = store.violation_counts().get(session, 0) if session is not None else 0
-        return _input_for(store, session, summaries, stats, store.session_spans(session), violations)
+        spans = store.session_spans(session)
+        return _input_for(
+            store, session, summary, stats, spans, violations, lambda: _named_pruned(store.list_sessions())
+        )
 
     data: ReceiptInput = _consistent(read, fingerprint)
     return judge(data)
@@ -470,9 +481,16 @@ def session_receipts(store: SpanStore) -> tuple[list[Receipt], int]:
         for session in sessions:
             spans = store.session_spans(session)
             found = violations.get(session, 0) if session is not None else 0
-            receipts.append(
-                judge(_input_for(store, session, summaries, stats_by_session.get(session, []), spans, found))
+            data = _input_for(
+                store,
+                session,
+                _summary_for(summaries, session),
+                stats_by_session.get(session, []),
+                spans,
+                found,
+                lambda: _named_pruned(summaries),
             )
+            receipts.append(judge(data))
         return receipts, store.store_summary().malformed_rows
 
     result: tuple[list[Receipt], int] = _consistent(read, fingerprint)

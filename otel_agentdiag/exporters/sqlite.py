@@ -19,7 +19,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.fork import reinit_after_fork
@@ -47,7 +47,21 @@ def row_session(attributes: Mapping[str, Any]) -> str | None:
     return session if isinstance(session, str) else None
 
 
+_OBSERVERS_SEEN: dict[str, str] = {}
+"""Observer ids already checked (a process sees a handful); bounded, cleared when full."""
+
+
 def _observer(value: Any) -> str | None:
+    if type(value) is str:
+        seen = _OBSERVERS_SEEN.get(value)
+        if seen is not None:
+            return seen
+        if _OBSERVER_ID.fullmatch(value):
+            if len(_OBSERVERS_SEEN) >= 64:
+                _OBSERVERS_SEEN.clear()
+            _OBSERVERS_SEEN[value] = value
+            return value
+        return None
     return value if isinstance(value, str) and _OBSERVER_ID.fullmatch(value) else None
 
 
@@ -64,31 +78,75 @@ def _plain(attributes: Any) -> dict[str, Any]:
     return dict(attribute_items(attributes))
 
 
+_SPAN_KINDS = {kind: kind.name.lower() for kind in SpanKind}
+_SCOPE_ROWS: dict[int, tuple[Any, dict[str, Any]]] = {}
+"""Per instrumentation scope object (kept referenced, so its id is not reused): its row dict, shared by the rows
+of its spans (read-only, like the attributes), so the store encodes it once per batch. Bounded."""
+
+
+def _scope_row(scope: Any) -> dict[str, Any] | None:
+    if scope is None:
+        return None
+    found = _SCOPE_ROWS.get(id(scope))
+    if found is not None and found[0] is scope:
+        return found[1]
+    row = {"name": scope.name, "version": scope.version}
+    if len(_SCOPE_ROWS) >= 64:
+        _SCOPE_ROWS.clear()
+    _SCOPE_ROWS[id(scope)] = (scope, row)
+    return row
+
+
+def _status(code: StatusCode) -> str:
+    # Identity tests: an enum member's hash is computed in Python.
+    if code is StatusCode.UNSET:
+        return "unset"
+    if code is StatusCode.OK:
+        return "ok"
+    if code is StatusCode.ERROR:
+        return "error"
+    return _STATUS.get(code, "unset")
+
+
+def _span_kind(kind: SpanKind) -> str:
+    if kind is SpanKind.INTERNAL:
+        return "internal"
+    return _SPAN_KINDS.get(kind) or kind.name.lower()
+
+
 def span_to_row(span: ReadableSpan) -> SpanRow:
     """Convert an ended span to the store's row."""
     ctx = span.context
     if ctx is None:
         raise ValueError("span without a context")
-    attributes = _plain(span_attributes(span))
-    kind = attributes.get(sc.AGENTDIAG_KIND)
+    own = getattr(span, "_attributes", None)
+    if type(own) is dict:  # a redacted span's own dict (what span_attributes() and _plain() return for it)
+        attributes: dict[str, Any] = own if own else {}
+    else:
+        attributes = _plain(span_attributes(span))
+    get = attributes.get
+    kind = get(sc.AGENTDIAG_KIND)
+    session = get(sc.GEN_AI_CONVERSATION_ID, get(sc.SESSION_ID))  # as row_session()
     scope = span.instrumentation_scope
+    parent = span.parent
     events, links = span.events, span.links
+    # Positional, in field order: a frozen dataclass's keyword arguments cost more.
     return SpanRow(
-        trace_id=f"{ctx.trace_id:032x}",
-        span_id=f"{ctx.span_id:016x}",
-        parent_span_id=None if span.parent is None else f"{span.parent.span_id:016x}",
-        name=span.name,
-        kind=kind if isinstance(kind, str) and kind in _KINDS else sc.KIND_OTHER,
-        span_kind=span.kind.name.lower(),
-        start_ns=span.start_time or 0,
-        end_ns=span.end_time,
-        status=_STATUS.get(span.status.status_code, "unset"),
-        session=row_session(attributes),
-        attributes=attributes,
-        events=[{"name": e.name, "time_ns": e.timestamp, "attributes": _plain(e.attributes)} for e in events]
+        f"{ctx.trace_id:032x}",
+        f"{ctx.span_id:016x}",
+        None if parent is None else f"{parent.span_id:016x}",
+        span.name,
+        kind if isinstance(kind, str) and kind in _KINDS else sc.KIND_OTHER,
+        _span_kind(span.kind),
+        span.start_time or 0,
+        span.end_time,
+        _status(span.status.status_code),
+        session if isinstance(session, str) else None,
+        attributes,
+        [{"name": e.name, "time_ns": e.timestamp, "attributes": _plain(e.attributes)} for e in events]
         if events
         else [],
-        links=[
+        [
             {
                 "trace_id": f"{link.context.trace_id:032x}",
                 "span_id": f"{link.context.span_id:016x}",
@@ -99,10 +157,10 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
         if links
         else [],
         # The resource mapping itself: spans of one provider share it, and the store caches by identity.
-        resource=span.resource.attributes,
-        scope=None if scope is None else {"name": scope.name, "version": scope.version},
-        observer=_observer(attributes.get(sc.AGENTDIAG_OBSERVER_ID)),
-        sequence=_sequence(attributes.get(sc.AGENTDIAG_SEQUENCE)),
+        span.resource.attributes,
+        _scope_row(scope),
+        _observer(get(sc.AGENTDIAG_OBSERVER_ID)),
+        _sequence(get(sc.AGENTDIAG_SEQUENCE)),
     )
 
 

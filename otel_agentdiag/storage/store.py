@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import heapq
 import json
 import logging
 import os
@@ -39,7 +40,18 @@ FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE_STRING = json.encoder.encode_basestring
+
+
+def _encode(value: Any) -> str:
+    """``_ENCODER.encode(value)`` for a dict or list, without the set-up ``encode`` repeats on every call."""
+    if _C_MAKE_ENCODER is None:
+        return _ENCODER.encode(value)
+    # A fresh markers dict per call, as JSONEncoder.iterencode makes (circular references raise ValueError).
+    encode = _C_MAKE_ENCODER({}, _ENCODER.default, _ENCODE_STRING, None, ":", ",", False, False, False)
+    return "".join(encode(value, 0))
 
 
 def row_json(value: Any) -> str:
@@ -47,7 +59,9 @@ def row_json(value: Any) -> str:
     if not value:
         return "[]" if isinstance(value, (list, tuple)) else "{}"
     try:
-        return _ENCODE(value)
+        if type(value) is dict or type(value) is list:
+            return _encode(value)
+        return _ENCODER.encode(value)
     except ValueError:
         return canonical_json(value)
 
@@ -254,6 +268,16 @@ _INSERT_SPAN = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (trace_id, span_id) DO NOTHING"
 )
+
+_TRACE_TOTALS = "SELECT MIN(start_ns), MAX(session), COUNT(*), SUM(status = 'error') FROM spans WHERE trace_id = ?"
+"""What ``list_traces`` shows of one trace (its GROUP BY row, read through the key)."""
+
+_NOTHING = object()
+"""A sentinel no row field is."""
+
+_ROWID_OF_SPAN = "SELECT rowid FROM spans WHERE trace_id = ? AND span_id = ?"
+_MAX_ROWID = (1 << 63) - 1
+"""SQLite's largest rowid: once a table holds it, new rows get random unused rowids."""
 
 _SPAN_COLUMNS = (
     "s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.span_kind, s.start_ns, s.end_ns, s.status,"
@@ -464,6 +488,12 @@ class SpanStore:
             last_key: tuple[str, str] | None = None
             tally = _Tally()
             resource_id = self._resource_id
+            # Spans of one provider and tracer share their resource mapping and scope dict: within this batch,
+            # the same object gets the same resource row and the same JSON.
+            last_resource: Any = _NOTHING
+            last_scope: Any = _NOTHING
+            rid = 0
+            s_json: str | None = None
             for row in rows:
                 session = row.session or ""
                 observer = row.observer or default_observer
@@ -481,15 +511,22 @@ class SpanStore:
                         continue
                 attributes = row.attributes
                 a_json = row_json(attributes)
-                e_json = row_json(row.events)
-                l_json = row_json(row.links)
-                s_json = None if row.scope is None else row_json(row.scope)
+                events, links, scope = row.events, row.links, row.scope
+                e_json = row_json(events) if events or not isinstance(events, (list, tuple)) else "[]"
+                l_json = row_json(links) if links or not isinstance(links, (list, tuple)) else "[]"
+                if scope is not last_scope:
+                    last_scope = scope
+                    s_json = None if scope is None else row_json(scope)
+                resource = row.resource
+                if resource is not last_resource:
+                    last_resource = resource
+                    rid = resource_id(resource)
                 name = row.name
                 # UTF-8 bytes of the name and the JSON columns (a non-text name counts as SQLite casts it).
                 joined = f"{name}{a_json}{e_json}{l_json}{s_json or ''}"
                 size = len(joined) if joined.isascii() else nbytes(joined)
                 if size > max_span:
-                    fitted = fit_span(attributes, row.events, a_json, e_json, size, max_span, row_json)
+                    fitted = fit_span(attributes, events, a_json, e_json, size, max_span, row_json)
                     if fitted is not None:
                         a_json, e_json, size = fitted.attributes_json, fitted.events_json, fitted.size
                         oversize += fitted.dropped_attributes
@@ -508,7 +545,7 @@ class SpanStore:
                         a_json,
                         e_json,
                         l_json,
-                        resource_id(row.resource),
+                        rid,
                         s_json,
                         observer or None,
                         row.sequence,
@@ -671,28 +708,62 @@ class SpanStore:
         return gates
 
     def _insert(self, params: list[tuple[Any, ...]]) -> list[bool]:
-        """Insert the rows; returns, per row, whether it was new (False: that span is already stored)."""
+        """Insert the rows; returns, per row, whether it was new (False: that span is already stored, or an
+        earlier row of the batch has its ids).
+
+        One ``executemany`` and no savepoint (a savepoint copies every page it dirties into a statement
+        journal). When some rows were not inserted, which ones is read back: a row inserted now has a rowid
+        above the table's largest before the insert (SQLite gives a new row the largest rowid + 1 while that
+        is below its maximum; near the maximum the rows are checked before the insert instead).
+        """
         if not params:
             return []
         conn = self._conn
+        (top,) = conn.execute("SELECT max(rowid) FROM spans").fetchone()
+        top = 0 if top is None else int(top)
+        if top > _MAX_ROWID - len(params):
+            return self._insert_checked(params)
         before = conn.total_changes
-        conn.execute("SAVEPOINT agentdiag_insert")
         conn.executemany(_INSERT_SPAN, params)
-        if conn.total_changes - before == len(params):
-            conn.execute("RELEASE agentdiag_insert")
+        added = conn.total_changes - before
+        if added == len(params):
             return [True] * len(params)
-        # Some spans were stored already: redo the batch row by row to know which.
-        conn.execute("ROLLBACK TO agentdiag_insert")
-        conn.execute("RELEASE agentdiag_insert")
-        flags = []
+        flags: list[bool] = []
+        seen: set[tuple[str, str]] = set()
         for row in params:
-            before = conn.total_changes
-            conn.execute(_INSERT_SPAN, row)
-            flags.append(conn.total_changes != before)
+            key = (row[0], row[1])
+            if key in seen:
+                flags.append(False)
+                continue
+            seen.add(key)
+            found = conn.execute(_ROWID_OF_SPAN, key).fetchone()
+            flags.append(found is not None and found[0] > top)
+        if sum(flags) != added:
+            raise StoreError(f"{added} of {len(params)} spans were inserted, but {sum(flags)} are new")
+        return flags
+
+    def _insert_checked(self, params: list[tuple[Any, ...]]) -> list[bool]:
+        """:meth:`_insert` for a table whose rowids are near the maximum: which spans are stored is read first."""
+        conn = self._conn
+        flags: list[bool] = []
+        seen: set[tuple[str, str]] = set()
+        new: list[tuple[Any, ...]] = []
+        for row in params:
+            key = (row[0], row[1])
+            fresh = key not in seen and conn.execute(_ROWID_OF_SPAN, key).fetchone() is None
+            seen.add(key)
+            flags.append(fresh)
+            if fresh:
+                new.append(row)
+        before = conn.total_changes
+        conn.executemany(_INSERT_SPAN, new)
+        if conn.total_changes - before != len(new):
+            raise StoreError(f"{conn.total_changes - before} of {len(new)} new spans were inserted")
         return flags
 
     def _upsert_stats(self, tallies: dict[tuple[str, str], _Tally]) -> None:
         conn = self._conn
+        plain: list[tuple[str, str, int, int, int, int]] = []  # rows with no rejections or drops: one executemany
         for (observer, session), t in tallies.items():
             if t.rejected or t.dropped:
                 found = conn.execute(
@@ -720,14 +791,16 @@ class SpanStore:
                     ),
                 )
             else:
-                conn.execute(
-                    "INSERT INTO session_stats (observer, session, observed, accepted, stored, duplicates)"
-                    " VALUES (?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (observer, session) DO UPDATE SET observed = observed + excluded.observed,"
-                    " accepted = accepted + excluded.accepted, stored = stored + excluded.stored,"
-                    " duplicates = duplicates + excluded.duplicates",
-                    (observer, session, t.observed, t.accepted, t.stored, t.duplicates),
-                )
+                plain.append((observer, session, t.observed, t.accepted, t.stored, t.duplicates))
+        if plain:
+            conn.executemany(
+                "INSERT INTO session_stats (observer, session, observed, accepted, stored, duplicates)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (observer, session) DO UPDATE SET observed = observed + excluded.observed,"
+                " accepted = accepted + excluded.accepted, stored = stored + excluded.stored,"
+                " duplicates = duplicates + excluded.duplicates",
+                plain,
+            )
 
     def _upsert_observers(self, accounting: Accounting | None, seen: set[str], now: int) -> None:
         conn = self._conn
@@ -777,16 +850,14 @@ class SpanStore:
         total = Pruned()
         if not added:
             return total
-        spans = size = 0
-        for session, (count, nbytes_) in added.items():
-            spans += count
-            size += nbytes_
-            conn.execute(
-                "INSERT INTO sessions (session, span_count, bytes) VALUES (?, ?, ?)"
-                " ON CONFLICT (session) DO UPDATE SET span_count = span_count + excluded.span_count,"
-                " bytes = bytes + excluded.bytes",
-                (session, count, nbytes_),
-            )
+        spans = sum(count for count, _bytes in added.values())
+        size = sum(nbytes_ for _count, nbytes_ in added.values())
+        conn.executemany(
+            "INSERT INTO sessions (session, span_count, bytes) VALUES (?, ?, ?)"
+            " ON CONFLICT (session) DO UPDATE SET span_count = span_count + excluded.span_count,"
+            " bytes = bytes + excluded.bytes",
+            [(session, count, nbytes_) for session, (count, nbytes_) in added.items()],
+        )
         _spans, store_bytes = self._store_totals()
         conn.execute(
             "UPDATE store_stats SET span_count = span_count + ?, total_bytes = total_bytes + ? WHERE id = 1",
@@ -796,9 +867,19 @@ class SpanStore:
         for entry in prune_by_age(conn, limits, now).values():
             total.add(entry)
         if limits.max_session_spans is not None or limits.max_session_bytes is not None:
-            for session in added:
-                found = conn.execute("SELECT span_count, bytes FROM sessions WHERE session = ?", (session,)).fetchone()
-                for entry in prune_session(conn, limits, session, found[0], found[1]).values():
+            # Read after pruning by age; pruning one session changes no other session's counts.
+            keys = list(added)
+            counts: dict[str, tuple[int, int]] = {}
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                for session, span_count, nbytes_ in conn.execute(
+                    f"SELECT session, span_count, bytes FROM sessions WHERE session IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                ):
+                    counts[session] = (span_count, nbytes_)
+            for session in keys:
+                span_count, nbytes_ = counts[session]
+                for entry in prune_session(conn, limits, session, span_count, nbytes_).values():
                     total.add(entry)
         if limits.max_store_bytes is not None and store_bytes - total.bytes > limits.max_store_bytes:
             for entry in prune_store(conn, limits, store_bytes - total.bytes).values():
@@ -811,13 +892,23 @@ class SpanStore:
             return int(self._conn.execute("SELECT COUNT(*) FROM spans").fetchone()[0])
 
     def list_traces(self, *, limit: int | None = None) -> list[TraceSummary]:
-        """Traces, newest first (by the start of their earliest span)."""
+        """Traces, newest first (by the start of their earliest span; ties by trace id).
+
+        With a ``limit`` the newest traces are found by walking the start index from the newest span, so the
+        cost follows the spans newer than the last trace listed, not the size of the store.
+        """
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT trace_id, MIN(start_ns), MAX(session), COUNT(*), SUM(status = 'error')"
-                " FROM spans GROUP BY trace_id ORDER BY MIN(start_ns) DESC, trace_id LIMIT ?",
-                (-1 if limit is None else limit,),
-            ).fetchall()
+            if limit is None or limit < 1:
+                rows = self._conn.execute(
+                    "SELECT trace_id, MIN(start_ns), MAX(session), COUNT(*), SUM(status = 'error')"
+                    " FROM spans GROUP BY trace_id ORDER BY MIN(start_ns) DESC, trace_id LIMIT ?",
+                    (-1 if limit is None else limit,),
+                ).fetchall()
+            else:
+                rows = [
+                    (trace_id, *self._conn.execute(_TRACE_TOTALS, (trace_id,)).fetchone())
+                    for trace_id in self._newest_trace_ids(limit)
+                ]
             out = []
             for trace_id, start_ns, session, count, errors in rows:
                 root = self._conn.execute(
@@ -839,6 +930,35 @@ class SpanStore:
                     )
                 )
             return out
+
+    def _newest_trace_ids(self, limit: int) -> list[str]:
+        """The ``limit`` trace ids with the latest earliest start (ties: smallest id first), newest first.
+
+        Spans are read newest start first; each new trace's earliest start is looked up by its key. Once
+        ``limit`` traces are known, a trace not seen yet has every span at or before the current position, so
+        the walk stops when the position falls below the ``limit``-th latest earliest start found. Call with
+        the lock held.
+        """
+        conn = self._conn
+        earliest: dict[str, int] = {}
+        heap: list[int] = []  # the `limit` latest earliest starts found so far (smallest first)
+        cursor = conn.execute("SELECT start_ns, trace_id FROM spans ORDER BY start_ns DESC")
+        try:
+            for start_ns, trace_id in cursor:
+                if len(heap) == limit and start_ns < heap[0]:
+                    break
+                if trace_id in earliest:
+                    continue
+                (first,) = conn.execute("SELECT MIN(start_ns) FROM spans WHERE trace_id = ?", (trace_id,)).fetchone()
+                earliest[trace_id] = first
+                if len(heap) < limit:
+                    heapq.heappush(heap, first)
+                elif first > heap[0]:
+                    heapq.heapreplace(heap, first)
+        finally:
+            cursor.close()
+        ordered = sorted(earliest.items(), key=lambda item: (-item[1], item[0]))
+        return [trace_id for trace_id, _first in ordered[:limit]]
 
     def resolve_trace_id(self, text: str) -> str:
         """The full trace id for ``text`` (a full id or a unique prefix of at least 4 hex digits)."""
@@ -935,6 +1055,65 @@ class SpanStore:
             )
         out.sort(key=lambda s: (s.last_activity_ns is None, -(s.last_activity_ns or 0), s.session or ""))
         return out
+
+    def session_summary(self, session: str | None) -> SessionSummary | None:
+        """The entry :meth:`list_sessions` has for ``session`` (None: spans outside any session), or None when it
+        has none; read through the session index, so its cost follows the session's size, not the store's."""
+        key = session or ""
+        where = "session = ?" if key else "(session IS NULL OR session = ?)"
+        with self._lock:
+            count, size, first, last, traces = self._conn.execute(
+                "SELECT COUNT(*), coalesce(SUM(size), 0), MIN(start_ns),"
+                " MAX(max(coalesce(end_ns, start_ns), start_ns)), group_concat(DISTINCT trace_id)"
+                f" FROM spans WHERE {where}",
+                (key,),
+            ).fetchone()
+            known = self._conn.execute(
+                "SELECT cleared_at_ns, generation, pruned_spans, cleared_spans FROM sessions WHERE session = ?", (key,)
+            ).fetchone()
+        if not count and (not key or known is None):
+            return None
+        cleared, generation, pruned, cleared_spans = known if known is not None else (None, 0, 0, 0)
+        return SessionSummary(
+            session=key or None,
+            span_count=int(count),
+            bytes=int(size) if count else 0,
+            first_start_ns=first,
+            last_activity_ns=last,
+            trace_ids=tuple(sorted(str(traces).split(","))) if traces else (),
+            cleared_at_ns=cleared,
+            generation=int(generation or 0),
+            pruned_spans=int(pruned or 0),
+            cleared_spans=int(cleared_spans or 0),
+        )
+
+    def latest_session(self) -> str | None:
+        """The first named session :meth:`list_sessions` lists (newest activity; ties: the smallest digest), or
+        None when it lists none: what ``agentdiag status`` shows by default.
+
+        Read through the start and end indexes: the newest activity of any span is its end or its start, so
+        it is the larger of the newest end and the newest start among spans of a named session.
+        """
+        with self._lock:
+            conn = self._conn
+            newest: int | None = None
+            for column in ("end_ns", "start_ns"):
+                found = conn.execute(
+                    f"SELECT {column} FROM spans WHERE {column} IS NOT NULL AND session <> ''"
+                    f" ORDER BY {column} DESC LIMIT 1"
+                ).fetchone()
+                if found is not None and (newest is None or found[0] > newest):
+                    newest = found[0]
+            if newest is None:
+                # No named session has rows: those left are cleared or pruned empty, listed by digest.
+                (session,) = conn.execute("SELECT MIN(session) FROM sessions WHERE session <> ''").fetchone()
+                return None if session is None else str(session)
+            # A span that ends or starts at the newest moment has it as its activity (nothing is newer).
+            (session,) = conn.execute(
+                "SELECT MIN(session) FROM spans WHERE session <> '' AND (end_ns = ? OR start_ns = ?)",
+                (newest, newest),
+            ).fetchone()
+        return str(session)
 
     def session_stats(self, session: str | _AllSessions | None = ALL_SESSIONS) -> list[SessionStats]:
         """Cumulative stats rows, of one session (None: outside any session) or of all (the default)."""

@@ -309,6 +309,57 @@ def test_malformed_observer_or_sequence_is_not_stored_as_such() -> None:
         assert (row.observer, row.sequence) == (None, None)
 
 
+@pytest.mark.parametrize("kind", list(SpanKind))
+@pytest.mark.parametrize("code", list(StatusCode))
+def test_every_span_kind_and_status_code_is_named(kind: SpanKind, code: StatusCode) -> None:
+    (span,) = make_spans(1)
+    odd = ReadableSpan(
+        name="odd", context=span.context, kind=kind, status=Status(code), start_time=1, end_time=2, attributes={}
+    )
+    row = span_to_row(odd)
+    assert row.span_kind == kind.name.lower()
+    assert row.status == {StatusCode.UNSET: "unset", StatusCode.OK: "ok", StatusCode.ERROR: "error"}[code]
+    assert row.attributes == {}
+
+
+def test_observer_ids_checked_once_are_still_checked_exactly() -> None:
+    """Valid observer ids are remembered; anything else (or a str subclass) goes through the full check."""
+
+    class Text(str):
+        pass
+
+    (span,) = make_spans(1)
+
+    def observer_of(value: object) -> str | None:
+        odd = ReadableSpan(
+            name="odd", context=span.context, attributes={"agentdiag.observer.id": value}, start_time=1, end_time=2
+        )
+        return span_to_row(odd).observer
+
+    assert observer_of("0123456789abcdef") == "0123456789abcdef"
+    assert observer_of("0123456789abcdef") == "0123456789abcdef"
+    assert observer_of(Text("fedcba9876543210")) == "fedcba9876543210"
+    assert observer_of("0123456789abcde") is None
+    assert observer_of("0123456789abcdef0") is None
+    for i in range(200):  # more distinct ids than the memo holds
+        assert observer_of(f"{i:016x}") == f"{i:016x}"
+    assert observer_of("0123456789ABCDEF") is None
+
+
+def test_spans_of_one_tracer_share_their_scope_row() -> None:
+    memory = InMemorySpanExporter()
+    provider = _provider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    for name, version in (("scope-a", "1"), ("scope-a", "1"), ("scope-b", None)):
+        with provider.get_tracer(name, version).start_as_current_span("s"):
+            pass
+    provider.shutdown()
+    spans = memory.get_finished_spans()
+    a1, a2, b = (span_to_row(s) for s in spans)
+    assert a1.scope == a2.scope == {"name": "scope-a", "version": "1"}
+    assert b.scope == {"name": "scope-b", "version": spans[2].instrumentation_scope.version}
+
+
 def test_export_with_accounting_writes_counts_in_the_same_transaction(tmp_path: Path) -> None:
     path = tmp_path / "traces.db"
     spans, sequencer = _numbered_spans(2)

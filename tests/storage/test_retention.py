@@ -91,6 +91,17 @@ def test_session_span_limit_under_many_sessions(path: Path) -> None:
         assert summary.pruned_bytes == sum(b for _n, b in counts.values())
 
 
+def test_session_limits_apply_to_every_session_of_a_batch_of_many_sessions(path: Path) -> None:
+    """The sessions a batch touched are read in chunks (of 500): each is still pruned to its limit."""
+    with SpanStore(path, retention=limits(max_session_spans=1)) as store:
+        rows = [row(2 * s + k, session=f"s{s:04d}", trace_id=f"{s:032x}") for s in range(1_200) for k in range(2)]
+        result = store.write_batch(rows)
+        assert (result.inserted, result.pruned) == (2_400, 1_200)
+        assert session_rows(path, "s0000") == [span_id(1)]
+        assert session_rows(path, "s1199") == [span_id(2 * 1199 + 1)]
+        check_ledger(path)
+
+
 def test_session_byte_limit_prunes_oldest_until_within(path: Path) -> None:
     with SpanStore(path, retention=NO_LIMITS) as probe:
         probe.write_batch([row(0, session="probe")])

@@ -16,7 +16,7 @@ from otel_agentdiag.storage import LATEST_VERSION, SpanRow, SpanStore, StoreErro
 LEDGER_CHECK = "no-sizes"
 """Some tests edit JSON columns by hand (sizes then differ from the text); the counts must still balance."""
 
-SPAN_INDEXES = {"spans_session", "spans_start", "spans_kind", "spans_name", "spans_status"}
+SPAN_INDEXES = {"spans_session", "spans_start", "spans_end", "spans_kind", "spans_name", "spans_status"}
 
 
 @pytest.fixture(autouse=True)
@@ -366,6 +366,97 @@ def test_list_traces_newest_first(tmp_path: Path) -> None:
         assert newest.status == "unset"
         assert newest.session == "s1"
         assert [s.trace_id for s in store.list_traces(limit=2)] == ["3" * 32, "2" * 32]
+
+
+def _random_store(store: SpanStore, seed: int) -> None:
+    """Traces that overlap in time, share start times (ties), span sessions and lack some ends."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for t in range(40):
+        trace_id = f"{rng.randrange(16**32):032x}" if t % 7 else f"{t:032x}"
+        root_start = rng.choice([100, 200, 300]) if t % 5 == 0 else rng.randrange(0, 2_000)
+        root = span_id(1000 * t)
+        session = rng.choice(["s-a", "s-b", "s-c", None])
+        end = root_start + rng.randrange(0, 3_000)
+        rows.append(make_row(trace_id, root, start_ns=root_start, end_ns=end, session=session, kind="run"))
+        for c in range(rng.randrange(0, 6)):
+            start = root_start + rng.randrange(0, 400)
+            rows.append(
+                make_row(
+                    trace_id,
+                    span_id(1000 * t + c + 1),
+                    parent_span_id=root,
+                    start_ns=start,
+                    end_ns=None if rng.random() < 0.2 else start + rng.randrange(0, 4_000),
+                    status=rng.choice(["ok", "error", "unset"]),
+                    session=rng.choice([session, "s-d"]),
+                )
+            )
+    store.write_spans(rows)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_list_traces_with_a_limit_walks_the_index_to_the_same_answer(tmp_path: Path, seed: int) -> None:
+    with SpanStore(tmp_path / "traces.db") as store:
+        _random_store(store, seed)
+        everything = store.list_traces()
+        assert len(everything) == 40
+        for limit in (1, 2, 3, 7, 39, 40, 41, 100):
+            assert store.list_traces(limit=limit) == everything[:limit]
+        assert store.list_traces(limit=0) == []
+
+
+def test_list_traces_with_a_limit_keeps_ties_at_the_boundary(tmp_path: Path) -> None:
+    """Traces tied on the last listed start are all considered; the smallest id wins, whatever the write order."""
+    with SpanStore(tmp_path / "traces.db") as store:
+        store.write_spans([make_row("1" * 32, span_id(1), start_ns=100)])
+        store.write_spans([make_row("2" * 32, span_id(2), start_ns=100)])
+        store.write_spans([make_row("3" * 32, span_id(3), start_ns=200)])
+        assert [t.trace_id for t in store.list_traces(limit=2)] == ["3" * 32, "1" * 32]
+        assert [t.trace_id for t in store.list_traces(limit=2)] == [t.trace_id for t in store.list_traces()][:2]
+
+
+def test_session_summary_is_the_entry_list_sessions_has(tmp_path: Path) -> None:
+    with SpanStore(tmp_path / "traces.db") as store:
+        _random_store(store, 11)
+        store.clear_session("s-c")
+        store.write_spans([make_row("e" * 32, span_id(1), session="", start_ns=5)])  # an empty-string session
+        listed = {s.session: s for s in store.list_sessions()}
+        assert set(listed) >= {"s-a", "s-b", "s-c", "s-d", None}
+        for session in ("s-a", "s-b", "s-c", "s-d", None, "unknown"):
+            assert store.session_summary(session) == listed.get(session)
+        assert store.session_summary("") == listed[None]
+
+
+def test_latest_session_is_the_first_named_session_listed(tmp_path: Path) -> None:
+    def first_named(store: SpanStore) -> str | None:
+        named = [s.session for s in store.list_sessions() if s.session is not None]
+        return named[0] if named else None
+
+    with SpanStore(tmp_path / "traces.db") as store:
+        assert store.latest_session() is None
+        store.write_spans([make_row("f" * 32, span_id(1), start_ns=10, end_ns=99_000)])  # no session
+        assert store.latest_session() is None
+        for seed in range(4):
+            _random_store(store, seed)
+            assert store.latest_session() == first_named(store)
+        # A long span that ended last, although it started first.
+        store.write_spans([make_row("d" * 32, span_id(7), session="s-long", start_ns=-5_000, end_ns=50_000)])
+        assert store.latest_session() == first_named(store) == "s-long"
+        # Ties on the newest moment (an end equal to another's start): the smallest digest.
+        store.write_spans(
+            [
+                make_row("d" * 32, span_id(8), session="s-tie-b", start_ns=60_000, end_ns=None),
+                make_row("d" * 32, span_id(9), session="s-tie-a", start_ns=100, end_ns=60_000),
+            ]
+        )
+        assert store.latest_session() == first_named(store) == "s-tie-a"
+        # Only sessions without rows left (cleared): listed by digest.
+        for session in {s.session for s in store.list_sessions() if s.session}:
+            store.clear_session(session)
+        assert store.latest_session() == first_named(store) == "s-a"
 
 
 def test_list_traces_on_empty_store(tmp_path: Path) -> None:

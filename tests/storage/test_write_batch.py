@@ -183,6 +183,76 @@ def test_duplicates_within_one_batch(store: SpanStore, path: Path) -> None:
     assert summary.span_count == 3
 
 
+def test_duplicates_after_the_newest_rows_were_deleted(store: SpanStore, path: Path) -> None:
+    """Rows inserted now are told from stored ones by rowid: deleting the newest rows lowers the largest rowid."""
+    store.write_batch([row(i) for i in range(6)])
+    store.clear_session("sess-a", now_ns=T0 - 1)  # deletes every row (a gate before the rows: none is dropped)
+    assert query(path, "SELECT max(rowid) FROM spans") == [(None,)]
+    store.write_batch([row(1, session="sess-b"), row(2, session="sess-b")])
+    result = store.write_batch(
+        [row(2, session="sess-b"), row(7, session="sess-b"), row(1, session="sess-b"), row(7, session="sess-b")]
+    )
+    assert (result.inserted, result.duplicates) == (1, 3)
+    s = stats_rows(path)[(OBS, "sess-b")]
+    assert (s["observed"], s["stored"], s["duplicates"]) == (6, 3, 3)
+    assert sorted(sp.span_id for sp in store.session_spans("sess-b")) == [span_id(1), span_id(2), span_id(7)]
+
+
+def test_duplicates_when_rowids_are_near_the_maximum(store: SpanStore, path: Path) -> None:
+    """Near SQLite's largest rowid new rows get random rowids: which spans are new is read before the insert."""
+    store.write_batch([row(1), row(2)])
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("UPDATE spans SET rowid = 9223372036854775807 - 1 WHERE span_id = ?", (span_id(2),))
+    finally:
+        conn.close()
+    result = store.write_batch([row(2), row(3), row(1), row(4), row(3)])
+    assert (result.inserted, result.duplicates) == (2, 3)
+    s = stats_rows(path)[(OBS, "sess-a")]
+    assert (s["observed"], s["stored"], s["duplicates"]) == (7, 4, 3)
+    assert sorted(sp.span_id for sp in store.session_spans("sess-a")) == [span_id(i) for i in range(1, 5)]
+
+
+def test_a_batch_is_written_without_a_savepoint(store: SpanStore) -> None:
+    """A savepoint would copy every page the insert dirties into a statement journal."""
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    store.write_batch([row(i) for i in range(3)])
+    store.write_batch([row(2), row(3)])  # with a duplicate
+    store._conn.set_trace_callback(None)
+    assert not [sql for sql in statements if "SAVEPOINT" in sql.upper() or "ROLLBACK" in sql.upper()]
+    assert store.span_count() == 4
+
+
+def test_rows_sharing_a_scope_and_resource_get_the_same_columns(store: SpanStore, path: Path) -> None:
+    """Within a batch the scope's JSON and the resource row are looked up once per object; equal copies and
+    other objects get theirs."""
+    shared_scope = {"name": "tests", "version": "1"}
+    other_resource = {"service.name": "other"}
+    rows = [
+        replace(row(1), scope=shared_scope),
+        replace(row(2), scope=shared_scope),
+        replace(row(3), scope={"name": "tests", "version": "2"}),
+        replace(row(4), scope=None, resource=other_resource),
+        replace(row(5), scope=shared_scope, resource=other_resource),
+        replace(row(6), scope={"version": "1", "name": "tests"}),
+    ]
+    store.write_batch(rows)
+    found = query(
+        path,
+        "SELECT s.span_id, s.scope, r.attributes FROM spans s JOIN resources r ON r.id = s.resource_id"
+        " ORDER BY s.span_id",
+    )
+    assert found == [
+        (span_id(1), '{"name":"tests","version":"1"}', '{"service.name":"storage-test"}'),
+        (span_id(2), '{"name":"tests","version":"1"}', '{"service.name":"storage-test"}'),
+        (span_id(3), '{"name":"tests","version":"2"}', '{"service.name":"storage-test"}'),
+        (span_id(4), None, '{"service.name":"other"}'),
+        (span_id(5), '{"name":"tests","version":"1"}', '{"service.name":"other"}'),
+        (span_id(6), '{"version":"1","name":"tests"}', '{"service.name":"storage-test"}'),
+    ]
+
+
 def test_duplicate_counted_for_its_own_observer_and_session(store: SpanStore, path: Path) -> None:
     store.write_batch([row(1), row(2, session="sess-b")])
     store.write_batch([row(1), row(2, session="sess-b", observer=OTHER), row(3, session="sess-b")])

@@ -1,0 +1,50 @@
+"""Migration 4 (the end time index) on a store written with schema version 3."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from storage_helpers import query, row
+
+from otel_agentdiag.storage import LATEST_VERSION, SpanStore
+
+
+def _as_v3(path: Path) -> None:
+    """Turn a current store into the version-3 store it was before migration 4 (same tables and rows)."""
+    query(path, "DROP INDEX spans_end")
+    query(path, "DELETE FROM schema_migrations WHERE version = 4")
+
+
+def _plan(path: Path, sql: str) -> str:
+    return " | ".join(r[3] for r in query(path, "EXPLAIN QUERY PLAN " + sql))
+
+
+def test_v3_store_gets_the_end_index_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    with SpanStore(path) as store:
+        store.write_batch([row(i, session="sess-a" if i % 2 else "sess-b") for i in range(6)])
+    _as_v3(path)
+    before = query(path, "SELECT * FROM spans ORDER BY rowid")
+    assert query(path, "SELECT 1 FROM sqlite_master WHERE name = 'spans_end'") == []
+
+    with SpanStore(path, create=False) as store:
+        versions = [r[0] for r in query(path, "SELECT version FROM schema_migrations ORDER BY 1")]
+        assert versions == list(range(1, LATEST_VERSION + 1))
+        assert LATEST_VERSION >= 4
+        assert query(path, "SELECT sql FROM sqlite_master WHERE name = 'spans_end'") == [
+            ("CREATE INDEX spans_end ON spans(end_ns)",)
+        ]
+        assert query(path, "SELECT * FROM spans ORDER BY rowid") == before
+        assert store.latest_session() == "sess-a"  # span 5 ends last
+        # What `agentdiag status` asks for the newest session is answered from the index, not by a scan.
+        plan = _plan(path, "SELECT end_ns FROM spans WHERE end_ns IS NOT NULL AND session <> '' ORDER BY end_ns DESC")
+        assert "spans_end" in plan
+        assert "TEMP B-TREE" not in plan
+
+
+def test_reopening_a_v4_store_applies_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    SpanStore(path).close()
+    applied = query(path, "SELECT version, applied_at FROM schema_migrations ORDER BY 1")
+    SpanStore(path, create=False).close()
+    assert query(path, "SELECT version, applied_at FROM schema_migrations ORDER BY 1") == applied
