@@ -1,202 +1,164 @@
-"""``python -m benchmarks [--quick] [--output FILE]``: per-span cost of the pipeline against the bare SDK.
+"""``python -m benchmarks [--quick] [--only NAME,...] [--phoenix] [--output FILE]``: every benchmark, one report.
 
-Every variant runs in every round, in rotating order; a figure is the median over rounds of the *paired*
-ratio variant/baseline within a round (absolute times on a shared machine move by up to 50% between runs,
-paired ratios by a few percent; see ``shared/research/perf.md``).
+Runs each benchmark of this folder in turn (each measures its variants against a baseline in the same run, as
+paired ratios; see each module's docstring), collects their results and goals into one JSON file
+(``benchmarks/results/latest.json`` by default) and prints one table of goals with the measured values.
 
-Variants (each a fresh TracerProvider per round, not timed):
+The exit status says whether every benchmark *ran*: 0 when all did, 1 when one raised (its error is in the
+JSON and on stderr; the others still run). A missed goal is a finding, reported in the table and the JSON,
+never a failure: timings on a shared machine are not a test.
 
-- ``bare``: opentelemetry-sdk + BatchSpanProcessor + a no-op exporter (the baseline);
-- ``redact_noop``: RedactingSpanProcessor(strict, HMAC) + BatchSpanProcessor + no-op exporter (redaction alone);
-- ``agentdiag``: the default local pipeline ``configure()`` builds: SessionSequencer + RedactingSpanProcessor
-  (local, HMAC) + AccountingBatchSpanProcessor + SQLiteSpanExporter into a temporary store.
-
-Shapes: ``span``: one span with 10 GenAI attributes (two of them correlation IDs); ``iteration``: one agent
-iteration through the manual wrappers (iteration > llm call with usage + tool call), the same wrappers
-on both variants. Metrics: caller-thread CPU per span (``thread_time``), and CPU of all threads per span
-from the first span to the end of ``force_flush`` (``process_time``: the export thread's work counts).
+``--quick`` runs every benchmark in its short form (a few minutes in all; what CI runs through
+``tests/test_benchmarks.py``). ``--phoenix`` adds the Arize Phoenix ingest comparison, which needs a separate
+Phoenix install (see benchmarks/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib
 import json
+import os
 import platform
-import statistics
+import sqlite3
 import sys
-import tempfile
 import time
+import traceback
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
-import otel_agentdiag as agentdiag
-from otel_agentdiag.instrumentation import manual
-from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
-from otel_agentdiag.redaction.policy import STRICT
-from otel_agentdiag.testing import TEST_HASH_KEY
+Runner = Callable[[bool], dict[str, Any]]
 
 
-class NoOpExporter(SpanExporter):
-    def export(self, spans):  # type: ignore[no-untyped-def]
-        return SpanExportResult.SUCCESS
+def _pipeline(quick: bool) -> dict[str, Any]:
+    from benchmarks import pipeline
+
+    return pipeline.run(quick)
 
 
-def make_bare(_: Path) -> tuple[TracerProvider, Callable[[], None]]:
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(BatchSpanProcessor(NoOpExporter(), max_queue_size=65536))
-    return provider, provider.shutdown
+def _redaction_vs_logfire(quick: bool) -> dict[str, Any]:
+    from benchmarks import redaction_vs_logfire as bench
 
-
-def make_agentdiag(folder: Path) -> tuple[TracerProvider, Callable[[], None]]:
-    provider = TracerProvider(shutdown_on_exit=False)
-    diag = agentdiag.configure(
-        store=folder / f"bench-{time.perf_counter_ns()}.db",
-        hash_key=TEST_HASH_KEY,
-        tracer_provider=provider,
-        set_global=False,
-    )
-    # Same queue bound as the baseline, so neither drops spans inside a round.
-    for processor in diag.batch_processors:
-        processor.max_queue_spans = 65536
-        processor.max_queue_bytes = 1 << 30
-
-    def close() -> None:
-        diag.shutdown()
-        provider.shutdown()
-
-    return provider, close
-
-
-def make_redact_noop(_: Path) -> tuple[TracerProvider, Callable[[], None]]:
-    """Redaction alone: RedactingSpanProcessor(strict) in front of Batch(no-op), to split the cost."""
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(
-        RedactingSpanProcessor(
-            BatchSpanProcessor(NoOpExporter(), max_queue_size=65536), policy=STRICT, hasher=IdHasher(TEST_HASH_KEY)
-        )
-    )
-    return provider, provider.shutdown
-
-
-VARIANTS = {"bare": make_bare, "redact_noop": make_redact_noop, "agentdiag": make_agentdiag}
-agentdiag.register_names(tools=["get_weather"])
-
-
-def shape_span(provider: TracerProvider, n: int) -> int:
-    tracer = provider.get_tracer("bench")
-    for i in range(n):
-        with tracer.start_as_current_span(
-            "chat gpt-4o-mini",
-            attributes={
-                "agentdiag.kind": "llm",
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": "openai",
-                "gen_ai.request.model": "gpt-4o-mini",
-                "gen_ai.conversation.id": f"conversation-{i % 8}",
-                "user.id": f"user-{i % 8}@example.com",
-            },
-        ) as span:
-            span.set_attribute("gen_ai.response.model", "gpt-4o-mini-2024-07-18")
-            span.set_attribute("gen_ai.response.finish_reasons", ("stop",))
-            span.set_attribute("gen_ai.usage.input_tokens", 120)
-            span.set_attribute("gen_ai.usage.output_tokens", 15)
-    return n
-
-
-def shape_iteration(provider: TracerProvider, n: int) -> int:
-    manual.use_tracer_provider(provider)
-    try:
-        with agentdiag.agent_run("bench-agent", conversation_id="bench-conversation", user_id="bench-user"):
-            for i in range(n):
-                with agentdiag.iteration(i):
-                    with agentdiag.llm_call(provider="openai", model="gpt-4o-mini") as call:
-                        call.record_response(
-                            response_model="gpt-4o-mini",
-                            response_id=f"resp-{i}",
-                            finish_reasons=["tool_calls"],
-                            input_tokens=120,
-                            output_tokens=15,
-                        )
-                    with agentdiag.tool_call("get_weather", call_id=f"call-{i}"):
-                        pass
-    finally:
-        manual.use_tracer_provider(None)
-    return 3 * n + 1
-
-
-SHAPES = {"span": shape_span, "iteration": shape_iteration}
-
-
-def run(quick: bool) -> dict:
-    rounds, per_round = (7, 400) if quick else (21, 2000)
-    results: dict = {"rounds": rounds, "units_per_round": per_round, "shapes": {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        for shape_name, shape in SHAPES.items():
-            samples = {v: {"caller_cpu_us": [], "all_cpu_us": [], "wall_us": []} for v in VARIANTS}
-            names = list(VARIANTS)
-            # Warm-up: one untimed pass per variant.
-            for v in names:
-                provider, close = VARIANTS[v](folder)
-                shape(provider, per_round // 10)
-                provider.force_flush()
-                close()
-            for r in range(rounds):
-                order = names[r % len(names) :] + names[: r % len(names)]
-                for v in order:
-                    provider, close = VARIANTS[v](folder)
-                    t_all, t_thread, t_wall = time.process_time_ns(), time.thread_time_ns(), time.perf_counter_ns()
-                    spans = shape(provider, per_round)
-                    d_thread, d_wall = time.thread_time_ns() - t_thread, time.perf_counter_ns() - t_wall
-                    provider.force_flush()
-                    d_all = time.process_time_ns() - t_all
-                    close()
-                    samples[v]["caller_cpu_us"].append(d_thread / spans / 1000)
-                    samples[v]["wall_us"].append(d_wall / spans / 1000)
-                    samples[v]["all_cpu_us"].append(d_all / spans / 1000)
-            shape_result: dict = {}
-            for v in names:
-                shape_result[v] = {
-                    metric: {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
-                    for metric, vals in samples[v].items()
-                }
-                if v != "bare":
-                    shape_result[v]["ratio_vs_bare"] = {
-                        metric: statistics.median(
-                            a / b for a, b in zip(samples[v][metric], samples["bare"][metric], strict=True)
-                        )
-                        for metric in samples[v]
-                    }
-            results["shapes"][shape_name] = shape_result
+    runs, rounds, warmup = (40, 5, 1) if quick else (500, 31, 3)
+    results = bench.run(runs=runs, rounds=rounds, warmup=warmup)
+    results.pop("samples_ns", None)  # raw samples stay in the benchmark's own JSON, not in the summary
+    value = round(results["ratios"]["agentdiag/logfire"]["wall"]["median"], 3)
+    results["goals"] = [
+        {
+            "id": "redaction_vs_logfire",
+            "what": "per-span cost of our strict redaction / Logfire's default scrubbing, same spans",
+            "value": value,
+            "target": 0.4,
+            "op": "<=",
+            "met": value <= 0.4,
+        }
+    ]
     return results
+
+
+def _instrumentation_overhead(quick: bool) -> dict[str, Any]:
+    from benchmarks import instrumentation_overhead as bench
+
+    calls, chunk, repetitions, warmup, profiled = (30, 10, 3, 10, 20) if quick else (200, 20, 15, 40, 100)
+    results = bench.run(calls=calls, chunk=chunk, repetitions=repetitions, warmup_calls=warmup, profile_calls=profiled)
+    results.pop("samples_us", None)
+    results["goals"] = bench.goals(results)
+    return results
+
+
+def _module(name: str) -> Runner:
+    def runner(quick: bool) -> dict[str, Any]:
+        module = importlib.import_module(f"benchmarks.{name}")
+        result: dict[str, Any] = module.run(quick)
+        return result
+
+    return runner
+
+
+BENCHMARKS: dict[str, Runner] = {
+    "pipeline": _pipeline,
+    "redaction_vs_logfire": _redaction_vs_logfire,
+    "throughput": _module("throughput"),
+    "instrumentation_overhead": _instrumentation_overhead,
+    "memory": _module("memory"),
+    "read_path": _module("read_path"),
+}
+OPTIONAL = {"phoenix_ingest": _module("phoenix_ingest")}
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version}
+    for package in ("otel-agentdiag", "opentelemetry-sdk", "openai", "logfire", "openinference-instrumentation-openai"):
+        try:
+            out[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            out[package] = "not installed"
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a short run (7 rounds of 400 units)")
+    parser.add_argument("--quick", action="store_true", help="the short form of every benchmark (a few minutes)")
+    parser.add_argument(
+        "--only", default="", help=f"comma-separated benchmarks to run (of: {', '.join([*BENCHMARKS, *OPTIONAL])})"
+    )
+    parser.add_argument("--phoenix", action="store_true", help="add the Arize Phoenix ingest comparison")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/latest.json"))
     args = parser.parse_args(argv)
-    results = run(args.quick)
-    results["python"] = sys.version.split()[0]
-    results["machine"] = platform.machine()
+    chosen = dict(BENCHMARKS)
+    if args.phoenix:
+        chosen.update(OPTIONAL)
+    if args.only:
+        names = [name.strip() for name in args.only.split(",") if name.strip()]
+        unknown = [name for name in names if name not in BENCHMARKS and name not in OPTIONAL]
+        if unknown:
+            parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
+        chosen = {name: {**BENCHMARKS, **OPTIONAL}[name] for name in names}
+
+    report: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "machine": platform.machine()},
+        "versions": _versions(),
+        "benchmarks": {},
+        "seconds": {},
+        "errors": {},
+        "goals": [],
+    }
+    for name, runner in chosen.items():
+        print(f"== {name}{' (quick)' if args.quick else ''}", flush=True)
+        started = time.perf_counter()
+        try:
+            result = runner(args.quick)
+        except Exception as exc:  # noqa: BLE001 - recorded, and the other benchmarks still run
+            traceback.print_exc()
+            report["errors"][name] = f"{type(exc).__name__}: {exc}"
+            result = None
+        report["seconds"][name] = round(time.perf_counter() - started, 1)
+        if result is not None:
+            report["benchmarks"][name] = result
+            for goal in result.get("goals", []):
+                report["goals"].append({"benchmark": name, **goal})
+            if result.get("skipped"):
+                print(f"   skipped: {result['skipped']}")
+        print(f"   {report['seconds'][name]} s", flush=True)
+
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2))
-    print(
-        f"{'shape':<10} {'variant':<12} {'caller CPU µs/span':>20} {'all-thread CPU µs/span':>24}"
-        f" {'ratio caller':>13} {'ratio all':>10}"
-    )
-    for shape_name, shape_result in results["shapes"].items():
-        for v, r in shape_result.items():
-            ratio = r.get("ratio_vs_bare", {})
-            print(
-                f"{shape_name:<10} {v:<12} {r['caller_cpu_us']['median']:>20.1f} {r['all_cpu_us']['median']:>24.1f}"
-                f" {ratio.get('caller_cpu_us', 1.0):>12.2f}x {ratio.get('all_cpu_us', 1.0):>9.2f}x"
-            )
-    print(f"results: {args.output}")
-    return 0
+    args.output.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+    print()
+    print(f"{'benchmark':<26} {'goal':<40} {'value':>8} {'target':>9}  verdict")
+    for goal in report["goals"]:
+        print(
+            f"{goal['benchmark']:<26} {goal['id']:<40} {goal['value']:>8.3g} {goal['op']:>3} {goal['target']:<5g}"
+            f"  {'met' if goal['met'] else 'missed'}"
+        )
+    for name, error in report["errors"].items():
+        print(f"ERROR in {name}: {error}", file=sys.stderr)
+    print(f"results: {args.output} ({sum(report['seconds'].values()):.0f} s)")
+    return 1 if report["errors"] else 0
 
 
 if __name__ == "__main__":

@@ -681,6 +681,37 @@ def run(*, calls: int, chunk: int, repetitions: int, warmup_calls: int, profile_
     }
 
 
+# --- goals -----------------------------------------------------------------------------------------------
+def goals(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Issue 7's goals: our added CPU per call <= 0.25x OpenInference's and <= the official instrumentation's.
+
+    Each value is the ratio of the two variants' median added thread-CPU µs per call over repetitions (the
+    added Python calls, deterministic, are given next to it for the same pair).
+    """
+    out: list[dict[str, Any]] = []
+    for shape, shape_results in results["results"].items():
+        ours = shape_results.get("agentdiag")
+        if ours is None:
+            continue
+        for peer, target in (("openinference", 0.25), ("otel_genai", 1.0)):
+            theirs = shape_results.get(peer)
+            if theirs is None or theirs["added_cpu_us"]["median"] <= 0:
+                continue
+            value = round(ours["added_cpu_us"]["median"] / theirs["added_cpu_us"]["median"], 3)
+            out.append(
+                {
+                    "id": f"instrumentation_{shape}_vs_{peer}",
+                    "what": f"added CPU per {shape} call: ours / {peer}'s (added Python calls: "
+                    f"{ours['added_python_calls']:+.0f} / {theirs['added_python_calls']:+.0f})",
+                    "value": value,
+                    "target": target,
+                    "op": "<=",
+                    "met": value <= target,
+                }
+            )
+    return out
+
+
 # --- report ----------------------------------------------------------------------------------------------
 def _fmt(figures: Mapping[str, float], digits: int = 0) -> str:
     return f"{figures['median']:.{digits}f} [{figures['min']:.{digits}f}..{figures['max']:.{digits}f}]"
