@@ -81,6 +81,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 import otel_agentdiag as agentdiag
+from benchmarks._common import save_results
 from otel_agentdiag.diagnostics.receipt import store_receipt
 from otel_agentdiag.storage import SpanStore
 from otel_agentdiag.testing import TEST_HASH_KEY
@@ -592,8 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     results = run(args.quick, args.spans)
     results.update(versions())
     results["machine"] = {"arch": platform.machine(), "cpus": os.cpu_count(), "system": platform.system()}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2))
+    save_results(results, args.output)
 
     print(
         f"{'variant':<8} {'spans':>9} {'s':>6} {'baseline':>9} {'growth VmRSS':>13} {'growth VmHWM':>14}"

@@ -80,12 +80,10 @@ import argparse
 import json
 import logging
 import os
-import platform
 import socket
 import sqlite3
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -100,6 +98,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from benchmarks._bigstore import BATCH, Corpus, accounting_for, batches, build_corpus
+from benchmarks._common import save_results
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.storage import SpanStore
 
@@ -497,12 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/phoenix_ingest.json"))
     args = parser.parse_args(argv)
     results = run(args.quick, args.phoenix_bin)
-    results["python"] = sys.version.split()[0]
-    results["sqlite"] = sqlite3.sqlite_version
-    results["machine"] = platform.machine()
     results["cpus"] = os.cpu_count()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2))
+    save_results(results, args.output)
     if "skipped" in results:
         print(f"phoenix_ingest skipped: {results['skipped']}")
         return 0

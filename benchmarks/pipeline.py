@@ -39,11 +39,8 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import json
-import platform
 import pstats
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -56,6 +53,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import otel_agentdiag as agentdiag
+from benchmarks._common import save_results
 from benchmarks._otlp_sink import OtlpSink
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
@@ -313,10 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/pipeline.json"))
     args = parser.parse_args(argv)
     results = run(args.quick)
-    results["python"] = sys.version.split()[0]
-    results["machine"] = platform.machine()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2))
+    save_results(results, args.output)
     print_table(results)
     for goal in results["goals"]:
         verdict = "met" if goal["met"] else "MISSED"

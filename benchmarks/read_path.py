@@ -33,19 +33,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
-import platform
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks._bigstore import BigStore, build_store, run_spans
+from benchmarks._common import save_results
 from otel_agentdiag.cli import cli
-from otel_agentdiag.version import __version__
 
 GOAL = 2.0
 SMALL = 1_000
@@ -191,12 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/read_path.json"))
     args = parser.parse_args(argv)
     results = run(args.quick)
-    results["python"] = sys.version.split()[0]
-    results["sqlite"] = sqlite3.sqlite_version
-    results["otel_agentdiag"] = __version__
-    results["machine"] = platform.machine()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2))
+    save_results(results, args.output)
     stores = results["stores"]
     for name, store in stores.items():
         print(

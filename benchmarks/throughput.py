@@ -36,11 +36,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import platform
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -57,9 +54,9 @@ from benchmarks._bigstore import (
     copy_store,
     remove_store,
 )
+from benchmarks._common import save_results
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.storage import SpanStore, WriteResult
-from otel_agentdiag.version import __version__
 
 GOAL = 0.5
 
@@ -240,12 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/throughput.json"))
     args = parser.parse_args(argv)
     results = run(args.quick)
-    results["python"] = sys.version.split()[0]
-    results["sqlite"] = sqlite3.sqlite_version
-    results["otel_agentdiag"] = __version__
-    results["machine"] = platform.machine()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2))
+    save_results(results, args.output)
     prefill = results["prefill"]
     print(
         f"store prefilled with {prefill['spans']:,} spans ({prefill['traces']:,} traces,"

@@ -360,6 +360,25 @@ def _tighten(path: Path) -> None:
         os.chmod(path, FILE_MODE)
 
 
+def _session_summary(
+    session: str, count: int, size: int, first: int | None, last: int | None, traces: str | None, known: Any
+) -> SessionSummary:
+    """A :class:`SessionSummary` from a session's counted rows and its ``sessions`` row (``known``, or None)."""
+    cleared, generation, pruned, cleared_spans = known if known is not None else (None, 0, 0, 0)
+    return SessionSummary(
+        session=session or None,
+        span_count=int(count),
+        bytes=int(size),
+        first_start_ns=first,
+        last_activity_ns=last,
+        trace_ids=tuple(sorted(str(traces).split(","))) if traces else (),
+        cleared_at_ns=cleared,
+        generation=int(generation or 0),
+        pruned_spans=int(pruned or 0),
+        cleared_spans=int(cleared_spans or 0),
+    )
+
+
 class SpanStore:
     """The SQLite trace store: WAL, busy timeout, numbered migrations, ``(trace_id, span_id)`` key.
 
@@ -1021,21 +1040,7 @@ class SpanStore:
         seen: set[str] = set()
         for session, count, size, first, last, traces in counted:
             seen.add(session)
-            cleared, generation, pruned, cleared_spans = known.get(session, (None, 0, 0, 0))
-            out.append(
-                SessionSummary(
-                    session=session or None,
-                    span_count=int(count),
-                    bytes=int(size),
-                    first_start_ns=first,
-                    last_activity_ns=last,
-                    trace_ids=tuple(sorted(str(traces).split(","))) if traces else (),
-                    cleared_at_ns=cleared,
-                    generation=int(generation or 0),
-                    pruned_spans=int(pruned or 0),
-                    cleared_spans=int(cleared_spans or 0),
-                )
-            )
+            out.append(_session_summary(session, count, size, first, last, traces, known.get(session)))
         for session, (cleared, generation, pruned, cleared_spans) in known.items():
             if session in seen or not session:
                 continue
@@ -1073,19 +1078,7 @@ class SpanStore:
             ).fetchone()
         if not count and (not key or known is None):
             return None
-        cleared, generation, pruned, cleared_spans = known if known is not None else (None, 0, 0, 0)
-        return SessionSummary(
-            session=key or None,
-            span_count=int(count),
-            bytes=int(size) if count else 0,
-            first_start_ns=first,
-            last_activity_ns=last,
-            trace_ids=tuple(sorted(str(traces).split(","))) if traces else (),
-            cleared_at_ns=cleared,
-            generation=int(generation or 0),
-            pruned_spans=int(pruned or 0),
-            cleared_spans=int(cleared_spans or 0),
-        )
+        return _session_summary(key, count, size if count else 0, first, last, traces, known)
 
     def latest_session(self) -> str | None:
         """The first named session :meth:`list_sessions` lists (newest activity; ties: the smallest digest), or
