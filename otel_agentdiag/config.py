@@ -477,10 +477,10 @@ def configure(
     if processors:
         # First: the numbers must be on the span before any destination sees it.
         tracer_provider.add_span_processor(sequencer)
-    for processor, batching in zip(processors, batch_processors, strict=True):
+    for batching in batch_processors:
         # Redaction runs in the batch worker, so the provider hands ended spans straight to the batch processor
         # (one call fewer per span than through the redacting processor, whose on_end would only forward them).
-        tracer_provider.add_span_processor(batching if processor.redacts_in_worker else processor)
+        tracer_provider.add_span_processor(batching)
     _maybe_set_global(tracer_provider, set_global)
     manual.use_tracer_provider(tracer_provider)
     return AgentDiag(

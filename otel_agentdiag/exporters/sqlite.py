@@ -47,19 +47,18 @@ def row_session(attributes: Mapping[str, Any]) -> str | None:
     return session if isinstance(session, str) else None
 
 
-_OBSERVERS_SEEN: dict[str, str] = {}
+_OBSERVERS_SEEN: set[str] = set()
 """Observer ids already checked (a process sees a handful); bounded, cleared when full."""
 
 
 def _observer(value: Any) -> str | None:
     if type(value) is str:
-        seen = _OBSERVERS_SEEN.get(value)
-        if seen is not None:
-            return seen
+        if value in _OBSERVERS_SEEN:
+            return value
         if _OBSERVER_ID.fullmatch(value):
             if len(_OBSERVERS_SEEN) >= 64:
                 _OBSERVERS_SEEN.clear()
-            _OBSERVERS_SEEN[value] = value
+            _OBSERVERS_SEEN.add(value)
             return value
         return None
     return value if isinstance(value, str) and _OBSERVER_ID.fullmatch(value) else None

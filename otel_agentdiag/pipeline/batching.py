@@ -397,9 +397,9 @@ class AccountingBatchSpanProcessor(SpanProcessor):
         spans as they ended; none reaches the exporter without passing through ``finisher``. Call it before any
         span arrives; a processor takes one finisher only.
         """
-        if self._finisher is not None and self._finisher is not finisher:
-            raise ValueError("this batch processor already has a finisher: give each redactor its own")
         with self._lock:
+            if self._finisher is not None and self._finisher is not finisher:
+                raise ValueError("this batch processor already has a finisher: give each redactor its own")
             if self._enqueued:
                 raise ValueError("set_finisher() must be called before the first span is queued")
             self._finisher = finisher
@@ -590,9 +590,7 @@ class AccountingBatchSpanProcessor(SpanProcessor):
     def _export_batch(self, batch: list[_Item]) -> None:
         if self._finisher is not None:
             finished = self._finish(batch, self._finisher)
-            if not finished:
-                with self._lock:
-                    self._in_flight = []
+            if not finished:  # all rejected (counted), or abandoned by shutdown (counted there)
                 return
             batch = finished
         spans = [item[0] for item in batch]
