@@ -86,12 +86,35 @@ The standard OTLP transport for traces; wins over ``OTEL_EXPORTER_OTLP_PROTOCOL`
 ``configure(otlp_protocol=...)``. Same values and fallback.
 """
 
+AGENTDIAG_OPENAI_AGENTS_KEEP_SDK_PROCESSORS = "AGENTDIAG_OPENAI_AGENTS_KEEP_SDK_PROCESSORS"
+"""
+``true`` keeps the OpenAI Agents SDK's own trace processors (which send every trace, content included, to
+OpenAI's tracing backend) next to ours when ``OpenAIAgentsInstrumentor`` instruments. Default ``false``: ours
+replace them. Loses to ``instrument(keep_sdk_processors=...)``. A malformed value means ``false``, with a warning.
+"""
+
 DEFAULT_STORE = ".agentdiag/traces.db"
 """Default store path, relative to the current working directory."""
 
 _FALSE_VALUES = frozenset({"false", "0", "no", "off"})
+_TRUE_VALUES = frozenset({"true", "1", "yes", "on"})
 
 
 def is_disabled(value: str | None) -> bool:
     """Whether an ``AGENTDIAG_ENABLED`` value switches otel-agentdiag off."""
     return value is not None and value.strip().lower() in _FALSE_VALUES
+
+
+def parse_bool(name: str, value: str | None, *, default: bool) -> bool:
+    """A boolean environment variable: ``true/1/yes/on`` or ``false/0/no/off`` (any case), ``default`` when
+    unset or empty. A malformed value gives the *more private* choice, ``False``, and logs a warning."""
+    if value is None or not value.strip():
+        return default
+    word = value.strip().lower()
+    if word in _TRUE_VALUES:
+        return True
+    if word not in _FALSE_VALUES:
+        import logging
+
+        logging.getLogger("otel_agentdiag").warning("otel-agentdiag: %s is not true or false; using false", name)
+    return False

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from otel_agentdiag import environment_variables
 from otel_agentdiag.cli import cli
 
@@ -121,3 +123,40 @@ def test_the_policy_file_example_in_the_docs_loads(tmp_path):
     assert isinstance(loaded.rule_for("vendor.metrics.latency"), p.FloatRange)
     assert loaded.rule_for("gen_ai.request.seed") is None
     assert loaded.is_blocked("ACME-INTERNAL-42")
+
+
+def _run_example(tmp_path, name: str, *args: str):
+    import subprocess
+    import sys
+
+    store = tmp_path / "example.db"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), "--store", str(store), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    return store, done.stdout
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_openai_agents_example_prints_its_tree_and_its_receipt_is_valid(tmp_path, stream):
+    pytest.importorskip("agents", reason="the openai-agents package (the `openai-agents` extra) is not installed")
+    from otel_agentdiag.diagnostics.receipt import session_receipts
+    from otel_agentdiag.storage import SpanStore
+
+    store, out = _run_example(tmp_path, "openai_agents_weather.py", *(["--stream"] if stream else []))
+    lines = [re.split(r"  (?=\d)", line)[0] for line in out.splitlines() if line]
+    assert lines[2:] == [
+        "✓ invoke_agent weather_agent",
+        "├─ ✓ agent.iteration #1",
+        "│  ├─ ✓ chat gpt-4o-mini",
+        "│  └─ ✓ execute_tool get_weather",
+        "└─ ✓ agent.iteration #2",
+        "   └─ ✓ chat gpt-4o-mini",
+    ]
+    with SpanStore(store, create=False) as reader:
+        receipts, _ = session_receipts(reader)
+    assert [r.status for r in receipts] == ["valid"]

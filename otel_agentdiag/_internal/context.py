@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+from typing import Any
+
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 
 CONVERSATION_ID_KEY = otel_context.create_key("agentdiag-conversation-id")
 """Raw conversation id of the enclosing agent run (hashed by the redacting processor, never exported raw)."""
@@ -20,3 +24,32 @@ LLM_CALL_KEY = otel_context.create_key("agentdiag-llm-call")
 """The model call in progress (an ``instrumentation._base.LLMCallState``): who owns its span, where its HTTP
 attempts are recorded. A client instrumentation that finds one already set enriches it instead of starting a
 second LLM span for the same call."""
+
+
+ACTIVE_FRAMEWORK_STEP: ContextVar[Any] = ContextVar("agentdiag_framework_step", default=None)
+"""The innermost framework step (an ``instrumentation._framework.Node``) made active in this context. Set
+without a token, so ending a step in another context never fails; ended steps are skipped by readers."""
+
+
+def active_framework_step() -> Any:
+    """The innermost framework step still open in this context, if any."""
+    node = ACTIVE_FRAMEWORK_STEP.get()
+    while node is not None and node.ended:
+        node = node.parent
+    return node
+
+
+def framework_parent_context(ctx: otel_context.Context) -> tuple[otel_context.Context, Any]:
+    """Where a span started now in ``ctx`` belongs: ``(context to start it in, LLM call state or None)``.
+
+    ``ctx`` itself, unless a framework step is active and no OpenTelemetry span was made current since it
+    started: then the step's context (its span as parent, its conversation id), and the step's
+    ``LLMCallState`` when the step is a model call (a client instrumentation enriches it instead of starting
+    a second span).
+    """
+    if ACTIVE_FRAMEWORK_STEP.get() is None:
+        return ctx, None
+    node = active_framework_step()
+    if node is None or trace.get_current_span(ctx) is not node.ambient:
+        return ctx, None
+    return node.context, node.llm

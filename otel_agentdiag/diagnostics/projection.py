@@ -37,7 +37,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.names import NAME_PATTERN, NameRegistry
+from otel_agentdiag._internal.names import NAME_KEYS, NAME_PATTERN, NameRegistry
 from otel_agentdiag.redaction import hashing
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.policy import STRICT, Policy
@@ -68,7 +68,6 @@ OMIT_REASONS = (OMIT_CORRUPT_ROW, OMIT_INVALID_ROW, OMIT_REDACTOR_ERROR, OMIT_TO
 
 _STATUS = {"ok": StatusCode.OK, "error": StatusCode.ERROR, "unset": StatusCode.UNSET}
 _TOMBSTONE_KEY = sc.AGENTDIAG_REDACTION_PREFIX + "redactor_error"
-_NAME_KEYS = {sc.GEN_AI_TOOL_NAME: "tool", "tool.name": "tool", sc.GEN_AI_AGENT_NAME: "agent"}
 _MAX_TRACE_ID = (1 << 128) - 1
 _MAX_SPAN_ID = (1 << 64) - 1
 
@@ -194,17 +193,17 @@ def _shared(cache: dict[Any, Any] | None, key: Any, make: Callable[[], Any]) -> 
 
 def stored_names(spans: Iterable[StoredSpan]) -> NameRegistry:
     """A name registry of the registrable tool and agent names the rows carry (see the module docstring)."""
-    found: dict[str, set[str]] = {"tool": set(), "agent": set()}
+    found: dict[str, set[str]] = {kind: set() for kind in NameRegistry.KINDS}
     for span in spans:
         if span.corrupt:
             continue
-        for key, kind in _NAME_KEYS.items():
+        for key, kind in NAME_KEYS.items():
             value = span.attributes.get(key)
             if isinstance(value, str) and value != sc.OTHER_VALUE and NAME_PATTERN.fullmatch(value):
                 found[kind].add(value)
     registry = NameRegistry()
     try:
-        registry.register(tools=sorted(found["tool"]), agents=sorted(found["agent"]))
+        registry.register_found(found)
     except ValueError:  # more names than a registry holds: none is restored (fail closed)
         _logger.warning("otel-agentdiag: too many distinct tool or agent names in the store; exported as _OTHER")
         return NameRegistry()

@@ -26,7 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.context import LLM_CALL_KEY, current_conversation_id
+from otel_agentdiag._internal.context import LLM_CALL_KEY, current_conversation_id, framework_parent_context
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag.version import __version__
 
@@ -97,6 +97,10 @@ class LLMCallState:
         try:
             ctx = otel_context.get_current()
             owner = current_llm_call(ctx)
+            if owner is None:
+                # Inside a framework's model-call step: that step owns the call. Inside another framework
+                # step: the span is its child.
+                ctx, owner = framework_parent_context(ctx)
             if owner is not None:
                 if not owner.enrich:
                     return None

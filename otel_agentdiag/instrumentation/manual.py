@@ -33,7 +33,13 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.context import CONVERSATION_ID_KEY, LLM_CALL_KEY, current_conversation_id
+from otel_agentdiag._internal.context import (
+    ACTIVE_FRAMEWORK_STEP,
+    CONVERSATION_ID_KEY,
+    LLM_CALL_KEY,
+    current_conversation_id,
+    framework_parent_context,
+)
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
 from otel_agentdiag.instrumentation._base import LLMCallState, error_type_of
@@ -83,15 +89,22 @@ def _get_tracer() -> trace.Tracer:
     return tracer
 
 
-def register_names(*, tools: Iterable[str] = (), agents: Iterable[str] = (), models: Iterable[str] = ()) -> None:
-    """Declare tool, agent (and, for policies with a ``registered_name`` model rule, model) names as code, so
-    the redaction policy lets them through.
+def register_names(
+    *,
+    tools: Iterable[str] = (),
+    agents: Iterable[str] = (),
+    models: Iterable[str] = (),
+    guardrails: Iterable[str] = (),
+) -> None:
+    """Declare tool, agent, guardrail (and, for policies with a ``registered_name`` model rule, model) names as
+    code, so the redaction policy lets them through. The framework integrations register the names their
+    framework's definitions declare by themselves.
 
     A tool name that reaches :func:`tool_call` without being declared (typically one taken from the model's
     output) is exported as the placeholder ``_OTHER``. Raises ``ValueError`` for a name that is not an
-    identifier-like token of at most 128 characters.
+    identifier-like token of at most 128 characters (words separated by single spaces).
     """
-    default_registry.register(tools=tools, agents=agents, models=models)
+    default_registry.register(tools=tools, agents=agents, models=models, guardrails=guardrails)
 
 
 class _SpanScope:
@@ -115,6 +128,8 @@ class _SpanScope:
         # Inline try/except rather than handle_internal_errors(): this is the hot path of every wrapper.
         try:
             ctx = otel_context.get_current()
+            if ACTIVE_FRAMEWORK_STEP.get() is not None:
+                ctx = framework_parent_context(ctx)[0]  # inside a framework's step: parented to it
             name, attributes = self._name_and_attributes()
             conversation = current_conversation_id(ctx)
             if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in attributes:

@@ -40,7 +40,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.names import NAME_PATTERN, NameRegistry
+from otel_agentdiag._internal.names import NAME_KEYS, NAME_PATTERN, NameRegistry
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.interchange.otlp_json import (
     InvalidRequest,
@@ -61,7 +61,6 @@ INGEST_SOURCE = "ingest"
 """The ``source`` of the violation records ingest appends."""
 
 _OBSERVER_ID = re.compile(r"[0-9a-f]{16}")
-_NAME_KEYS = {sc.GEN_AI_TOOL_NAME: "tool", "tool.name": "tool", sc.GEN_AI_AGENT_NAME: "agent"}
 _STORE_ERRORS = (sqlite3.Error, StoreError, OSError)
 
 
@@ -283,17 +282,17 @@ class _Ingest:
     def _register_names(self, spans: Sequence[ReadableSpan]) -> None:
         if self._names_full:
             return
-        found: dict[str, set[str]] = {"tool": set(), "agent": set()}
+        found: dict[str, set[str]] = {kind: set() for kind in NameRegistry.KINDS}
         for span in spans:
             if not (self.trust_names or _numbered_by_agentdiag(span)):
                 continue
             attributes = span.attributes or {}
-            for key, kind in _NAME_KEYS.items():
+            for key, kind in NAME_KEYS.items():
                 value = attributes.get(key)
                 if isinstance(value, str) and value != sc.OTHER_VALUE and NAME_PATTERN.fullmatch(value):
                     found[kind].add(value)
         try:
-            self.names.register(tools=sorted(found["tool"]), agents=sorted(found["agent"]))
+            self.names.register_found(found)
         except ValueError:
             self._names_full = True  # fail closed: further names become _OTHER
             _logger.warning("otel-agentdiag: too many distinct tool or agent names; the rest are stored as _OTHER")

@@ -92,6 +92,14 @@ KNOWN_PATTERN_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
         "gen_ai.usage.cache_creation_input_tokens",
         "gen_ai.usage.reasoning_tokens",
     ),
+    # Roll-ups on run and iteration spans (instrumentation/_framework.py): one per leaf usage key.
+    sc.AGENTDIAG_USAGE_PREFIX + "*": (
+        sc.AGENTDIAG_USAGE_PREFIX + "input_tokens",
+        sc.AGENTDIAG_USAGE_PREFIX + "output_tokens",
+        sc.AGENTDIAG_USAGE_PREFIX + "cache_read.input_tokens",
+        sc.AGENTDIAG_USAGE_PREFIX + "cache_creation.input_tokens",
+        sc.AGENTDIAG_USAGE_PREFIX + "reasoning.output_tokens",
+    ),
     # OpenInference.
     "llm.token_count.*": (
         "llm.token_count.prompt",

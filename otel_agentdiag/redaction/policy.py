@@ -342,7 +342,7 @@ class HashedId(Rule):
         return {"type": "hashed_id", "id_kind": self.id_kind}
 
 
-NAME_KINDS: Final = ("tool", "agent", "model")
+NAME_KINDS: Final = ("tool", "agent", "model", "guardrail")
 
 
 @dataclass(frozen=True, slots=True)
@@ -653,6 +653,14 @@ def _strict() -> Policy:
         sc.HTTP_RESPONSE_STATUS_CODE: IntRange(100, 599),
         sc.HTTP_REQUEST_RESEND_COUNT: IntRange(0, 1000),
         sc.AGENTDIAG_STREAM_END: Enum(frozenset(sc.STREAM_ENDS)),
+        # Framework integrations: roll-ups, why a run stopped, handoffs, guardrails
+        sc.AGENTDIAG_USAGE_PREFIX + "*": _TOKENS,
+        sc.AGENTDIAG_STOP_REASON: Enum(frozenset(sc.STOP_REASONS)),
+        sc.AGENTDIAG_HANDOFF_SOURCE_AGENT: RegisteredName("agent"),
+        sc.AGENTDIAG_HANDOFF_TARGET_AGENT: RegisteredName("agent"),
+        sc.AGENTDIAG_GUARDRAIL_NAME: RegisteredName("guardrail"),
+        sc.AGENTDIAG_GUARDRAIL_TRIGGERED: Boolean(),
+        sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE: token(r"[a-z][a-z0-9_]*", 32),
         sc.EXCEPTION_TYPE: ERROR_TYPE,
         sc.EXCEPTION_ESCAPED: Boolean(),
         # OpenInference's names for the same facts
@@ -674,7 +682,10 @@ def _strict() -> Policy:
     return Policy(
         name="strict",
         allowed_keys=keys,
-        allowed_span_names=frozenset({sc.ITERATION_SPAN_NAME, sc.TOMBSTONE_SPAN_NAME}) | PEER_SPAN_NAMES,
+        allowed_span_names=frozenset(
+            {sc.ITERATION_SPAN_NAME, sc.TOMBSTONE_SPAN_NAME, sc.GUARDRAIL_SPAN_NAME, sc.FRAMEWORK_SPAN_NAME}
+        )
+        | PEER_SPAN_NAMES,
         # Exception events keep the exception's type only: message and stack trace are data. The fingerprint
         # is a keyed digest, present only when the policy asks for it.
         allowed_events={

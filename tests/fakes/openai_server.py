@@ -21,7 +21,10 @@ instrumentations read):
 * ``POST /v1/embeddings``: one vector per input, as floats or base64 (``encoding_format``).
 * ``POST /v1/responses``: a Responses API answer carrying :data:`SENTINEL_OUTPUT`; with ``stream=true`` the
   Responses event stream (``response.created`` ... ``response.output_text.delta`` per piece of
-  :data:`STREAM_PIECES` ... ``response.completed``, each with ``type`` and ``sequence_number``).
+  :data:`STREAM_PIECES` ... ``response.completed``, each with ``type`` and ``sequence_number``). With ``tools``
+  and no ``function_call_output`` item in the input, a ``function_call`` of :data:`TOOL_NAME` instead (its
+  ``call_id`` carries :data:`SENTINEL_TOOL_CALL_ID`, its arguments :data:`SENTINEL_TOOL_ARGS`), streamed as
+  ``response.function_call_arguments.delta`` events.
 * ``POST /v1/messages`` (Anthropic Messages API): with ``tools`` and no ``tool_result`` block in the last
   message, a ``tool_use`` block calling :data:`TOOL_NAME` (its ``input`` carries :data:`SENTINEL_TOOL_ARGS`,
   its ``id`` :data:`SENTINEL_TOOL_CALL_ID`); otherwise a text block carrying :data:`SENTINEL_OUTPUT`.
@@ -167,6 +170,8 @@ STREAM_USAGE: Final = Usage(prompt_tokens=44, completion_tokens=6)
 EMBEDDING_USAGE: Final = Usage(prompt_tokens=7, completion_tokens=0)
 RESPONSES_USAGE: Final = Usage(prompt_tokens=23, completion_tokens=5)
 RESPONSES_STREAM_USAGE: Final = Usage(prompt_tokens=27, completion_tokens=8)
+RESPONSES_TOOL_CALL_USAGE: Final = Usage(prompt_tokens=29, completion_tokens=11)
+"""A Responses API ``function_call`` answer, streamed or not."""
 ANTHROPIC_USAGE: Final = AnthropicUsage(
     input_tokens=63, output_tokens=17, cache_read_input_tokens=38, cache_creation_input_tokens=21
 )
@@ -264,6 +269,15 @@ def _wants_tool_use(body: dict[str, Any]) -> bool:
         isinstance(block, dict) and block.get("type") == "tool_result" for block in content
     )
     return bool(body.get("tools")) and not has_result
+
+
+def _wants_function_call(body: dict[str, Any]) -> bool:
+    """Responses API: tools offered, and no ``function_call_output`` item in the input yet."""
+    items = body.get("input")
+    has_output = isinstance(items, list) and any(
+        isinstance(item, dict) and item.get("type") == "function_call_output" for item in items
+    )
+    return bool(body.get("tools")) and not has_output
 
 
 def _answer_text(body: dict[str, Any]) -> str:
@@ -621,9 +635,25 @@ class FakeOpenAIServer:
             "content": content or [],
         }
 
+    def _function_call_item(self, *, arguments: str | None) -> dict[str, Any]:
+        """A Responses API ``function_call`` output item calling :data:`TOOL_NAME`; ``in_progress`` with empty
+        arguments when ``arguments`` is None."""
+        return {
+            "type": "function_call",
+            "id": self._next_id("fc"),
+            "call_id": self._next_id(f"call_{SENTINEL_TOOL_CALL_ID}"),
+            "name": TOOL_NAME,
+            "arguments": arguments or "",
+            "status": "in_progress" if arguments is None else "completed",
+        }
+
     def response(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A Responses API answer (non-streaming) with one output message."""
+        """A Responses API answer (non-streaming): a ``function_call`` when tools are offered and no call
+        output came back yet, else one output message."""
         response_id = self._next_id("resp")
+        if _wants_function_call(body):
+            call = self._function_call_item(arguments=TOOL_ARGUMENTS)
+            return self._response_object(body, response_id, output=[call], usage=RESPONSES_TOOL_CALL_USAGE)
         text = {"type": "output_text", "text": ANSWER_TEXT, "annotations": []}
         message = self._output_message(self._next_id("msg"), [text])
         return self._response_object(body, response_id, output=[message], usage=RESPONSES_USAGE)
@@ -640,6 +670,19 @@ class FakeOpenAIServer:
         in_progress = self._response_object(body, response_id, output=[], usage=None)
         yield event("response.created", response=in_progress)
         yield event("response.in_progress", response=in_progress)
+        if _wants_function_call(body):
+            call = self._function_call_item(arguments=None)
+            yield event("response.output_item.added", output_index=0, item=call)
+            for piece in _halves(TOOL_ARGUMENTS):
+                yield event("response.function_call_arguments.delta", item_id=call["id"], output_index=0, delta=piece)
+            yield event(
+                "response.function_call_arguments.done", item_id=call["id"], output_index=0, arguments=TOOL_ARGUMENTS
+            )
+            call = {**call, "arguments": TOOL_ARGUMENTS, "status": "completed"}
+            yield event("response.output_item.done", output_index=0, item=call)
+            done = self._response_object(body, response_id, output=[call], usage=RESPONSES_TOOL_CALL_USAGE)
+            yield event("response.completed", response=done)
+            return
         yield event("response.output_item.added", output_index=0, item=self._output_message(item_id, None))
         yield event("response.content_part.added", **where, part=_output_text(""))
         for piece in STREAM_PIECES:

@@ -1,0 +1,334 @@
+"""What every framework integration shares: a span tree built from the framework's own ids.
+
+Agent frameworks (the OpenAI Agents SDK, LangChain/LangGraph) tell an observer when each of their steps starts
+and ends, with the step's id and its parent's id. :class:`SpanTree` turns those notifications into OpenTelemetry
+spans whose parents come from those ids, never from the ambient context, so concurrent runs, ``asyncio.gather``
+fan-out and callbacks delivered on other threads cannot misparent a span.
+
+**Roll-ups that cannot double count.** Token usage (``gen_ai.usage.*``) is recorded only on leaf LLM spans.
+When an LLM node ends, its usage is added to every open ancestor; run and iteration spans carry the sums under
+``agentdiag.usage.*`` (:data:`~otel_agentdiag.semconv.AGENTDIAG_USAGE_PREFIX`), a namespace no backend sums with
+``gen_ai.usage.*``. A roll-up is the sum of the usage its leaves *reported*: a leaf with no usage adds nothing,
+and a node none of whose leaves reported usage carries no roll-up (never a made-up 0).
+
+**Reaching code inside a step.** A framework step is made "active" in a :class:`~contextvars.ContextVar` set
+without a token (so ending it in another context never fails, unlike ``context.detach``). Our client
+instrumentations and manual wrappers consult it: a model call inside an active LLM node *enriches* that node's
+span instead of starting a second one (one owner per LLM call), and a span started inside an active step is
+parented to it and carries its conversation id, unless an OpenTelemetry span was made current after the step
+started (that span is closer, and wins).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.context import (
+    ACTIVE_FRAMEWORK_STEP as _ACTIVE,
+)
+from otel_agentdiag._internal.context import (
+    CONVERSATION_ID_KEY,
+    active_framework_step,
+    current_conversation_id,
+    framework_parent_context,
+)
+from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag.instrumentation._base import LLMCallState
+
+__all__ = ["Node", "SpanTree", "active_framework_step", "framework_parent_context", "usage_of"]
+
+USAGE_KEYS: tuple[str, ...] = (
+    sc.GEN_AI_USAGE_INPUT_TOKENS,
+    sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+    sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+    sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+)
+"""The leaf usage attributes that roll up: ``gen_ai.usage.X`` becomes ``agentdiag.usage.X`` on ancestors."""
+
+ROLLUP_KEYS: dict[str, str] = {
+    key: sc.AGENTDIAG_USAGE_PREFIX + key[len(sc.GEN_AI_USAGE_PREFIX) :] for key in USAGE_KEYS
+}
+
+_ROLLUP_KINDS = frozenset({sc.KIND_RUN, sc.KIND_ITERATION})
+
+
+class Node:
+    """One framework step and its span."""
+
+    __slots__ = (
+        "ambient",
+        "children",
+        "context",
+        "conversation_id",
+        "ended",
+        "error_type",
+        "extra",
+        "key",
+        "kind",
+        "llm",
+        "parent",
+        "prev_active",
+        "span",
+        "stop_reason",
+        "usage",
+        "usage_reported",
+    )
+
+    def __init__(self, key: Hashable, kind: str, parent: Node | None, conversation_id: str | None) -> None:
+        self.key = key
+        self.kind = kind
+        self.parent = parent
+        self.conversation_id = conversation_id
+        self.span: trace.Span = trace.INVALID_SPAN
+        self.context: otel_context.Context = otel_context.Context()
+        self.ambient: trace.Span | None = None
+        self.prev_active: Node | None = None
+        self.llm: LLMCallState | None = None
+        self.usage: dict[str, int] = {}
+        self.usage_reported = False
+        self.ended = False
+        self.error_type: str | None = None
+        self.stop_reason: str | None = None
+        self.children = 0
+        self.extra: dict[str, Any] = {}
+        """Per-integration state (the Agents SDK keeps pending tool call ids here)."""
+
+    def ancestors(self) -> Iterable[Node]:
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+    def nearest(self, kind: str) -> Node | None:
+        """This node or its closest ancestor of ``kind``."""
+        node: Node | None = self
+        while node is not None:
+            if node.kind == kind:
+                return node
+            node = node.parent
+        return None
+
+
+def usage_of(attributes: Mapping[str, Any] | None) -> dict[str, int]:
+    """The roll-up relevant usage among span attributes."""
+    if not attributes:
+        return {}
+    out = {}
+    for key in USAGE_KEYS:
+        value = attributes.get(key)
+        if type(value) is int and value >= 0:
+            out[key] = value
+    return out
+
+
+class SpanTree:
+    """OpenTelemetry spans for one framework's steps, keyed by the framework's own ids.
+
+    Thread-safe. Every method swallows (and logs by type) its own failures: a framework callback that reaches
+    it never sees an exception from telemetry.
+    """
+
+    def __init__(self, tracer: trace.Tracer) -> None:
+        self._tracer = tracer
+        self._nodes: dict[Hashable, Node] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def get(self, key: Hashable) -> Node | None:
+        return self._nodes.get(key)
+
+    def alias(self, key: Hashable, node: Node) -> None:
+        """Let ``key`` name an existing node (a framework step that this integration folds into another)."""
+        with self._lock:
+            self._nodes[key] = node
+
+    def forget(self, key: Hashable) -> Node | None:
+        with self._lock:
+            return self._nodes.pop(key, None)
+
+    # -- starting ---------------------------------------------------------------------------------------
+    def new_node(
+        self,
+        key: Hashable,
+        parent_key: Hashable | None,
+        *,
+        kind: str,
+        conversation_id: str | None = None,
+    ) -> Node:
+        """A node whose span is not started yet (see :meth:`open`)."""
+        parent = self._nodes.get(parent_key) if parent_key is not None else None
+        if conversation_id is None and parent is not None:
+            conversation_id = parent.conversation_id
+        node = Node(key, kind, parent, conversation_id)
+        with self._lock:
+            self._nodes[key] = node
+        return node
+
+    def open(
+        self,
+        node: Node,
+        name: str,
+        attributes: dict[str, Any],
+        *,
+        span_kind: SpanKind = SpanKind.INTERNAL,
+        start_time: int | None = None,
+        activate: bool = True,
+    ) -> None:
+        """Start ``node``'s span: parented to its parent node's span, else to the ambient context (resolved
+        through an enclosing framework step). ``activate`` makes it the active step in this context."""
+        try:
+            ambient = otel_context.get_current()
+            if node.parent is not None:
+                ctx = node.parent.context
+            else:
+                ctx, _ = framework_parent_context(ambient)
+                if node.conversation_id is None:
+                    node.conversation_id = current_conversation_id(ctx)
+            attributes[sc.AGENTDIAG_KIND] = node.kind
+            if node.conversation_id is not None:
+                attributes.setdefault(sc.GEN_AI_CONVERSATION_ID, node.conversation_id)
+            span = self._tracer.start_span(
+                name,
+                context=ctx,
+                kind=span_kind,
+                attributes=attributes,
+                start_time=start_time,
+                record_exception=False,
+                set_status_on_exception=False,
+            )
+            node.span = span
+            child = trace.set_span_in_context(span, ctx)
+            if node.conversation_id is not None:
+                child = otel_context.set_value(CONVERSATION_ID_KEY, node.conversation_id, child)
+            node.context = child
+            if node.kind == sc.KIND_LLM:
+                node.llm = LLMCallState(span, owns=False)
+            if node.parent is not None:
+                node.parent.children += 1
+            if activate:
+                node.ambient = trace.get_current_span(ambient)
+                node.prev_active = _ACTIVE.get()
+                _ACTIVE.set(node)
+        except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+            log_internal_error("starting a framework span", exc)
+
+    def start(
+        self,
+        key: Hashable,
+        parent_key: Hashable | None,
+        *,
+        kind: str,
+        name: str,
+        attributes: dict[str, Any],
+        span_kind: SpanKind = SpanKind.INTERNAL,
+        conversation_id: str | None = None,
+        start_time: int | None = None,
+        activate: bool = True,
+    ) -> Node | None:
+        """:meth:`new_node` and :meth:`open` in one step."""
+        try:
+            node = self.new_node(key, parent_key, kind=kind, conversation_id=conversation_id)
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("starting a framework span", exc)
+            return None
+        self.open(node, name, attributes, span_kind=span_kind, start_time=start_time, activate=activate)
+        return node
+
+    # -- ending -----------------------------------------------------------------------------------------
+    def end(
+        self,
+        key: Hashable,
+        *,
+        attributes: Mapping[str, Any] | None = None,
+        error_type: str | None = None,
+        end_time: int | None = None,
+        before_end: Callable[[Node], None] | None = None,
+    ) -> Node | None:
+        """End the node ``key`` names (once; later calls return ``None``).
+
+        ``error_type`` marks the span failed: status ERROR without a description, ``error.type`` and an
+        ``exception`` event carrying the type only. An LLM node's usage (read from its span, where the
+        integration and any client instrumentation put it) is added to its open ancestors; run and iteration
+        nodes get their roll-ups. ``before_end`` runs last, just before the span ends.
+        """
+        with self._lock:
+            node = self._nodes.pop(key, None)
+            if node is None or node.ended:
+                return None
+            node.ended = True
+            # Aliases of this node go with it.
+            for other in [k for k, value in self._nodes.items() if value is node]:
+                del self._nodes[other]
+        try:
+            self._finish(node, attributes, error_type, end_time, before_end)
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("ending a framework span", exc)
+        return node
+
+    def _finish(
+        self,
+        node: Node,
+        attributes: Mapping[str, Any] | None,
+        error_type: str | None,
+        end_time: int | None,
+        before_end: Callable[[Node], None] | None,
+    ) -> None:
+        span = node.span
+        recording = span.is_recording()
+        if attributes and recording:
+            span.set_attributes(attributes)
+        if node.kind == sc.KIND_LLM:
+            usage = usage_of(getattr(span, "attributes", None))
+            if usage:
+                with self._lock:
+                    for ancestor in node.ancestors():
+                        ancestor.usage_reported = True
+                        for key, value in usage.items():
+                            ancestor.usage[key] = ancestor.usage.get(key, 0) + value
+        elif node.kind in _ROLLUP_KINDS and node.usage_reported and recording:
+            with self._lock:
+                rollups = {ROLLUP_KEYS[key]: value for key, value in node.usage.items()}
+            span.set_attributes(rollups)
+        if error_type is None:
+            error_type = node.error_type
+        if error_type is not None and recording:
+            span.set_attribute(sc.ERROR_TYPE, error_type)
+            span.add_event(sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: error_type, sc.EXCEPTION_ESCAPED: True})
+            span.set_status(Status(StatusCode.ERROR))
+        if node.stop_reason is not None and recording:
+            span.set_attribute(sc.AGENTDIAG_STOP_REASON, node.stop_reason)
+        if before_end is not None:
+            before_end(node)
+        if node.llm is not None:
+            node.llm._claim_end()
+        span.end(end_time=end_time)
+        if _ACTIVE.get() is node:
+            prev = node.prev_active
+            while prev is not None and prev.ended:
+                prev = prev.parent
+            _ACTIVE.set(prev)
+
+    def end_all(self, error_type: str) -> int:
+        """End every open span with ``error_type`` (the integration is being removed mid-run); children first.
+        Returns how many were ended."""
+        with self._lock:
+            nodes = list({id(node): node for node in self._nodes.values()}.values())
+
+        def depth(node: Node) -> int:
+            return sum(1 for _ in node.ancestors())
+
+        ended = 0
+        for node in sorted(nodes, key=depth, reverse=True):
+            if self.end(node.key, error_type=error_type) is not None:
+                ended += 1
+        return ended

@@ -1,0 +1,469 @@
+"""Maps the OpenAI Agents SDK's trace spans to OpenTelemetry GenAI spans.
+
+The SDK reports each step of a run to its trace processors: ``on_span_start``/``on_span_end`` with the step's
+``span_id``, its ``parent_id`` and typed ``span_data``. :class:`AgentDiagTracingProcessor` builds the
+OpenTelemetry tree from those ids (never from the ambient context):
+
+===================  ============================================  ==========================================
+SDK span (``type``)  OpenTelemetry span                            notes
+===================  ============================================  ==========================================
+task + first agent   ``invoke_agent {agent}`` (run)                one span from task start to task end
+agent (later ones)   ``invoke_agent {agent}`` (run)                the target of a handoff, inside the run
+turn                 ``agent.iteration`` (iteration)               ``agentdiag.iteration.index`` = the turn
+generation/response  ``chat {model}`` (llm, CLIENT)                usage, response model and id; owns the call
+function             ``execute_tool {tool}`` (tool)                ``gen_ai.tool.call.id`` from the answer
+handoff              ``execute_tool transfer_to_{agent}`` (tool)   source and target agent names
+guardrail            ``agentdiag.guardrail`` (other)               name, whether its tripwire triggered
+anything else        ``agentdiag.framework_step`` (other)          ``agentdiag.framework.span_type``
+===================  ============================================  ==========================================
+
+The run's ``RunConfig.group_id`` (the trace's ``group_id``) becomes ``gen_ai.conversation.id`` on every span,
+including the LLM span a client instrumentation enriches. Nothing the SDK records as content (inputs, outputs,
+instructions, error details) is put on a span; from a model's answer only the tool call ids and tool names are
+read, to give each ``execute_tool`` span its call id. When the run has ``trace_include_sensitive_data=False``
+the SDK does not record the answer, and the tool spans carry no call id.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.errors import handle_internal_errors
+from otel_agentdiag._internal.names import NameRegistry, default_registry
+from otel_agentdiag.instrumentation._framework import Node, SpanTree
+
+try:  # the SDK is an optional dependency: the module must import without it (for documentation tools)
+    from agents.tracing import TracingProcessor
+except ImportError:  # pragma: no cover - exercised only without openai-agents
+    TracingProcessor = object  # type: ignore[assignment,misc]
+
+__all__ = ["AgentDiagTracingProcessor"]
+
+PROVIDER = "openai"
+"""``gen_ai.provider.name`` of the SDK's model calls (its models speak the OpenAI APIs)."""
+
+_ERROR_TYPES: Mapping[str, str] = {
+    "Max turns exceeded": "agents.MaxTurnsExceeded",
+    "Guardrail tripwire triggered": "agents.guardrail_tripwire",
+    "Error running tool": "agents.tool_error",
+    "Error running tool (non-fatal)": "agents.tool_error",
+    "Tool execution cancelled": "agents.tool_cancelled",
+    "Tool not found": "agents.tool_not_found",
+    "Multiple handoffs requested": "agents.multiple_handoffs",
+    "Error getting response": "agents.model_error",
+    "Error streaming response": "agents.model_error",
+    "Error in agent run": "agents.agent_error",
+    "Invalid JSON provided": "agents.invalid_json",
+}
+"""The SDK's fixed error messages and the ``error.type`` each becomes. A message not listed (it may quote
+data) becomes ``agents.SpanError``; the message itself never reaches a span."""
+
+_CLASS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_SPAN_TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_CANCELLED = "agents.tool_cancelled"
+
+
+def _error_type(error: Any) -> str | None:
+    if not error:
+        return None
+    message = error.get("message") if isinstance(error, Mapping) else None
+    known = _ERROR_TYPES.get(message) if isinstance(message, str) else None
+    if known is not None:
+        return known
+    data = error.get("data") if isinstance(error, Mapping) else None
+    # Some models report the exception's class as data["name"]: a class name is code, not data.
+    name = data.get("name") if isinstance(data, Mapping) else None
+    if isinstance(name, str) and _CLASS_NAME.fullmatch(name):
+        return name
+    return "agents.SpanError"
+
+
+def _stop_reason(error_type: str) -> str:
+    if error_type == "agents.MaxTurnsExceeded":
+        return sc.STOP_MAX_TURNS
+    if error_type == "agents.guardrail_tripwire":
+        return sc.STOP_GUARDRAIL
+    if error_type == _CANCELLED:
+        return sc.STOP_CANCELLED
+    return sc.STOP_ERROR
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _usage_attributes(usage: Any) -> dict[str, int]:
+    """``gen_ai.usage.*`` from the SDK's per-call usage dict. All-zero counts are what the SDK records when
+    the API reported nothing (a stream without ``include_usage``): absent, not 0."""
+    if not isinstance(usage, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    input_tokens, output_tokens = _int(usage.get("input_tokens")), _int(usage.get("output_tokens"))
+    if not input_tokens and not output_tokens:
+        return out
+    if input_tokens is not None:
+        out[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+    if output_tokens is not None:
+        out[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+    details = usage.get("input_tokens_details")
+    if isinstance(details, Mapping) and _int(details.get("cached_tokens")) is not None:
+        out[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = details["cached_tokens"]
+    details = usage.get("output_tokens_details")
+    if isinstance(details, Mapping) and _int(details.get("reasoning_tokens")) is not None:
+        out[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = details["reasoning_tokens"]
+    return out
+
+
+def _get(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+
+
+def _tool_calls(data: Any) -> list[tuple[str, str]]:
+    """``(tool name, call id)`` of each tool call in a model's answer, in order: from a generation's
+    ``output`` (chat-completions messages, or the Responses-shaped answer a streamed call records), or from a
+    response's ``output`` items."""
+    calls: list[tuple[str, str]] = []
+
+    def items(output: Any) -> None:
+        for item in output or ():
+            if _get(item, "type") == "function_call":
+                name, call_id = _get(item, "name"), _get(item, "call_id")
+                if isinstance(name, str) and isinstance(call_id, str):
+                    calls.append((name, call_id))
+
+    if data.type == "generation":
+        if not isinstance(data.output, (list, tuple)):
+            return calls
+        for message in data.output:
+            for call in _get(message, "tool_calls") or ():
+                name, call_id = _get(_get(call, "function"), "name"), _get(call, "id")
+                if isinstance(name, str) and isinstance(call_id, str):
+                    calls.append((name, call_id))
+            items(_get(message, "output"))
+    else:
+        items(_get(data.response, "output"))
+    return calls
+
+
+class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
+    """An Agents SDK ``TracingProcessor`` that turns the SDK's spans into OpenTelemetry spans on ``tracer``.
+
+    Register it with ``agents.add_trace_processor()`` (or let :class:`OpenAIAgentsInstrumentor` do it). Never
+    raises into the SDK: a failure is logged by type and the step stays untraced.
+    """
+
+    def __init__(self, tracer: trace.Tracer, names: NameRegistry | None = None) -> None:
+        self._tree = SpanTree(tracer)
+        self._names = names or default_registry
+        self._conversations: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._enabled = True
+
+    @property
+    def open_spans(self) -> int:
+        """How many SDK steps are in progress (their spans not yet ended)."""
+        return len(self._tree)
+
+    # -- traces -----------------------------------------------------------------------------------------
+    def on_trace_start(self, trace: Any) -> None:
+        if not self._enabled:
+            return
+        with handle_internal_errors("reading an Agents SDK trace"):
+            group_id = getattr(trace, "group_id", None)
+            if group_id is not None:
+                with self._lock:
+                    self._conversations[trace.trace_id] = str(group_id)
+
+    def on_trace_end(self, trace: Any) -> None:
+        with handle_internal_errors("reading an Agents SDK trace"), self._lock:
+            self._conversations.pop(trace.trace_id, None)
+
+    # -- spans ------------------------------------------------------------------------------------------
+    def on_span_start(self, span: Any) -> None:
+        if not self._enabled:
+            return
+        with handle_internal_errors("starting a span for an Agents SDK step"):
+            self._start(span)
+
+    def on_span_end(self, span: Any) -> None:
+        if not self._enabled:
+            return
+        with handle_internal_errors("ending a span for an Agents SDK step"):
+            self._end(span)
+
+    def _start(self, span: Any) -> None:
+        data = span.span_data
+        kind = data.type
+        key, parent_key = span.span_id, span.parent_id
+        tree = self._tree
+        conversation = None
+        if parent_key is None or tree.get(parent_key) is None:
+            with self._lock:
+                conversation = self._conversations.get(span.trace_id)
+        if kind == "task":
+            node = tree.new_node(key, parent_key, kind=sc.KIND_RUN, conversation_id=conversation)
+            node.extra["task"] = True
+            node.extra["start_ns"] = time.time_ns()
+            return
+        if kind == "agent":
+            self._start_agent(span, data, conversation)
+            return
+        parent = tree.get(parent_key) if parent_key is not None else None
+        if parent is not None and not parent.span.get_span_context().is_valid and parent.extra.get("task"):
+            self._open_run(parent, None)  # a step directly under a task that has no agent yet
+        if kind == "turn":
+            agent = parent.nearest(sc.KIND_RUN) if parent is not None else None
+            if agent is not None:
+                self._register_agent_names(agent)
+            index = data.turn if _int(data.turn) is not None else 0
+            tree.start(
+                key,
+                parent_key,
+                kind=sc.KIND_ITERATION,
+                name=sc.ITERATION_SPAN_NAME,
+                attributes={sc.AGENTDIAG_ITERATION_INDEX: index},
+                conversation_id=conversation,
+            )
+        elif kind in ("generation", "response"):
+            attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT, sc.GEN_AI_PROVIDER_NAME: PROVIDER}
+            model = getattr(data, "model", None)
+            name = sc.OP_CHAT
+            if isinstance(model, str) and model:
+                attributes[sc.GEN_AI_REQUEST_MODEL] = model
+                name = f"{sc.OP_CHAT} {model}"
+            tree.start(
+                key,
+                parent_key,
+                kind=sc.KIND_LLM,
+                name=name,
+                attributes=attributes,
+                span_kind=SpanKind.CLIENT,
+                conversation_id=conversation,
+            )
+        elif kind == "function":
+            tool = str(data.name)
+            if parent is not None:
+                agent = parent.nearest(sc.KIND_RUN)
+                if agent is not None:
+                    self._register_agent_names(agent)
+            attributes = {
+                sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+                sc.GEN_AI_TOOL_NAME: tool,
+                sc.GEN_AI_TOOL_TYPE: "extension" if getattr(data, "mcp_data", None) else "function",
+            }
+            call_id = self._take_call_id(parent, tool)
+            if call_id is not None:
+                attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
+            tree.start(
+                key,
+                parent_key,
+                kind=sc.KIND_TOOL,
+                name=f"{sc.OP_EXECUTE_TOOL} {tool}",
+                attributes=attributes,
+                conversation_id=conversation,
+            )
+        elif kind == "handoff":
+            attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_TYPE: "function"}
+            if isinstance(data.from_agent, str):
+                attributes[sc.AGENTDIAG_HANDOFF_SOURCE_AGENT] = data.from_agent
+            tree.start(
+                key,
+                parent_key,
+                kind=sc.KIND_TOOL,
+                name=sc.OP_EXECUTE_TOOL,
+                attributes=attributes,
+                conversation_id=conversation,
+            )
+        elif kind == "guardrail":
+            self._names.register_valid("guardrail", (data.name,))
+            tree.start(
+                key,
+                parent_key,
+                kind=sc.KIND_OTHER,
+                name=sc.GUARDRAIL_SPAN_NAME,
+                attributes={sc.AGENTDIAG_GUARDRAIL_NAME: str(data.name)},
+                conversation_id=conversation,
+            )
+        else:
+            attributes = {}
+            if isinstance(kind, str) and _SPAN_TYPE.fullmatch(kind):
+                attributes[sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE] = kind
+            tree.start(
+                key,
+                parent_key,
+                kind=sc.KIND_OTHER,
+                name=sc.FRAMEWORK_SPAN_NAME,
+                attributes=attributes,
+                conversation_id=conversation,
+            )
+
+    def _start_agent(self, span: Any, data: Any, conversation: str | None) -> None:
+        tree = self._tree
+        parent = tree.get(span.parent_id) if span.parent_id is not None else None
+        self._names.register_valid("agent", (data.name,))
+        if parent is not None and parent.extra.get("task") and not parent.span.get_span_context().is_valid:
+            # The task and its first agent are one run span, from the task's start to its end.
+            tree.alias(span.span_id, parent)
+            parent.extra["agent_data"] = data
+            self._open_run(parent, data.name)
+            return
+        node = tree.new_node(span.span_id, span.parent_id, kind=sc.KIND_RUN, conversation_id=conversation)
+        node.extra["agent_data"] = data
+        tree.open(node, f"{sc.OP_INVOKE_AGENT} {data.name}", self._run_attributes(data.name))
+
+    @staticmethod
+    def _run_attributes(agent: str | None) -> dict[str, Any]:
+        attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_PROVIDER_NAME: PROVIDER}
+        if agent is not None:
+            attributes[sc.GEN_AI_AGENT_NAME] = str(agent)
+        return attributes
+
+    def _open_run(self, node: Node, agent: str | None) -> None:
+        name = sc.OP_INVOKE_AGENT if agent is None else f"{sc.OP_INVOKE_AGENT} {agent}"
+        self._tree.open(node, name, self._run_attributes(agent), start_time=node.extra.get("start_ns"))
+
+    def _register_agent_names(self, run: Node) -> None:
+        """The agent's declared tools and handoff targets are code: allow their names."""
+        data = run.extra.get("agent_data")
+        if data is None:
+            return
+        tools, handoffs = data.tools or (), data.handoffs or ()
+        seen = run.extra.get("registered")
+        if seen == (len(tools), len(handoffs)):
+            return
+        run.extra["registered"] = (len(tools), len(handoffs))
+        self._names.register_valid("tool", tools)
+        self._names.register_valid("agent", handoffs)
+        self._names.register_valid("tool", (f"transfer_to_{target}" for target in handoffs))
+
+    @staticmethod
+    def _take_call_id(parent: Node | None, tool: str) -> str | None:
+        iteration = parent.nearest(sc.KIND_ITERATION) if parent is not None else None
+        if iteration is None:
+            return None
+        pending: list[tuple[str, str]] = iteration.extra.get("calls", [])
+        for index, (name, call_id) in enumerate(pending):
+            if name == tool:
+                del pending[index]
+                return call_id
+        return None
+
+    def _end(self, span: Any) -> None:
+        data = span.span_data
+        kind = data.type
+        key = span.span_id
+        tree = self._tree
+        node = tree.get(key)
+        if node is None:
+            return
+        error_type = _error_type(span.error)
+        if kind == "agent" and node.extra.get("task") and node.key != key:
+            # The first agent of a task: its span is the task's, which ends with the task.
+            tree.forget(key)
+            self._register_agent_names(node)
+            if error_type is not None:
+                self._fail_run(node, error_type)
+            return
+        attributes: dict[str, Any] = {}
+        if kind in ("generation", "response"):
+            attributes = self._llm_end(node, data)
+        elif kind == "agent":
+            self._register_agent_names(node)
+            if error_type is not None:
+                self._fail_run(node, error_type)
+                error_type = None  # _fail_run set it on the node
+            elif node.parent is None and not node.extra.get("handed_off"):
+                node.stop_reason = sc.STOP_COMPLETED
+        elif kind == "task":
+            if not node.span.get_span_context().is_valid:
+                self._open_run(node, None)
+            if error_type is not None:
+                self._fail_run(node, error_type)
+                error_type = None
+            elif node.error_type is None:
+                node.stop_reason = node.stop_reason or sc.STOP_COMPLETED
+        elif kind == "turn":
+            if error_type is not None:
+                run = node.parent.nearest(sc.KIND_RUN) if node.parent is not None else None
+                if run is not None:
+                    self._fail_run(run, error_type)
+        elif kind == "handoff":
+            attributes = self._handoff_end(node, data)
+        elif kind == "guardrail":
+            triggered = bool(getattr(data, "triggered", False))
+            attributes[sc.AGENTDIAG_GUARDRAIL_TRIGGERED] = triggered
+        tree.end(key, attributes=attributes, error_type=error_type)
+
+    def _fail_run(self, run: Node, error_type: str) -> None:
+        """A run-fatal error: the run, and every run enclosing it, failed with ``error_type``."""
+        reason = _stop_reason(error_type)
+        node: Node | None = run
+        while node is not None:
+            if node.kind == sc.KIND_RUN and node.error_type is None:
+                node.error_type = error_type
+                node.stop_reason = reason
+            node = node.parent
+
+    def _llm_end(self, node: Node, data: Any) -> dict[str, Any]:
+        attributes: dict[str, Any] = _usage_attributes(getattr(data, "usage", None))
+        model = getattr(data, "model", None)
+        if isinstance(model, str) and model:
+            attributes[sc.GEN_AI_REQUEST_MODEL] = model
+        else:  # a Responses span names no model: the client instrumentation may have recorded it
+            model = (getattr(node.span, "attributes", None) or {}).get(sc.GEN_AI_REQUEST_MODEL)
+        if isinstance(model, str) and model:
+            node.span.update_name(f"{sc.OP_CHAT} {model}")
+        response = getattr(data, "response", None)
+        if response is not None:
+            response_model, response_id = _get(response, "model"), _get(response, "id")
+            if isinstance(response_model, str):
+                attributes[sc.GEN_AI_RESPONSE_MODEL] = response_model
+            if isinstance(response_id, str):
+                attributes[sc.GEN_AI_RESPONSE_ID] = response_id
+        calls = _tool_calls(data)
+        if calls:
+            iteration = node.nearest(sc.KIND_ITERATION)
+            if iteration is not None:
+                iteration.extra.setdefault("calls", []).extend(calls)
+        return attributes
+
+    def _handoff_end(self, node: Node, data: Any) -> dict[str, Any]:
+        attributes: dict[str, Any] = {}
+        source, target = data.from_agent, data.to_agent
+        if isinstance(source, str):
+            attributes[sc.AGENTDIAG_HANDOFF_SOURCE_AGENT] = source
+        if isinstance(target, str):
+            tool = f"transfer_to_{target}"
+            attributes[sc.AGENTDIAG_HANDOFF_TARGET_AGENT] = target
+            attributes[sc.GEN_AI_TOOL_NAME] = tool
+            node.span.update_name(f"{sc.OP_EXECUTE_TOOL} {tool}")
+        run = node.nearest(sc.KIND_RUN)
+        if run is not None:
+            run.extra["handed_off"] = True
+        return attributes
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def close(self) -> int:
+        """Stop mapping and end every span still open with ``error.type = agentdiag.uninstrumented``.
+        Returns how many were open."""
+        self._enabled = False
+        return self._tree.end_all(ERROR_TYPE_UNINSTRUMENTED)
+
+    def shutdown(self) -> None:
+        """The SDK is shutting its tracing down (at exit): nothing to flush, the OpenTelemetry pipeline
+        exports what ended."""
+
+    def force_flush(self) -> None:
+        """Nothing is buffered here; spans are handed to the OpenTelemetry SDK as each step ends."""
+
+
+ERROR_TYPE_UNINSTRUMENTED = "agentdiag.uninstrumented"
+"""``error.type`` of a span ended because the instrumentation was removed while its step was running."""
