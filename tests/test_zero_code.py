@@ -105,8 +105,8 @@ def _subprocess_env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def run_app(base: Path, extra_env: Mapping[str, str] | None = None) -> Run:
-    """Run the app under ``opentelemetry-instrument`` (cwd ``base``) against a fresh fake model server."""
+def run_app(base: Path, extra_env: Mapping[str, str] | None = None, app: Path = APP) -> Run:
+    """Run ``app`` under ``opentelemetry-instrument`` (cwd ``base``) against a fresh fake model server."""
     store_path = base / "store" / "traces.db"
     with FakeOpenAIServer() as server:
         env = _subprocess_env(
@@ -119,7 +119,7 @@ def run_app(base: Path, extra_env: Mapping[str, str] | None = None) -> Run:
                 **(extra_env or {}),
             }
         )
-        command = [str(INSTRUMENT), sys.executable, str(APP)]
+        command = [str(INSTRUMENT), sys.executable, str(app)]
         try:
             done = subprocess.run(command, cwd=base, env=env, capture_output=True, text=True, timeout=APP_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:
@@ -322,6 +322,37 @@ def test_the_entry_points_resolve_to_our_classes() -> None:
     instrumentors = {ep.name: ep.value for ep in metadata.entry_points(group="opentelemetry_instrumentor")}
     assert instrumentors["agentdiag_openai"] == "otel_agentdiag.instrumentation.openai:OpenAIInstrumentor"
     assert instrumentors["agentdiag_anthropic"] == "otel_agentdiag.instrumentation.anthropic:AnthropicInstrumentor"
+    assert (
+        instrumentors["agentdiag_openai_agents"]
+        == "otel_agentdiag.instrumentation.openai_agents:OpenAIAgentsInstrumentor"
+    )
+    assert instrumentors["agentdiag_langchain"] == "otel_agentdiag.instrumentation.langchain:LangChainInstrumentor"
+
+
+@requires_instrument
+def test_an_agents_sdk_app_becomes_one_tree_with_one_span_per_model_call(tmp_path: Path) -> None:
+    pytest.importorskip("agents", reason="the openai-agents package (the `openai-agents` extra) is not installed")
+    run = run_app(tmp_path, app=TESTS / "zero_code_agents_app.py")
+    assert run.done.returncode == 0, run.done.stderr
+    assert run.done.stdout.splitlines() == ["agent True"], run.done.stderr
+    assert "otel-agentdiag" not in run.done.stderr, run.done.stderr
+    assert [(r.method, r.path) for r in run.requests] == [("POST", "/v1/chat/completions")] * 2
+    spans = stored_spans(run.store_path)
+    assert sorted(s.name for s in spans) == [
+        "agent.iteration",
+        "agent.iteration",
+        "chat gpt-4o-mini",
+        "chat gpt-4o-mini",
+        "execute_tool get_weather",
+        "invoke_agent weather_agent",
+    ]
+    (root,) = [s for s in spans if s.kind == "run"]
+    assert all(s.trace_id == root.trace_id for s in spans)
+    assert {s.attributes["gen_ai.conversation.id"] for s in spans} == {root.attributes["gen_ai.conversation.id"]}
+    llm = [s for s in spans if s.kind == "llm"]
+    assert all(s.events for s in llm)  # the OpenAI instrumentor's attempt events: it enriched the SDK's span
+    for path in run.store_path.parent.iterdir():
+        assert not found(path.read_bytes()), path.name
 
 
 @pytest.fixture
