@@ -79,6 +79,17 @@ def broken_tool(city: str) -> str:
     raise ValueError(f"cannot reach the weather service {fake.SENTINEL_ERROR}")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_sdk_export() -> Iterator[None]:
+    """No test run may reach the SDK's default processor, which sends traces to OpenAI when a key is set."""
+    from agents.tracing import set_trace_processors
+
+    before = list(get_trace_provider()._multi_processor._processors)  # type: ignore[attr-defined]
+    set_trace_processors([])
+    yield
+    set_trace_processors(before)
+
+
 @pytest.fixture
 def instrumented(spans: Spans) -> Iterator[OpenAIAgentsInstrumentor]:
     instrumentor = OpenAIAgentsInstrumentor()
@@ -560,13 +571,13 @@ class _BrokenTracer:
 
 def test_a_failing_tracer_never_reaches_the_agent(caplog: pytest.LogCaptureFixture) -> None:
     from agents.tracing import set_trace_processors
-    from agents.tracing.processors import default_processor
 
+    before = _processors()
     set_trace_processors([AgentDiagTracingProcessor(_BrokenTracer())])  # type: ignore[arg-type]
     try:
         result = run(weather_agent(scripted(*weather_steps()), tools=[get_weather]), "async")
     finally:
-        set_trace_processors([default_processor()])
+        set_trace_processors(before)
     assert result.final_output == "It is sunny."
     assert "RuntimeError" in caplog.text
     assert "tracer failure" not in caplog.text  # logged by type, never by message
@@ -677,3 +688,22 @@ def test_a_function_span_for_an_undeclared_tool_is_exported_as_the_placeholder(t
         (span,) = reader.get_trace(summary.trace_id)
     assert span.name == "execute_tool _OTHER"
     assert span.attributes["gen_ai.tool.name"] == "_OTHER"
+
+
+def test_without_sensitive_data_the_sdk_records_no_answer_and_tools_get_no_call_id(
+    spans: Spans, instrumented: object
+) -> None:
+    model = RecordingModel(
+        ([function_call("get_weather", {"city": "Paris"}, call_id="call_1")], TOOL_USAGE),
+        ([assistant_message("Sunny.")], ANSWER_USAGE),
+    )
+    config = RunConfig(group_id=CONVERSATION, trace_include_sensitive_data=False)
+    assert run(weather_agent(model, tools=[get_weather]), "async", config).final_output == "Sunny."
+    finished = spans.finished()
+    (tool,) = named(finished, "execute_tool get_weather")
+    assert "gen_ai.tool.call.id" not in attrs(tool)
+    # Everything else is as with sensitive data: the tree, the usage and its roll-ups.
+    names = [name for _, name in tree(finished)]
+    assert names[:3] == ["invoke_agent weather_agent", "agent.iteration", "chat gpt-test"]
+    (root,) = named(finished, "invoke_agent weather_agent")
+    assert attrs(root)["agentdiag.usage.input_tokens"] == TOOL_USAGE.input_tokens + ANSWER_USAGE.input_tokens
