@@ -26,7 +26,7 @@ from otel_agentdiag.instrumentation.openai_agents import OpenAIAgentsInstrumento
 from otel_agentdiag.storage import SpanStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from fakes.openai_server import FakeOpenAIServer  # noqa: E402 - the repository's fake model server
+from fakes.openai_server import FakeOpenAIServer
 
 
 @function_tool

@@ -163,6 +163,8 @@ STREAM_CANCELLED = "cancelled"
 STREAM_ABANDONED = "abandoned"
 """The stream was garbage-collected unread and unclosed: the outcome of the call is unknown."""
 STREAM_ENDS = (STREAM_EXHAUSTED, STREAM_CLOSED, STREAM_ERROR, STREAM_CANCELLED, STREAM_ABANDONED)
+ERROR_TYPE_UNINSTRUMENTED = "agentdiag.uninstrumented"
+"""``error.type`` of a framework span ended because its instrumentation was removed while the step ran."""
 ERROR_TYPE_STREAM_ABANDONED = "agentdiag.stream_abandoned"
 """``error.type`` of an LLM span whose stream was abandoned."""
 

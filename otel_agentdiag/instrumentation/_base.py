@@ -26,7 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.context import LLM_CALL_KEY, current_conversation_id, framework_parent_context
+from otel_agentdiag._internal.context import LLM_CALL_KEY, current_conversation_id, framework_parent
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag.version import __version__
 
@@ -73,7 +73,7 @@ class LLMCallState:
     Every method is safe to call from telemetry code: none raises (failures are logged by type only).
     """
 
-    __slots__ = ("_ended", "_first_chunk_ns", "_lock", "_start_ns", "attempts", "enrich", "owns", "span")
+    __slots__ = ("_ended", "_first_chunk_ns", "_lock", "_start_ns", "attempts", "enrich", "owns", "rollup", "span")
 
     def __init__(self, span: trace.Span, *, owns: bool, enrich: bool = True) -> None:
         self.span = span
@@ -82,6 +82,8 @@ class LLMCallState:
         self.enrich = enrich
         """False when the owner wants no attributes from client instrumentations."""
         self.attempts = 0
+        self.rollup: Any = None
+        """The framework step this call's span was started under (its usage rolls up there), or None."""
         self._ended = False
         self._lock = threading.Lock()
         self._start_ns = time.monotonic_ns()
@@ -97,10 +99,13 @@ class LLMCallState:
         try:
             ctx = otel_context.get_current()
             owner = current_llm_call(ctx)
+            step = None
             if owner is None:
                 # Inside a framework's model-call step: that step owns the call. Inside another framework
-                # step: the span is its child.
-                ctx, owner = framework_parent_context(ctx)
+                # step: the span is its child, and its usage rolls up into the step's run.
+                step = framework_parent(ctx)
+                if step is not None:
+                    ctx, owner = step.context, step.llm
             if owner is not None:
                 if not owner.enrich:
                     return None
@@ -119,7 +124,9 @@ class LLMCallState:
                 record_exception=False,
                 set_status_on_exception=False,
             )
-            return cls(span, owns=True)
+            state = cls(span, owns=True)
+            state.rollup = step
+            return state
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("starting an LLM span", exc)
             return None
@@ -195,6 +202,11 @@ class LLMCallState:
     def ended(self) -> bool:
         return self._ended
 
+    def _end_span(self) -> None:
+        if self.rollup is not None:
+            self.rollup.add_span_usage(self.span)  # before end(): the span's attributes are still readable
+        self.span.end()
+
     def finish(self, attributes: Mapping[str, Any] | None = None, *, stream_end: str | None = None) -> None:
         """The call succeeded (or a stream ended without error): record ``attributes``, end the span once."""
         if not self._claim_end():
@@ -205,7 +217,7 @@ class LLMCallState:
                 out[sc.AGENTDIAG_STREAM_END] = stream_end
             self.set_attributes(out)
             if self.owns:
-                self.span.end()
+                self._end_span()
         except Exception as exc:  # noqa: BLE001
             log_internal_error("ending an LLM span", exc)
 
@@ -237,7 +249,7 @@ class LLMCallState:
                 # No description: the exception text may carry the prompt, the answer or a credential.
                 self.span.set_status(Status(StatusCode.ERROR))
             if self.owns:
-                self.span.end()
+                self._end_span()
         except Exception as internal:  # noqa: BLE001
             log_internal_error("ending an LLM span", internal)
 
@@ -254,7 +266,7 @@ class LLMCallState:
             if self.owns:
                 if self.span.is_recording():
                     self.span.set_status(Status(StatusCode.ERROR))
-                self.span.end()
+                self._end_span()
         except Exception as exc:  # noqa: BLE001
             log_internal_error("ending an abandoned stream's span", exc)
 

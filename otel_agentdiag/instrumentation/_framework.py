@@ -64,6 +64,7 @@ class Node:
     """One framework step and its span."""
 
     __slots__ = (
+        "aliases",
         "ambient",
         "children",
         "context",
@@ -78,12 +79,22 @@ class Node:
         "prev_active",
         "span",
         "stop_reason",
+        "tree_lock",
         "usage",
         "usage_reported",
     )
 
-    def __init__(self, key: Hashable, kind: str, parent: Node | None, conversation_id: str | None) -> None:
+    def __init__(
+        self,
+        key: Hashable,
+        kind: str,
+        parent: Node | None,
+        conversation_id: str | None,
+        tree_lock: threading.Lock | None = None,
+    ) -> None:
         self.key = key
+        self.tree_lock = tree_lock or threading.Lock()
+        self.aliases: list[Hashable] = []
         self.kind = kind
         self.parent = parent
         self.conversation_id = conversation_id
@@ -100,6 +111,23 @@ class Node:
         self.children = 0
         self.extra: dict[str, Any] = {}
         """Per-integration state (the Agents SDK keeps pending tool call ids here)."""
+
+    def add_usage(self, usage: Mapping[str, int]) -> None:
+        """Count an LLM leaf's usage in this node and every ancestor (their roll-ups)."""
+        if not usage:
+            return
+        with self.tree_lock:
+            node: Node | None = self
+            while node is not None:
+                node.usage_reported = True
+                for key, value in usage.items():
+                    node.usage[key] = node.usage.get(key, 0) + value
+                node = node.parent
+
+    def add_span_usage(self, span: Any) -> None:
+        """An LLM span another instrumentation started inside this step (a client call in a tool) is ending:
+        its usage rolls up here too."""
+        self.add_usage(usage_of(getattr(span, "attributes", None)))
 
     def ancestors(self) -> Iterable[Node]:
         node = self.parent
@@ -151,6 +179,7 @@ class SpanTree:
         """Let ``key`` name an existing node (a framework step that this integration folds into another)."""
         with self._lock:
             self._nodes[key] = node
+            node.aliases.append(key)
 
     def forget(self, key: Hashable) -> Node | None:
         with self._lock:
@@ -169,7 +198,7 @@ class SpanTree:
         parent = self._nodes.get(parent_key) if parent_key is not None else None
         if conversation_id is None and parent is not None:
             conversation_id = parent.conversation_id
-        node = Node(key, kind, parent, conversation_id)
+        node = Node(key, kind, parent, conversation_id, self._lock)
         with self._lock:
             self._nodes[key] = node
         return node
@@ -267,8 +296,9 @@ class SpanTree:
                 return None
             node.ended = True
             # Aliases of this node go with it.
-            for other in [k for k, value in self._nodes.items() if value is node]:
-                del self._nodes[other]
+            for other in node.aliases:
+                if self._nodes.get(other) is node:
+                    del self._nodes[other]
         try:
             self._finish(node, attributes, error_type, end_time, before_end)
         except Exception as exc:  # noqa: BLE001
@@ -288,13 +318,8 @@ class SpanTree:
         if attributes and recording:
             span.set_attributes(attributes)
         if node.kind == sc.KIND_LLM:
-            usage = usage_of(getattr(span, "attributes", None))
-            if usage:
-                with self._lock:
-                    for ancestor in node.ancestors():
-                        ancestor.usage_reported = True
-                        for key, value in usage.items():
-                            ancestor.usage[key] = ancestor.usage.get(key, 0) + value
+            if node.parent is not None:
+                node.parent.add_span_usage(span)
         elif node.kind in _ROLLUP_KINDS and node.usage_reported and recording:
             with self._lock:
                 rollups = {ROLLUP_KEYS[key]: value for key, value in node.usage.items()}

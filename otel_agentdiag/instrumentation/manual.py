@@ -38,7 +38,7 @@ from otel_agentdiag._internal.context import (
     CONVERSATION_ID_KEY,
     LLM_CALL_KEY,
     current_conversation_id,
-    framework_parent_context,
+    framework_parent,
 )
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
@@ -110,13 +110,16 @@ def register_names(
 class _SpanScope:
     """A span that is current for the duration of a ``with`` block."""
 
-    __slots__ = ("_span", "_token")
+    __slots__ = ("_rollup", "_span", "_token")
 
     _kind = SpanKind.INTERNAL
+    _rolls_up = False
+    """True for LLM spans: started inside a framework step, their usage counts in the step's roll-ups."""
 
     def __init__(self) -> None:
         self._span: trace.Span = trace.INVALID_SPAN
         self._token: object | None = None
+        self._rollup: Any = None
 
     def _name_and_attributes(self) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
@@ -129,7 +132,11 @@ class _SpanScope:
         try:
             ctx = otel_context.get_current()
             if ACTIVE_FRAMEWORK_STEP.get() is not None:
-                ctx = framework_parent_context(ctx)[0]  # inside a framework's step: parented to it
+                step = framework_parent(ctx)
+                if step is not None:  # inside a framework's step: parented to it
+                    ctx = step.context
+                    if self._rolls_up:
+                        self._rollup = step
             name, attributes = self._name_and_attributes()
             conversation = current_conversation_id(ctx)
             if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in attributes:
@@ -161,6 +168,8 @@ class _SpanScope:
                 span.record_exception(exc, escaped=True)
                 # No description: the exception text may hold exactly the data we must not export.
                 span.set_status(Status(StatusCode.ERROR))
+            if self._rollup is not None:
+                self._rollup.add_span_usage(span)
             span.end()
         except Exception as internal:  # noqa: BLE001
             log_internal_error("ending a span", internal)
@@ -242,6 +251,7 @@ class LLMCall(_SpanScope):
     __slots__ = ("_model", "_operation", "_provider")
 
     _kind = SpanKind.CLIENT
+    _rolls_up = True
 
     def __init__(self, provider: str, model: str | None, operation: str) -> None:
         super().__init__()

@@ -202,3 +202,25 @@ def test_a_failing_tracer_is_contained(kind: str, caplog: pytest.LogCaptureFixtu
     tree.start("x", None, kind=kind, name="x", attributes={})
     tree.end("x")
     assert "RuntimeError" in caplog.text
+
+
+def test_llm_spans_of_other_instrumentations_inside_a_step_roll_up(spans: Spans) -> None:
+    tree = SpanTree(spans.provider.get_tracer("t"))
+    manual.use_tracer_provider(spans.provider)
+    try:
+        tree.start("run", None, kind=sc.KIND_RUN, name="run", attributes={})
+        tree.start("it", "run", kind=sc.KIND_ITERATION, name="it", attributes={})
+        tree.start("tool", "it", kind=sc.KIND_TOOL, name="tool", attributes={})
+        with manual.llm_call(provider="openai", model="m") as call:  # a hand-made LLM span inside the tool
+            call.record_response(input_tokens=7, output_tokens=3)
+        tree.end("tool")
+        tree.start("llm", "it", kind=sc.KIND_LLM, name="chat", attributes={})
+        tree.end("llm", attributes=leaf_usage(10, 1))
+        tree.end("it")
+        tree.end("run")
+    finally:
+        manual.use_tracer_provider(None)
+    found = by_name(spans)
+    assert attrs(found["run"])["agentdiag.usage.input_tokens"] == 17
+    assert attrs(found["it"])["agentdiag.usage.output_tokens"] == 4
+    assert found["chat m"].parent.span_id == found["tool"].context.span_id

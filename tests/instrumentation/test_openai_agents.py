@@ -511,6 +511,12 @@ def test_spans_started_inside_a_tool_are_its_children(
     for span in inner:
         assert span.parent is not None and span.parent.span_id == tool.context.span_id, span.name
         assert attrs(span)["gen_ai.conversation.id"] == CONVERSATION
+    # The client call's tokens count in the run's roll-up (the scripted model's calls report none).
+    (nano,) = named(finished, "chat gpt-4.1-nano")
+    (root,) = named(finished, "invoke_agent weather_agent")
+    assert attrs(nano)["gen_ai.usage.input_tokens"] == fake.ANSWER_USAGE.prompt_tokens
+    assert attrs(root)["agentdiag.usage.input_tokens"] == fake.ANSWER_USAGE.prompt_tokens
+    assert attrs(root)["agentdiag.usage.output_tokens"] == fake.ANSWER_USAGE.completion_tokens
 
 
 # -- the instrumentor -----------------------------------------------------------------------------------

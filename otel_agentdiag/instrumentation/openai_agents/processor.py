@@ -465,5 +465,4 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
         """Nothing is buffered here; spans are handed to the OpenTelemetry SDK as each step ends."""
 
 
-ERROR_TYPE_UNINSTRUMENTED = "agentdiag.uninstrumented"
-"""``error.type`` of a span ended because the instrumentation was removed while its step was running."""
+ERROR_TYPE_UNINSTRUMENTED = sc.ERROR_TYPE_UNINSTRUMENTED

@@ -1,0 +1,95 @@
+"""Auto-instrumentation of LangChain and LangGraph (``create_agent``, ``create_react_agent``, any graph or chain)
+through LangChain's public callback system.
+
+Usage::
+
+    from otel_agentdiag.instrumentation.langchain import LangChainInstrumentor
+
+    LangChainInstrumentor().instrument()      # or instrument(tracer_provider=...)
+    agent.invoke({"messages": [("user", "Weather in Paris?")]}, config={"configurable": {"thread_id": thread_id}})
+    LangChainInstrumentor().uninstrument()
+
+or with no code at all: ``opentelemetry-instrument python app.py`` (entry point ``agentdiag_langchain``); or, for
+one run only, without the instrumentor: ``config={"callbacks": [AgentDiagCallbackHandler()]}``.
+
+The instrumentor attaches one
+:class:`~otel_agentdiag.instrumentation.langchain.callback.AgentDiagCallbackHandler` to every LangChain run, in
+every thread and task, through ``langchain_core.tracers.context.register_configure_hook`` (the hook LangChain's
+own tracers use); child runs inherit it, so each step is reported once, also when the same handler is passed in
+``callbacks=``. Every agent run becomes ``invoke_agent {agent}`` → ``agent.iteration`` per LangGraph step →
+``chat {model}`` / ``execute_tool {tool}``; see :mod:`.callback` for the whole mapping.
+
+Use it with :class:`~otel_agentdiag.instrumentation.openai.OpenAIInstrumentor` (or the Anthropic one) to get the
+HTTP attempts and the API's own response details: the client instrumentation then *enriches* LangChain's
+model-call span (one span per call), it does not start a second one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from contextvars import ContextVar
+from typing import Any
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+
+from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag.instrumentation.langchain.callback import AgentDiagCallbackHandler
+from otel_agentdiag.instrumentation.langchain.package import _instruments
+
+__all__ = ["AgentDiagCallbackHandler", "LangChainInstrumentor"]
+
+_logger = logging.getLogger(__name__)
+
+
+def _remove_hook(var: ContextVar[Any]) -> None:
+    """Unregister the configure hook of ``var``. LangChain has no public way to do it: filter its private list
+    (in place). Should the list move, the closed handler stays registered and ignores every run."""
+    try:
+        from langchain_core.tracers import context as lc_context
+
+        hooks = getattr(lc_context, "_configure_hooks", None)
+        if isinstance(hooks, list):
+            hooks[:] = [hook for hook in hooks if not (isinstance(hook, tuple) and hook and hook[0] is var)]
+    except Exception as exc:  # noqa: BLE001 - a best-effort edit of LangChain internals
+        log_internal_error("removing the LangChain callback hook", exc)
+
+
+class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Traces LangChain and LangGraph runs as OpenTelemetry GenAI spans.
+
+    ``instrument()`` keyword arguments: ``tracer_provider`` (default: the one ``configure()`` built, else the
+    global one).
+    """
+
+    # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
+    _handler: AgentDiagCallbackHandler | None = None
+    _var: ContextVar[Any] | None = None
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _instruments
+
+    @property
+    def handler(self) -> AgentDiagCallbackHandler | None:
+        """The handler attached to every run while instrumented."""
+        return self._handler
+
+    def _instrument(self, **kwargs: Any) -> None:
+        from langchain_core.tracers.context import register_configure_hook
+
+        handler = AgentDiagCallbackHandler(tracer_provider=kwargs.get("tracer_provider"))
+        # A default (not a set value) is seen by every thread and task; inheritable: child runs get it too, and
+        # LangChain adds a handler only once per run (by identity).
+        var: ContextVar[Any] = ContextVar("otel_agentdiag_langchain_handler", default=handler)
+        register_configure_hook(var, inheritable=True)
+        self._handler, self._var = handler, var
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        handler, var = self._handler, self._var
+        self._handler = self._var = None
+        if var is not None:
+            _remove_hook(var)
+        if handler is not None:
+            open_spans = handler.close()
+            if open_spans:
+                _logger.warning("otel-agentdiag: ended %d LangChain spans still open at uninstrument()", open_spans)
