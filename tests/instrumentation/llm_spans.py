@@ -1,7 +1,8 @@
-"""Readers of finished LLM spans shared by the instrumentation tests."""
+"""Readers of finished spans shared by the instrumentation tests: LLM span details, and trees of framework runs."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -14,3 +15,31 @@ def attempts(span: ReadableSpan) -> list[dict[str, Any]]:
 
 def usage_keys(span: ReadableSpan) -> set[str]:
     return {k for k in (span.attributes or {}) if k.startswith("gen_ai.usage.")}
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
+    """The spans called ``name``, by start time."""
+    return sorted((s for s in spans if s.name == name), key=lambda s: s.start_time or 0)
+
+
+def tree(spans: Sequence[ReadableSpan]) -> list[tuple[int, str]]:
+    """``(depth, name)`` of every span, depth-first, siblings by start time (then name)."""
+    by_parent: dict[int | None, list[ReadableSpan]] = {}
+    ids = {s.context.span_id for s in spans if s.context is not None}
+    for span in spans:
+        parent = span.parent.span_id if span.parent is not None and span.parent.span_id in ids else None
+        by_parent.setdefault(parent, []).append(span)
+    out: list[tuple[int, str]] = []
+
+    def walk(parent: int | None, depth: int) -> None:
+        for span in sorted(by_parent.get(parent, []), key=lambda s: (s.start_time or 0, s.name)):
+            out.append((depth, span.name))
+            assert span.context is not None
+            walk(span.context.span_id, depth + 1)
+
+    walk(None, 0)
+    return out

@@ -28,6 +28,7 @@ from langchain_core.tools import ToolException, tool
 from langchain_core.tracers import context as lc_tracer_context
 from langgraph.errors import GraphRecursionError
 from langgraph.prebuilt import ToolNode
+from llm_spans import attrs, named, tree
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -145,33 +146,6 @@ def drive(agent: Any, mode: str, config: dict[str, Any] | None = None) -> list[A
         return list(state["messages"])
 
     return asyncio.run(main())
-
-
-def tree(spans: Sequence[ReadableSpan]) -> list[tuple[int, str]]:
-    """``(depth, name)`` of every span, depth-first, siblings by start time."""
-    by_parent: dict[int | None, list[ReadableSpan]] = {}
-    ids = {s.context.span_id for s in spans if s.context is not None}
-    for span in spans:
-        parent = span.parent.span_id if span.parent is not None and span.parent.span_id in ids else None
-        by_parent.setdefault(parent, []).append(span)
-    out: list[tuple[int, str]] = []
-
-    def walk(parent: int | None, depth: int) -> None:
-        for span in sorted(by_parent.get(parent, []), key=lambda s: (s.start_time or 0, s.name)):
-            out.append((depth, span.name))
-            assert span.context is not None
-            walk(span.context.span_id, depth + 1)
-
-    walk(None, 0)
-    return out
-
-
-def attrs(span: ReadableSpan) -> dict[str, Any]:
-    return dict(span.attributes or {})
-
-
-def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
-    return sorted((s for s in spans if s.name == name), key=lambda s: s.start_time or 0)
 
 
 def parent_of(span: ReadableSpan, spans: Sequence[ReadableSpan]) -> ReadableSpan:

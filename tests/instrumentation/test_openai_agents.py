@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from agents.usage import Usage  # noqa: E402
 from conftest import Spans  # noqa: E402
 from fakes import openai_server as fake  # noqa: E402
 from fakes.openai_server import FakeModelServer  # noqa: E402
+from llm_spans import attrs, named, tree  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
@@ -160,33 +161,6 @@ def run(agent: Agent[Any], mode: str, run_config: RunConfig | None = None, **kwa
         return await Runner.run(agent, "What is the weather in Paris?", run_config=config, **kwargs)
 
     return asyncio.run(main())
-
-
-def tree(spans: Sequence[ReadableSpan]) -> list[tuple[int, str]]:
-    """``(depth, name)`` of every span, depth-first, siblings by start time."""
-    by_parent: dict[int | None, list[ReadableSpan]] = {}
-    ids = {s.context.span_id for s in spans if s.context is not None}
-    for span in spans:
-        parent = span.parent.span_id if span.parent is not None and span.parent.span_id in ids else None
-        by_parent.setdefault(parent, []).append(span)
-    out: list[tuple[int, str]] = []
-
-    def walk(parent: int | None, depth: int) -> None:
-        for span in sorted(by_parent.get(parent, []), key=lambda s: s.start_time or 0):
-            out.append((depth, span.name))
-            assert span.context is not None
-            walk(span.context.span_id, depth + 1)
-
-    walk(None, 0)
-    return out
-
-
-def attrs(span: ReadableSpan) -> dict[str, Any]:
-    return dict(span.attributes or {})
-
-
-def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
-    return [s for s in spans if s.name == name]
 
 
 # -- the tree --------------------------------------------------------------------------------------------
