@@ -66,7 +66,6 @@ class Node:
     __slots__ = (
         "aliases",
         "ambient",
-        "children",
         "context",
         "conversation_id",
         "ended",
@@ -108,7 +107,6 @@ class Node:
         self.ended = False
         self.error_type: str | None = None
         self.stop_reason: str | None = None
-        self.children = 0
         self.extra: dict[str, Any] = {}
         """Per-integration state (the Agents SDK keeps pending tool call ids here)."""
 
@@ -242,8 +240,6 @@ class SpanTree:
             node.context = child
             if node.kind == sc.KIND_LLM:
                 node.llm = LLMCallState(span, owns=False)
-            if node.parent is not None:
-                node.parent.children += 1
             if activate:
                 node.ambient = trace.get_current_span(ambient)
                 node.prev_active = _ACTIVE.get()

@@ -36,7 +36,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.errors import handle_internal_errors
+from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag.instrumentation._framework import Node, SpanTree
 
@@ -187,17 +187,22 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
             self._conversations.pop(trace.trace_id, None)
 
     # -- spans ------------------------------------------------------------------------------------------
+    # Inline try/except rather than handle_internal_errors(): these run twice for every step of every run.
     def on_span_start(self, span: Any) -> None:
         if not self._enabled:
             return
-        with handle_internal_errors("starting a span for an Agents SDK step"):
+        try:
             self._start(span)
+        except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+            log_internal_error("starting a span for an Agents SDK step", exc)
 
     def on_span_end(self, span: Any) -> None:
         if not self._enabled:
             return
-        with handle_internal_errors("ending a span for an Agents SDK step"):
+        try:
             self._end(span)
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("ending a span for an Agents SDK step", exc)
 
     def _start(self, span: Any) -> None:
         data = span.span_data
