@@ -11,19 +11,29 @@ framework's own work plus ours.
   ``otel_agentdiag.configure(store=<tmp>)`` builds (sequencer, redaction on the worker, SQLite).
 - LangChain (``langchain``): ``create_agent(...).invoke`` with the tests' ``ScriptedChatModel``. ``baseline``: no
   handler; ``agentdiag`` and ``agentdiag_pipeline``: ``LangChainInstrumentor``, as above.
+- Peers, each on the same SDK provider as ``agentdiag``, with their defaults (OpenInference records content):
+  ``openinference`` (``openinference-instrumentation-openai-agents`` / ``-langchain``) and ``otel_genai`` (the
+  official ``opentelemetry-instrumentation-genai-openai-agents`` / ``-langchain``). A peer that is not installed is
+  reported as unavailable. They do not make the same spans: the number each makes per run is reported.
 
-Timing: calling-thread CPU (``thread_time_ns``) and wall time per run, each run timed alone; variants take turns
-on chunks of runs, rotated, so drift on the machine hits them alike; figures are medians over repetitions of the
-per-chunk medians. Reported: added µs per run against the same repetition's baseline, per span,
-and the ratio. Checks (untimed): each run's answer, and one run of each traced variant makes the expected spans
-(6 for the Agents SDK, 7 for LangChain, whose ReAct graph takes three steps).
+Timing: calling-thread CPU (``thread_time_ns``) and wall time per run, each run timed alone. In each round every
+variant times one chunk of runs, in an order rotated per round, so drift on the machine hits them alike; a
+chunk's figure is its median run. Reported, as medians over all rounds of the figures paired with the same
+round's baseline: added µs per run, per span, and the ratio (with its quartiles). Then one chunk per variant runs
+under cProfile: Python function calls per run, a figure free of timing noise.
+
+Checks (untimed): each run's answer; one run of ``agentdiag`` makes exactly the expected spans (6 for the Agents
+SDK, 7 for LangChain, whose ReAct graph takes three steps), and so does one run into the store.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
+import importlib
+import pstats
 import statistics
 import sys
 import tempfile
@@ -57,7 +67,22 @@ class _Counting(SpanExporter):
 
 
 # -- the two frameworks ---------------------------------------------------------------------------------
-def _agents_runner() -> tuple[Callable[[], str], Callable[[Any], Callable[[], None]], Callable[[], None]]:
+Instrument = Callable[[Any], Callable[[], None]]
+"""Instruments the framework into a tracer provider; returns the function that removes it again."""
+
+
+def _peer(module: str, cls: str, **kwargs: Any) -> Instrument:
+    """A peer's instrumentor (imported when first used; ``ImportError`` when not installed)."""
+
+    def instrument(provider: Any) -> Callable[[], None]:
+        instrumentor = getattr(importlib.import_module(module), cls)()
+        instrumentor.instrument(tracer_provider=provider, **kwargs)
+        return instrumentor.uninstrument
+
+    return instrument
+
+
+def _agents_runner() -> tuple[Callable[[], str], dict[str, Instrument], Callable[[], None]]:
     from agents import Agent, RunConfig, Runner, function_tool
     from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
     from agents.tracing import set_trace_processors
@@ -89,10 +114,14 @@ def _agents_runner() -> tuple[Callable[[], str], Callable[[Any], Callable[[], No
         return instrumentor.uninstrument
 
     set_trace_processors([])
-    return one, instrument, loop.close
+    peers = {
+        "openinference": _peer("openinference.instrumentation.openai_agents", "OpenAIAgentsInstrumentor"),
+        "otel_genai": _peer("opentelemetry.instrumentation.genai.openai_agents", "OpenAIAgentsInstrumentor"),
+    }
+    return one, {"agentdiag": instrument, **peers}, loop.close
 
 
-def _langchain_runner() -> tuple[Callable[[], str], Callable[[Any], Callable[[], None]], Callable[[], None]]:
+def _langchain_runner() -> tuple[Callable[[], str], dict[str, Instrument], Callable[[], None]]:
     from fakes.langchain_model import ScriptedChatModel, final_text, tool_calls
     from langchain.agents import create_agent
     from langchain_core.tools import tool
@@ -115,7 +144,11 @@ def _langchain_runner() -> tuple[Callable[[], str], Callable[[Any], Callable[[],
         instrumentor.instrument(tracer_provider=provider)
         return instrumentor.uninstrument
 
-    return one, instrument, lambda: None
+    peers = {
+        "openinference": _peer("openinference.instrumentation.langchain", "LangChainInstrumentor"),
+        "otel_genai": _peer("opentelemetry.instrumentation.genai.langchain", "LangChainInstrumentor"),
+    }
+    return one, {"agentdiag": instrument, **peers}, lambda: None
 
 
 FRAMEWORKS: dict[str, Callable[[], Any]] = {"openai_agents": _agents_runner, "langchain": _langchain_runner}
@@ -135,75 +168,116 @@ def _time(one: Callable[[], str], runs: int) -> tuple[list[int], list[int]]:
     return cpu, wall
 
 
+def _python_calls(one: Callable[[], str], instrument: Instrument | None, provider: Any, runs: int) -> float:
+    """Python function calls per run in this thread, under cProfile: a figure free of timing noise."""
+    remove = instrument(provider) if instrument is not None else (lambda: None)
+    try:
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(runs):
+            one()
+        profile.disable()
+    finally:
+        remove()
+    return pstats.Stats(profile).total_calls / runs  # type: ignore[attr-defined]
+
+
 def measure(framework: str, *, runs: int, repetitions: int, chunk: int) -> dict[str, Any]:
-    one, instrument, close = FRAMEWORKS[framework]()
+    import otel_agentdiag
+    from otel_agentdiag.storage import SpanStore
+
+    one, instrumentors, close = FRAMEWORKS[framework]()
     exporter = _Counting()
     plain = TracerProvider()
     plain.add_span_processor(BatchSpanProcessor(exporter))
-    import otel_agentdiag
-
     folder = tempfile.TemporaryDirectory()
-    diag = otel_agentdiag.configure(
-        service_name="framework-bench", store=Path(folder.name) / "traces.db", hash_key=b"k" * 32, set_global=False
-    )
-    providers: dict[str, Any] = {"baseline": None, "agentdiag": plain, "agentdiag_pipeline": diag.tracer_provider}
-    variants = list(providers)
+    store = Path(folder.name) / "traces.db"
+    diag = otel_agentdiag.configure(service_name="framework-bench", store=store, hash_key=b"k" * 32, set_global=False)
+    # variant -> (instrument, provider); the baseline instruments nothing.
+    variants: dict[str, tuple[Instrument | None, Any]] = {"baseline": (None, None)}
+    unavailable: dict[str, str] = {}
+    spans_per_variant: dict[str, list[str]] = {}
     try:
-        # Check once per traced variant: one run makes the expected spans.
-        for name in ("agentdiag", "agentdiag_pipeline"):
-            remove = instrument(providers[name])
+        for name, instrument in instrumentors.items():
+            exporter.names.clear()
             try:
-                one()
+                remove = instrument(plain)
+            except Exception as exc:  # noqa: BLE001 - a peer that cannot run is reported, not fatal
+                unavailable[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            try:
+                if one() != "Sunny.":
+                    raise RuntimeError(f"{name}: unexpected answer")
             finally:
                 remove()
-        plain.force_flush()
+            plain.force_flush()
+            spans_per_variant[name] = sorted(exporter.names)
+            variants[name] = (instrument, plain)
+        ours = instrumentors["agentdiag"]
+        remove = ours(diag.tracer_provider)
+        try:
+            one()
+        finally:
+            remove()
         diag.force_flush()
-        from otel_agentdiag.storage import SpanStore
-
-        with SpanStore(Path(folder.name) / "traces.db", create=False) as reader:
+        variants["agentdiag_pipeline"] = (ours, diag.tracer_provider)
+        # Checks: ours makes exactly the expected spans, on both providers.
+        with SpanStore(store, create=False) as reader:
             stored = sum(summary.span_count for summary in reader.list_traces())
-        names = sorted(name.split(" ")[0] for name in exporter.names)
+        first_words = sorted(name.split(" ")[0] for name in spans_per_variant["agentdiag"])
         spans_per_run = len(EXPECTED[framework])
-        if names != sorted(EXPECTED[framework]) or stored != spans_per_run:
-            raise RuntimeError(f"unexpected spans: {exporter.names}, {stored} stored")
+        if first_words != sorted(EXPECTED[framework]) or stored != spans_per_run:
+            raise RuntimeError(f"unexpected spans: {spans_per_variant['agentdiag']}, {stored} stored")
         for _ in range(chunk):  # warm-up
             one()
-        per_rep: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+        names = list(variants)
+        # One round: every variant times one chunk, in an order rotated per round; its figure is the chunk's
+        # median. Paired per round against the baseline's chunk of the same round.
+        rounds: dict[str, list[dict[str, float]]] = {v: [] for v in names}
         for rep in range(repetitions):
-            samples: dict[str, tuple[list[int], list[int]]] = {v: ([], []) for v in variants}
             for index in range(runs // chunk):
-                order = variants[(index + rep) % 3 :] + variants[: (index + rep) % 3]
-                for name in order:
-                    remove = instrument(providers[name]) if providers[name] is not None else (lambda: None)
+                shift = (index + rep) % len(names)
+                for name in names[shift:] + names[:shift]:
+                    instrument, provider = variants[name]
+                    remove = instrument(provider) if instrument is not None else (lambda: None)
                     try:
                         gc.collect()
                         cpu, wall = _time(one, chunk)
                     finally:
                         remove()
-                    samples[name][0].extend(cpu)
-                    samples[name][1].extend(wall)
-            for name in variants:
-                cpu_us, wall_us = statistics.median(samples[name][0]) / 1e3, statistics.median(samples[name][1]) / 1e3
-                per_rep[name].append({"cpu_us": cpu_us, "wall_us": wall_us})
+                    figures = {"cpu_us": statistics.median(cpu) / 1e3, "wall_us": statistics.median(wall) / 1e3}
+                    rounds[name].append(figures)
+        calls = {name: _python_calls(one, *variants[name], chunk) for name in names}
         out: dict[str, Any] = {
             "runs": runs,
             "repetitions": repetitions,
             "chunk": chunk,
             "spans_per_run": spans_per_run,
+            "spans": spans_per_variant,
+            "unavailable": unavailable,
             "variants": {},
         }
-        for name in variants:
-            cpu = [r["cpu_us"] for r in per_rep[name]]
-            added = [r["cpu_us"] - b["cpu_us"] for r, b in zip(per_rep[name], per_rep["baseline"], strict=True)]
-            ratio = [r["cpu_us"] / b["cpu_us"] for r, b in zip(per_rep[name], per_rep["baseline"], strict=True)]
+        base = rounds["baseline"]
+        for name in names:
+            mine = rounds[name]
+            added = [r["cpu_us"] - b["cpu_us"] for r, b in zip(mine, base, strict=True)]
+            ratio = [r["cpu_us"] / b["cpu_us"] for r, b in zip(mine, base, strict=True)]
             out["variants"][name] = {
-                "cpu_us_per_run": statistics.median(cpu),
-                "wall_us_per_run": statistics.median(r["wall_us"] for r in per_rep[name]),
+                "cpu_us_per_run": statistics.median(r["cpu_us"] for r in mine),
+                "wall_us_per_run": statistics.median(r["wall_us"] for r in mine),
                 "added_cpu_us_per_run": statistics.median(added),
                 "added_cpu_us_per_span": statistics.median(added) / spans_per_run,
                 "cpu_ratio": statistics.median(ratio),
-                "samples": per_rep[name],
+                "cpu_ratio_quartiles": statistics.quantiles(ratio, n=4) if len(ratio) > 1 else [ratio[0]] * 3,
+                "python_calls_per_run": calls[name],
+                "added_python_calls_per_run": calls[name] - calls["baseline"],
+                "rounds": mine,
             }
+        for peer in ("openinference", "otel_genai"):
+            if peer in out["variants"] and out["variants"][peer]["added_cpu_us_per_run"] > 0:
+                out[f"agentdiag_vs_{peer}"] = (
+                    out["variants"]["agentdiag"]["added_cpu_us_per_run"] / out["variants"][peer]["added_cpu_us_per_run"]
+                )
         return out
     finally:
         close()
@@ -219,13 +293,22 @@ def run(*, quick: bool = False) -> dict[str, Any]:
 
 def print_report(results: dict[str, Any]) -> None:
     for framework, result in results.items():
+        if not isinstance(result, dict) or "variants" not in result:
+            continue
         spans = result["spans_per_run"]
-        print(f"{framework}: calling-thread CPU per agent run ({spans} spans), median of repetitions")
+        print(f"{framework}: calling-thread CPU per agent run ({spans} spans), medians over rounds paired with the baseline")
         for name, figures in result["variants"].items():
             print(
                 f"  {name:<20} {figures['cpu_us_per_run']:9.0f} µs  added {figures['added_cpu_us_per_run']:7.0f} µs"
                 f" ({figures['added_cpu_us_per_span']:5.0f} µs a span)  ratio {figures['cpu_ratio']:.2f}x"
+                f"  spans/run {len(result['spans'].get(name, [])) or result['spans_per_run']}"
+                f"  +{figures['added_python_calls_per_run']:.0f} Python calls/run"
             )
+        for peer in ("openinference", "otel_genai"):
+            if f"agentdiag_vs_{peer}" in result:
+                print(f"  added CPU, ours / {peer}: {result[f'agentdiag_vs_{peer}']:.2f}x")
+        for peer, reason in result["unavailable"].items():
+            print(f"  {peer}: unavailable ({reason})")
 
 
 def main(argv: list[str] | None = None) -> int:

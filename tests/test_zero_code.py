@@ -6,9 +6,10 @@ test runs it in a fresh interpreter against the fake model server (``fakes/opena
 what reached the SQLite store (with the project's own reader, and byte for byte) or a real OTLP/HTTP receiver
 on 127.0.0.1 (``e2e/otlp_receiver.py``).
 
-Every run sets ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai``: the venv also has OpenInference's,
-OpenLLMetry's and the official GenAI OpenAI instrumentors registered under the entry point name ``openai``.
-Ours are named ``agentdiag_openai`` and ``agentdiag_anthropic``, so they still run.
+Every run sets ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai,openai_agents,langchain``: the venv also has
+OpenInference's, OpenLLMetry's and the official GenAI instrumentors registered under those entry point names.
+Ours are named ``agentdiag_openai``, ``agentdiag_anthropic``, ``agentdiag_openai_agents`` and
+``agentdiag_langchain``, so they still run.
 
 The in-process tests at the end drive the distro and the configurator directly; none of them installs a
 global TracerProvider in the test process.
@@ -114,7 +115,9 @@ def run_app(base: Path, extra_env: Mapping[str, str] | None = None, app: Path = 
                 "ZERO_CODE_OPENAI_URL": server.base_url,
                 "ZERO_CODE_ANTHROPIC_URL": server.anthropic_base_url,
                 "OTEL_SERVICE_NAME": SERVICE,
-                "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai",
+                # The peers' instrumentors (OpenInference, OpenLLMetry, the official GenAI ones) of the same
+                # libraries would add their own spans; ours are named agentdiag_* and keep running.
+                "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai,openai_agents,langchain",
                 "AGENTDIAG_STORE": str(store_path),
                 **(extra_env or {}),
             }
