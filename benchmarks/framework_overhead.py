@@ -296,7 +296,7 @@ def print_report(results: dict[str, Any]) -> None:
         if not isinstance(result, dict) or "variants" not in result:
             continue
         spans = result["spans_per_run"]
-        print(f"{framework}: calling-thread CPU per agent run ({spans} spans), medians over rounds paired with the baseline")
+        print(f"{framework}: calling-thread CPU per agent run ({spans} spans), paired medians")
         for name, figures in result["variants"].items():
             print(
                 f"  {name:<20} {figures['cpu_us_per_run']:9.0f} µs  added {figures['added_cpu_us_per_run']:7.0f} µs"
