@@ -65,11 +65,22 @@ def _short(value: object) -> str:
 def _details(span: StoredSpan) -> list[str]:
     a = span.attributes
     out: list[str] = []
-    if span.kind == sc.KIND_RUN:
-        if sc.GEN_AI_CONVERSATION_ID in a:
-            out.append(f"conversation={_short(a[sc.GEN_AI_CONVERSATION_ID])}")
-        if sc.USER_ID in a:
-            out.append(f"user={_short(a[sc.USER_ID])}")
+    if span.kind in (sc.KIND_RUN, sc.KIND_ITERATION):
+        if span.kind == sc.KIND_RUN:
+            if sc.GEN_AI_CONVERSATION_ID in a:
+                out.append(f"conversation={_short(a[sc.GEN_AI_CONVERSATION_ID])}")
+            if sc.USER_ID in a:
+                out.append(f"user={_short(a[sc.USER_ID])}")
+        # Roll-ups of the LLM spans below (agentdiag.usage.*), labelled "total" to tell them from a leaf's own.
+        totals = [
+            f"{label} {a[sc.AGENTDIAG_USAGE_PREFIX + key]}"
+            for label, key in (("in", "input_tokens"), ("out", "output_tokens"))
+            if sc.AGENTDIAG_USAGE_PREFIX + key in a
+        ]
+        if totals:
+            out.append("total " + "/".join(totals))
+        if sc.AGENTDIAG_STOP_REASON in a:
+            out.append(f"stop={a[sc.AGENTDIAG_STOP_REASON]}")
     elif span.kind == sc.KIND_LLM:
         if sc.GEN_AI_PROVIDER_NAME in a:
             out.append(str(a[sc.GEN_AI_PROVIDER_NAME]))

@@ -347,6 +347,24 @@ def test_show_text_prints_the_tree(demo_store: tuple[Path, str]) -> None:
     assert "execute_tool convert_currency" in error_lines[0]
 
 
+def test_show_text_prints_rollups_and_the_stop_reason(demo_store: tuple[Path, str]) -> None:
+    path, trace_id = demo_store
+    conn = sqlite3.connect(path)
+    conn.execute(
+        """UPDATE spans SET attributes = json_set(attributes, '$."agentdiag.usage.input_tokens"', 88,
+        '$."agentdiag.usage.output_tokens"', 21, '$."agentdiag.stop_reason"', 'max_turns')
+        WHERE trace_id = ? AND kind = 'run'""",
+        (trace_id,),
+    )
+    conn.commit()
+    conn.close()
+    result = invoke("show", trace_id, "--store", path)
+    assert result.exit_code == 0, result.output
+    (run,) = [line for line in result.stdout.splitlines() if "invoke_agent trip-planner" in line]
+    assert "total in 88/out 21" in run and "stop=max_turns" in run
+    assert "total in" not in result.stdout.replace(run, "")  # the demo's other spans carry no roll-up
+
+
 def test_show_text_flags_a_corrupt_row(demo_store: tuple[Path, str]) -> None:
     path, trace_id = demo_store
     conn = sqlite3.connect(path)
