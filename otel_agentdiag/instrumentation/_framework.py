@@ -343,13 +343,17 @@ class SpanTree:
         """End every open span with ``error_type`` (the integration is being removed mid-run); children first.
         Returns how many were ended."""
         with self._lock:
-            nodes = list({id(node): node for node in self._nodes.values()}.values())
+            # One key per open node (its own, or an alias when an integration dropped its own key).
+            keyed: dict[int, tuple[Hashable, Node]] = {}
+            for key, node in self._nodes.items():
+                if id(node) not in keyed or key == node.key:
+                    keyed[id(node)] = (key, node)
 
-        def depth(node: Node) -> int:
-            return sum(1 for _ in node.ancestors())
+        def depth(item: tuple[Hashable, Node]) -> int:
+            return sum(1 for _ in item[1].ancestors())
 
         ended = 0
-        for node in sorted(nodes, key=depth, reverse=True):
-            if self.end(node.key, error_type=error_type) is not None:
+        for key, _node in sorted(keyed.values(), key=depth, reverse=True):
+            if self.end(key, error_type=error_type) is not None:
                 ended += 1
         return ended

@@ -224,3 +224,15 @@ def test_llm_spans_of_other_instrumentations_inside_a_step_roll_up(spans: Spans)
     assert attrs(found["run"])["agentdiag.usage.input_tokens"] == 17
     assert attrs(found["it"])["agentdiag.usage.output_tokens"] == 4
     assert found["chat m"].parent.span_id == found["tool"].context.span_id
+
+
+def test_end_all_reaches_a_node_known_only_by_an_alias(spans: Spans) -> None:
+    tree = SpanTree(spans.provider.get_tracer("t"))
+    node = tree.start("run", None, kind=sc.KIND_RUN, name="run", attributes={})
+    assert node is not None
+    tree.alias("first-agent", node)
+    tree.forget("run")  # the integration dropped the node's own key; the alias still names it
+    assert tree.end_all("agentdiag.uninstrumented") == 1
+    (span,) = spans.finished()
+    assert attrs(span)["error.type"] == "agentdiag.uninstrumented"
+    assert len(tree) == 0
