@@ -47,21 +47,10 @@ def test_every_cli_command_is_documented():
 
 
 def test_the_example_agent_runs(tmp_path):
-    import subprocess
-    import sys
-
     from otel_agentdiag.storage import SpanStore
 
-    store = tmp_path / "example.db"
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "manual_agent.py"), "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "gato means cat" in done.stdout
+    store, out = _run_example(tmp_path, "manual_agent.py", timeout=60)
+    assert "gato means cat" in out
     with SpanStore(store, create=False) as opened:
         (summary,) = opened.list_traces()
         names = sorted(s.name for s in opened.get_trace(summary.trace_id))
@@ -125,7 +114,7 @@ def test_the_policy_file_example_in_the_docs_loads(tmp_path):
     assert loaded.is_blocked("ACME-INTERNAL-42")
 
 
-def _run_example(tmp_path, name: str, *args: str):
+def _run_example(tmp_path, name: str, *args: str, timeout: float = 120):
     import subprocess
     import sys
 
@@ -134,7 +123,7 @@ def _run_example(tmp_path, name: str, *args: str):
         [sys.executable, str(ROOT / "examples" / name), "--store", str(store), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
@@ -144,9 +133,6 @@ def _run_example(tmp_path, name: str, *args: str):
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_openai_agents_example_prints_its_tree_and_its_receipt_is_valid(tmp_path, stream):
     pytest.importorskip("agents", reason="the openai-agents package (the `openai-agents` extra) is not installed")
-    from otel_agentdiag.diagnostics.receipt import session_receipts
-    from otel_agentdiag.storage import SpanStore
-
     store, out = _run_example(tmp_path, "openai_agents_weather.py", *(["--stream"] if stream else []))
     lines = [re.split(r"  (?=\d)", line)[0] for line in out.splitlines() if line]
     assert lines[2:] == [
@@ -157,6 +143,24 @@ def test_the_openai_agents_example_prints_its_tree_and_its_receipt_is_valid(tmp_
         "└─ ✓ agent.iteration #2",
         "   └─ ✓ chat gpt-4o-mini",
     ]
+    assert _receipt_statuses(store) == ["valid"]
+
+
+def test_the_langgraph_example_prints_its_tree_and_its_receipt_is_valid(tmp_path):
+    pytest.importorskip("langchain", reason="langchain (the `langchain` extra) is not installed")
+    store, out = _run_example(tmp_path, "langgraph_react.py", "--stream")
+    lines = out.splitlines()
+    assert lines[0] == "Sunny, 21 degrees in Paris."
+    assert "invoke_agent weather_agent" in lines[2] and "conversation=hmac-sha256:" in lines[2]
+    assert [line.count("agent.iteration") for line in lines[3:]] == [1, 0, 1, 0, 1, 0]
+    assert "execute_tool get_weather" in lines[6] and "thread-42" not in out
+    assert _receipt_statuses(store) == ["valid"]
+
+
+def _receipt_statuses(store):
+    from otel_agentdiag.diagnostics.receipt import session_receipts
+    from otel_agentdiag.storage import SpanStore
+
     with SpanStore(store, create=False) as reader:
         receipts, _ = session_receipts(reader)
-    assert [r.status for r in receipts] == ["valid"]
+    return [r.status for r in receipts]

@@ -41,24 +41,14 @@ def active_framework_step() -> Any:
 
 def framework_parent(ctx: otel_context.Context) -> Any:
     """The framework step a span started now in ``ctx`` belongs to, or ``None``: the active step, unless an
-    OpenTelemetry span was made current since that step started (that span is closer)."""
+    OpenTelemetry span was made current since that step started (that span is closer).
+
+    A caller starts its span in the step's ``context`` (the step's span as parent, its conversation id); when
+    the step is a model call, its ``llm`` state owns the call and a client instrumentation enriches it instead
+    of starting a second span."""
     if ACTIVE_FRAMEWORK_STEP.get() is None:
         return None
     node = active_framework_step()
     if node is None or trace.get_current_span(ctx) is not node.ambient:
         return None
     return node
-
-
-def framework_parent_context(ctx: otel_context.Context) -> tuple[otel_context.Context, Any]:
-    """Where a span started now in ``ctx`` belongs: ``(context to start it in, LLM call state or None)``.
-
-    ``ctx`` itself, unless a framework step is active and no OpenTelemetry span was made current since it
-    started: then the step's context (its span as parent, its conversation id), and the step's
-    ``LLMCallState`` when the step is a model call (a client instrumentation enriches it instead of starting
-    a second span).
-    """
-    node = framework_parent(ctx)
-    if node is None:
-        return ctx, None
-    return node.context, node.llm

@@ -22,7 +22,7 @@ started (that span is closer, and wins).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -37,12 +37,12 @@ from otel_agentdiag._internal.context import (
     CONVERSATION_ID_KEY,
     active_framework_step,
     current_conversation_id,
-    framework_parent_context,
+    framework_parent,
 )
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag.instrumentation._base import LLMCallState
 
-__all__ = ["Node", "SpanTree", "active_framework_step", "framework_parent_context", "usage_of"]
+__all__ = ["Node", "SpanTree", "active_framework_step", "framework_parent", "usage_of"]
 
 USAGE_KEYS: tuple[str, ...] = (
     sc.GEN_AI_USAGE_INPUT_TOKENS,
@@ -218,7 +218,8 @@ class SpanTree:
             if node.parent is not None:
                 ctx = node.parent.context
             else:
-                ctx, _ = framework_parent_context(ambient)
+                step = framework_parent(ambient)
+                ctx = ambient if step is None else step.context
                 if node.conversation_id is None:
                     node.conversation_id = current_conversation_id(ctx)
             attributes[sc.AGENTDIAG_KIND] = node.kind
@@ -277,14 +278,13 @@ class SpanTree:
         attributes: Mapping[str, Any] | None = None,
         error_type: str | None = None,
         end_time: int | None = None,
-        before_end: Callable[[Node], None] | None = None,
     ) -> Node | None:
         """End the node ``key`` names (once; later calls return ``None``).
 
         ``error_type`` marks the span failed: status ERROR without a description, ``error.type`` and an
         ``exception`` event carrying the type only. An LLM node's usage (read from its span, where the
         integration and any client instrumentation put it) is added to its open ancestors; run and iteration
-        nodes get their roll-ups. ``before_end`` runs last, just before the span ends.
+        nodes get their roll-ups.
         """
         with self._lock:
             node = self._nodes.pop(key, None)
@@ -296,7 +296,7 @@ class SpanTree:
                 if self._nodes.get(other) is node:
                     del self._nodes[other]
         try:
-            self._finish(node, attributes, error_type, end_time, before_end)
+            self._finish(node, attributes, error_type, end_time)
         except Exception as exc:  # noqa: BLE001
             log_internal_error("ending a framework span", exc)
         return node
@@ -307,7 +307,6 @@ class SpanTree:
         attributes: Mapping[str, Any] | None,
         error_type: str | None,
         end_time: int | None,
-        before_end: Callable[[Node], None] | None,
     ) -> None:
         span = node.span
         recording = span.is_recording()
@@ -328,8 +327,6 @@ class SpanTree:
             span.set_status(Status(StatusCode.ERROR))
         if node.stop_reason is not None and recording:
             span.set_attribute(sc.AGENTDIAG_STOP_REASON, node.stop_reason)
-        if before_end is not None:
-            before_end(node)
         if node.llm is not None:
             node.llm._claim_end()
         span.end(end_time=end_time)

@@ -11,6 +11,11 @@ def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def as_count(value: Any) -> int | None:
+    """A token count, turn or step number: a non-negative int (not a bool), else ``None``."""
+    return value if type(value) is int and value >= 0 else None
+
+
 def as_float(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None

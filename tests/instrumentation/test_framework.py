@@ -13,7 +13,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.context import active_framework_step, framework_parent_context
+from otel_agentdiag._internal.context import active_framework_step, framework_parent
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.instrumentation._framework import SpanTree
 
@@ -151,10 +151,11 @@ def test_an_active_llm_step_is_the_owner_of_the_model_call(spans: Spans) -> None
     tree = SpanTree(spans.provider.get_tracer("t"))
     node = tree.start("llm", None, kind=sc.KIND_LLM, name="chat", attributes={})
     assert node is not None
-    ctx, owner = framework_parent_context(trace.set_span_in_context(trace.INVALID_SPAN))
-    assert owner is node.llm
+    ctx = trace.set_span_in_context(trace.INVALID_SPAN)
+    step = framework_parent(ctx)
+    assert step is node and step.llm is not None
     tree.end("llm")
-    assert framework_parent_context(ctx)[1] is None
+    assert framework_parent(ctx) is None
 
 
 def test_ending_a_step_in_another_context_never_fails(spans: Spans) -> None:

@@ -710,29 +710,3 @@ def test_the_store_holds_a_recovered_tool_error_with_hashed_ids(tmp_path: Path) 
         conn.close()
     assert "invoke_agent weather_agent" in content  # the search can find what is allowed
     assert THREAD not in content and SECRET not in content and "call_1" not in content
-
-
-def test_the_example_prints_its_tree(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    example = Path(__file__).resolve().parents[2] / "examples" / "langgraph_react.py"
-    done = subprocess.run(
-        [sys.executable, str(example), "--store", str(tmp_path / "example.db"), "--stream"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0] == "Sunny, 21 degrees in Paris."
-    assert "invoke_agent weather_agent" in lines[2] and "conversation=hmac-sha256:" in lines[2]
-    assert [line.count("agent.iteration") for line in lines[3:]] == [1, 0, 1, 0, 1, 0]
-    assert "execute_tool get_weather" in lines[6] and "thread-42" not in done.stdout
-    from otel_agentdiag.diagnostics.receipt import session_receipts
-    from otel_agentdiag.storage import SpanStore
-
-    with SpanStore(tmp_path / "example.db", create=False) as reader:
-        receipts, _ = session_receipts(reader)
-    assert [r.status for r in receipts] == ["valid"]

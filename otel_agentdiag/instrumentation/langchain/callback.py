@@ -63,6 +63,7 @@ from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag.instrumentation._base import CANCELLATIONS, error_type_of, tracer_for
 from otel_agentdiag.instrumentation._framework import Node, SpanTree
+from otel_agentdiag.instrumentation._values import as_count
 
 try:  # langchain-core is an optional dependency: the module must import without it (for documentation tools)
     from langchain_core.callbacks import BaseCallbackHandler
@@ -72,7 +73,6 @@ except ImportError:  # pragma: no cover - exercised only without langchain-core
 __all__ = [
     "ERROR_TYPE_TOOL_ERROR",
     "ERROR_TYPE_TOOL_NOT_FOUND",
-    "ERROR_TYPE_UNINSTRUMENTED",
     "SCOPE",
     "AgentDiagCallbackHandler",
 ]
@@ -90,7 +90,6 @@ reported no exception (``handle_tool_error=True``, a middleware answering instea
 ERROR_TYPE_TOOL_NOT_FOUND = "langchain.tool_not_found"
 """``error.type`` of a tool call the model made to a tool the agent does not have."""
 
-ERROR_TYPE_UNINSTRUMENTED = sc.ERROR_TYPE_UNINSTRUMENTED
 
 _ROOT, _STEP, _FOLD, _LLM, _TOOL = "root", "step", "fold", "llm", "tool"
 _MAX_SCAN = 1_000
@@ -161,10 +160,6 @@ def _tool_names(tools: Any) -> list[str]:
     return names
 
 
-def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
 def _usage_attributes(usage: Any) -> dict[str, int]:
     """``gen_ai.usage.*`` from an ``AIMessage.usage_metadata``; what it does not report stays absent."""
     out: dict[str, int] = {}
@@ -174,7 +169,7 @@ def _usage_attributes(usage: Any) -> dict[str, int]:
         ("input_tokens", sc.GEN_AI_USAGE_INPUT_TOKENS),
         ("output_tokens", sc.GEN_AI_USAGE_OUTPUT_TOKENS),
     ):
-        value = _int(usage.get(key))
+        value = as_count(usage.get(key))
         if value is not None:
             out[attribute] = value
     details = usage.get("input_token_details")
@@ -183,12 +178,12 @@ def _usage_attributes(usage: Any) -> dict[str, int]:
             ("cache_read", sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
             ("cache_creation", sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
         ):
-            value = _int(details.get(key))
+            value = as_count(details.get(key))
             if value is not None:
                 out[attribute] = value
     details = usage.get("output_token_details")
     if isinstance(details, Mapping):
-        value = _int(details.get("reasoning"))
+        value = as_count(details.get("reasoning"))
         if value is not None:
             out[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = value
     return out
@@ -200,7 +195,7 @@ def _legacy_usage(llm_output: Any) -> dict[str, int]:
     usage = llm_output.get("token_usage") if isinstance(llm_output, Mapping) else None
     out: dict[str, int] = {}
     if isinstance(usage, Mapping):
-        prompt, completion = _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens"))
+        prompt, completion = as_count(usage.get("prompt_tokens")), as_count(usage.get("completion_tokens"))
         if prompt is not None:
             out[sc.GEN_AI_USAGE_INPUT_TOKENS] = prompt
         if completion is not None:
@@ -306,6 +301,11 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
         with self._lock:
             return len(self._runs)
 
+    def _take(self, run_id: UUID) -> _Run | None:
+        """Forget what the handler knew about the run ``run_id`` (it ended), and return it."""
+        with self._lock:
+            return self._runs.pop(run_id, None)
+
     # -- chains -----------------------------------------------------------------------------------------
     def on_chain_start(
         self,
@@ -358,7 +358,7 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
             parent_key = parent_run_id if parent is not None else None
             self._start_run(run_id, parent_key, _run_name(serialized, name), metadata)
             return
-        step = _int(metadata.get("langgraph_step")) if metadata else None
+        step = as_count(metadata.get("langgraph_step")) if metadata else None
         if parent.kind == sc.KIND_RUN and step is not None:
             self._start_step(run_id, parent, step)
             return
@@ -422,8 +422,7 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
         self._tree.end(node.key, end_time=node.extra.get("last_end_ns"))
 
     def _chain_end(self, run_id: UUID, outputs: Any, error: BaseException | None) -> None:
-        with self._lock:
-            record = self._runs.pop(run_id, None)
+        record = self._take(run_id)
         if record is None:
             return
         node = record.node
@@ -630,8 +629,7 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
         if not self._enabled:
             return
         with handle_internal_errors("ending a span for a LangChain model call"):
-            with self._lock:
-                record = self._runs.pop(run_id, None)
+            record = self._take(run_id)
             if record is None:
                 return
             attributes: dict[str, Any] = {}
@@ -651,8 +649,7 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
         if not self._enabled:
             return
         with handle_internal_errors("ending a span for a LangChain model call"):
-            with self._lock:
-                record = self._runs.pop(run_id, None)
+            record = self._take(run_id)
             if record is not None:
                 self._tree.end(run_id, error_type=error_type_of(error))
 
@@ -704,8 +701,7 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
         if not self._enabled:
             return
         with handle_internal_errors("ending a span for a LangChain tool"):
-            with self._lock:
-                record = self._runs.pop(run_id, None)
+            record = self._take(run_id)
             if record is None:
                 return
             # A ToolMessage with status "error": the tool's error went back to the model as its answer.
@@ -718,8 +714,7 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
         if not self._enabled:
             return
         with handle_internal_errors("ending a span for a LangChain tool"):
-            with self._lock:
-                record = self._runs.pop(run_id, None)
+            record = self._take(run_id)
             if record is not None:
                 # Fatal or fed back to the model: the tool failed either way; the run's outcome tells which.
                 self._tree.end(run_id, error_type=error_type_of(error))
@@ -740,4 +735,4 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
             self._runs.clear()
         for node in finished:
             self._end_iteration(node)
-        return self._tree.end_all(ERROR_TYPE_UNINSTRUMENTED)
+        return self._tree.end_all(sc.ERROR_TYPE_UNINSTRUMENTED)

@@ -39,6 +39,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag.instrumentation._framework import Node, SpanTree
+from otel_agentdiag.instrumentation._values import as_count
 
 try:  # the SDK is an optional dependency: the module must import without it (for documentation tools)
     from agents.tracing import TracingProcessor
@@ -96,17 +97,13 @@ def _stop_reason(error_type: str) -> str:
     return sc.STOP_ERROR
 
 
-def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
 def _usage_attributes(usage: Any) -> dict[str, int]:
     """``gen_ai.usage.*`` from the SDK's per-call usage dict. All-zero counts are what the SDK records when
     the API reported nothing (a stream without ``include_usage``): absent, not 0."""
     if not isinstance(usage, Mapping):
         return {}
     out: dict[str, int] = {}
-    input_tokens, output_tokens = _int(usage.get("input_tokens")), _int(usage.get("output_tokens"))
+    input_tokens, output_tokens = as_count(usage.get("input_tokens")), as_count(usage.get("output_tokens"))
     if not input_tokens and not output_tokens:
         return out
     if input_tokens is not None:
@@ -114,10 +111,10 @@ def _usage_attributes(usage: Any) -> dict[str, int]:
     if output_tokens is not None:
         out[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
     details = usage.get("input_tokens_details")
-    if isinstance(details, Mapping) and _int(details.get("cached_tokens")) is not None:
+    if isinstance(details, Mapping) and as_count(details.get("cached_tokens")) is not None:
         out[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = details["cached_tokens"]
     details = usage.get("output_tokens_details")
-    if isinstance(details, Mapping) and _int(details.get("reasoning_tokens")) is not None:
+    if isinstance(details, Mapping) and as_count(details.get("reasoning_tokens")) is not None:
         out[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = details["reasoning_tokens"]
     return out
 
@@ -228,7 +225,7 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
             agent = parent.nearest(sc.KIND_RUN) if parent is not None else None
             if agent is not None:
                 self._register_agent_names(agent)
-            index = data.turn if _int(data.turn) is not None else 0
+            index = data.turn if as_count(data.turn) is not None else 0
             tree.start(
                 key,
                 parent_key,
@@ -460,7 +457,7 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
         """Stop mapping and end every span still open with ``error.type = agentdiag.uninstrumented``.
         Returns how many were open."""
         self._enabled = False
-        return self._tree.end_all(ERROR_TYPE_UNINSTRUMENTED)
+        return self._tree.end_all(sc.ERROR_TYPE_UNINSTRUMENTED)
 
     def shutdown(self) -> None:
         """The SDK is shutting its tracing down (at exit): nothing to flush, the OpenTelemetry pipeline
@@ -469,5 +466,3 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
     def force_flush(self) -> None:
         """Nothing is buffered here; spans are handed to the OpenTelemetry SDK as each step ends."""
 
-
-ERROR_TYPE_UNINSTRUMENTED = sc.ERROR_TYPE_UNINSTRUMENTED
