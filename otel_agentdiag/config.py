@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -38,6 +38,9 @@ from otel_agentdiag.redaction.policy import LOCAL, STRICT, Policy, PolicyError, 
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 from otel_agentdiag.storage import RetentionLimits
 from otel_agentdiag.storage.store import default_store_path
+
+if TYPE_CHECKING:
+    from otel_agentdiag.content.recorder import ContentRecorder
 
 _logger = logging.getLogger(__name__)
 
@@ -61,6 +64,8 @@ class AgentDiagOptions:
     """``http/protobuf`` or ``grpc`` when there is an OTLP branch (``None`` when there is none)."""
     otlp_protocol_source: str | None = None
     """Where the protocol came from: ``argument``, ``default``, or the environment variable that named it."""
+    capture_content: bool = False
+    """Whether content (prompts, outputs, tool arguments and results) is captured into the local store."""
 
 
 class AgentDiag:
@@ -79,8 +84,11 @@ class AgentDiag:
         destinations: tuple[Destination, ...] = (),
         sequencer: SessionSequencer | None = None,
         batch_processors: tuple[AccountingBatchSpanProcessor, ...] = (),
+        content: ContentRecorder | None = None,
     ) -> None:
         self.options = options
+        self.content = content
+        """The content recorder when ``capture_content`` is on (``None`` otherwise)."""
         self.tracer_provider = tracer_provider
         self.processors = processors
         """One redacting processor per destination, in the order of :attr:`destinations`."""
@@ -144,7 +152,10 @@ class AgentDiag:
                 },
                 "pipeline": batching.stats().as_dict(),
             }
-        return {"observer": self.observer_id, "destinations": destinations}
+        found: dict[str, Any] = {"observer": self.observer_id, "destinations": destinations}
+        if self.content is not None:
+            found["content"] = self.content.stats()
+        return found
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export everything pending now; True when every branch finished within the timeout."""
@@ -166,6 +177,8 @@ class AgentDiag:
                 return
             self._is_shutdown = True
         atexit.unregister(self.shutdown)
+        if self.content is not None:
+            self.content.uninstall()  # nothing more is captured; what was captured still goes out below
         with handle_internal_errors("shutting down"):
             self._shutdown_batching(timeout_s)
         with handle_internal_errors("shutting down"):
@@ -203,8 +216,12 @@ def _resolve(
     store: str | os.PathLike[str] | Literal[False] | None,
     otlp_endpoint: str | None,
     otlp_protocol: str | None = None,
+    capture_content: bool | None = None,
 ) -> AgentDiagOptions:
     from otel_agentdiag.exporters import otlp
+
+    if capture_content is not None and not isinstance(capture_content, bool):
+        raise ValueError("capture_content must be True or False")
 
     enabled = is_enabled()
     if store is False:
@@ -232,7 +249,17 @@ def _resolve(
         otlp_from_env=otlp_from_env,
         otlp_protocol=protocol,
         otlp_protocol_source=protocol_source,
+        capture_content=_capture_content(capture_content, store_path, enabled),
     )
+
+
+def _capture_content(argument: bool | None, store_path: Path | None, enabled: bool) -> bool:
+    """Argument > ``AGENTDIAG_CAPTURE_CONTENT`` (only ``true`` is on) > off. Content needs the local store."""
+    wanted = env.parse_capture_content(os.environ.get(env.AGENTDIAG_CAPTURE_CONTENT)) if argument is None else argument
+    if wanted and enabled and store_path is None:
+        _logger.warning("otel-agentdiag: content capture needs the local store (store=False); it stays off")
+        return False
+    return wanted and enabled
 
 
 LOCAL_DESTINATION = "local"
@@ -376,6 +403,7 @@ def configure(
     otlp_policy: Policy | str | os.PathLike[str] | None = None,
     otlp_hash_key: str | bytes | None = None,
     retention: RetentionLimits | None = None,
+    capture_content: bool | None = None,
 ) -> AgentDiag:
     """Install the redacting pipeline and return its handle.
 
@@ -409,12 +437,19 @@ def configure(
     :param retention: how much the SQLite store keeps, a :class:`~otel_agentdiag.storage.RetentionLimits`
         (default: ``RetentionLimits()``: per session 10 000 spans, 64 MiB, 30 days; 1 GiB per store; 256 KiB
         per span). Limits are applied on each write: the oldest rows of the first scope over a limit go.
+    :param capture_content: capture prompts and messages, system instructions, model outputs, tool
+        definitions, tool arguments and tool results into the local store (default: ``AGENTDIAG_CAPTURE_CONTENT``,
+        where only ``true`` is on; else off). Captured content is never an attribute of any span: it goes to the
+        store's ``span_content`` table only, never to OTLP, ``push``, ``export`` or a support bundle. It is as
+        sensitive as the data itself. Even then environment variables, headers, cookies, credentials, URL
+        query strings and user-info, and base64 media over 16 KiB are left out (markers say what was cut).
+        Needs the local store: with ``store=False`` it stays off (a warning says so).
 
     A bad argument raises ``ValueError`` (a :class:`~otel_agentdiag.redaction.PolicyError` for policies)
     before anything is installed. A bad ``AGENTDIAG_*_POLICY`` variable logs an error and selects the strict
     policy. With ``AGENTDIAG_ENABLED=false`` nothing is installed and no file is created; the handle is inert.
     """
-    options = _resolve(service_name, store, otlp_endpoint, otlp_protocol)
+    options = _resolve(service_name, store, otlp_endpoint, otlp_protocol, capture_content)
     if not options.enabled:
         return AgentDiag(options)
     if tracer_provider is not None and not hasattr(tracer_provider, "add_span_processor"):
@@ -437,6 +472,11 @@ def configure(
         tracer_provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
 
     sequencer = SessionSequencer()
+    content: ContentRecorder | None = None
+    if options.capture_content:
+        from otel_agentdiag.content.recorder import ContentRecorder
+
+        content = ContentRecorder()
     processors: list[RedactingSpanProcessor] = []
     batch_processors: list[AccountingBatchSpanProcessor] = []
     installed: list[Destination] = []
@@ -454,6 +494,9 @@ def configure(
         exporter = exporters[destination.name]
         if exporter is None:
             continue
+        local = destination.name == LOCAL_DESTINATION
+        if local and content is not None:
+            exporter.content = content  # type: ignore[attr-defined]
         batching = AccountingBatchSpanProcessor(
             exporter,
             observer=sequencer,
@@ -470,6 +513,7 @@ def configure(
                 hasher=destination.hasher,
                 propagate_conversation=False,
                 redact_in_worker=True,
+                content=content if local else None,
             )
         )
         installed.append(destination)
@@ -477,6 +521,11 @@ def configure(
     if processors:
         # First: the numbers must be on the span before any destination sees it.
         tracer_provider.add_span_processor(sequencer)
+    if content is not None and processors:
+        # Before the batch processors: content moves onto each ended span before any branch queues it.
+        tracer_provider.add_span_processor(content)
+        content.install()
+        _logger.info("otel-agentdiag: content capture is on; content is kept in %s only", options.store_path)
     for batching in batch_processors:
         # Redaction runs in the batch worker, so the provider hands ended spans straight to the batch processor
         # (one call fewer per span than through the redacting processor, whose on_end would only forward them).
@@ -491,6 +540,7 @@ def configure(
         destinations=tuple(installed),
         sequencer=sequencer if processors else None,
         batch_processors=tuple(batch_processors),
+        content=content if processors else None,
     )
 
 

@@ -86,6 +86,17 @@ The standard OTLP transport for traces; wins over ``OTEL_EXPORTER_OTLP_PROTOCOL`
 ``configure(otlp_protocol=...)``. Same values and fallback.
 """
 
+AGENTDIAG_CAPTURE_CONTENT = "AGENTDIAG_CAPTURE_CONTENT"
+"""Capture prompts, model outputs, tool definitions, tool arguments and tool results into the local store.
+
+.. envvar:: AGENTDIAG_CAPTURE_CONTENT
+
+   ``true`` (any case) turns local content capture on when ``configure()`` has no ``capture_content``
+   argument. Every other value means off: ``false``/``0``/``no``/``off``/empty silently, anything else
+   (``1`` and ``yes`` included: this switch is deliberately strict) with a warning. Captured content goes to
+   the SQLite store only, never to OTLP, a support bundle, ``push`` or ``export``.
+"""
+
 AGENTDIAG_OPENAI_AGENTS_KEEP_SDK_PROCESSORS = "AGENTDIAG_OPENAI_AGENTS_KEEP_SDK_PROCESSORS"
 """
 ``true`` keeps the OpenAI Agents SDK's own trace processors (which send every trace, content included, to
@@ -117,4 +128,21 @@ def parse_bool(name: str, value: str | None, *, default: bool) -> bool:
         import logging
 
         logging.getLogger("otel_agentdiag").warning("otel-agentdiag: %s is not true or false; using false", name)
+    return False
+
+
+def parse_capture_content(value: str | None) -> bool:
+    """``AGENTDIAG_CAPTURE_CONTENT``: only ``true`` (any case, surrounding blanks ignored) is on. A value that
+    is neither ``true`` nor an ordinary "off" word is off too, with a warning naming the variable only."""
+    if value is None:
+        return False
+    word = value.strip().lower()
+    if word == "true":
+        return True
+    if word and word not in _FALSE_VALUES:
+        import logging
+
+        logging.getLogger("otel_agentdiag").warning(
+            "otel-agentdiag: %s is not 'true'; content capture stays off", AGENTDIAG_CAPTURE_CONTENT
+        )
     return False

@@ -43,6 +43,33 @@ GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
 
+
+# --- captured content (``configure(capture_content=True)``) ---------------------------------------------
+# The names the GenAI conventions give these values as span attributes. otel-agentdiag never sets them on a
+# span: captured content travels beside the span to the local store only (``span_content`` table), keyed by
+# these names, and no exporter or policy ever sees it.
+CONTENT_INPUT_MESSAGES = "gen_ai.input.messages"
+"""What the model was sent: the request's messages (or Responses API ``input``), as the caller gave them."""
+CONTENT_OUTPUT_MESSAGES = "gen_ai.output.messages"
+"""What the model answered: its choices or output items."""
+CONTENT_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+"""System instructions given apart from the messages (Responses ``instructions``, Anthropic ``system``)."""
+CONTENT_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+"""The tools offered to the model."""
+CONTENT_TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+"""What a tool received."""
+CONTENT_TOOL_RESULT = "gen_ai.tool.call.result"
+"""What a tool returned (or raised)."""
+CONTENT_ROLES = (
+    CONTENT_SYSTEM_INSTRUCTIONS,
+    CONTENT_TOOL_DEFINITIONS,
+    CONTENT_INPUT_MESSAGES,
+    CONTENT_OUTPUT_MESSAGES,
+    CONTENT_TOOL_ARGUMENTS,
+    CONTENT_TOOL_RESULT,
+)
+"""Every content role, in the order ``agentdiag show --content`` prints them."""
+
 # Other semantic conventions used on agent spans.
 ERROR_TYPE = "error.type"
 SESSION_ID = "session.id"

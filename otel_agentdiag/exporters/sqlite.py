@@ -8,6 +8,7 @@ counts since the last successful write travel in the same transaction as the spa
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -15,7 +16,7 @@ import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -24,8 +25,19 @@ from opentelemetry.trace import SpanKind, StatusCode
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.spans import attribute_items, span_attributes
-from otel_agentdiag.storage import Accounting, RetentionLimits, SpanRow, SpanStore, StoreError, WriteResult
+from otel_agentdiag.storage import (
+    Accounting,
+    ContentRow,
+    RetentionLimits,
+    SpanRow,
+    SpanStore,
+    StoreError,
+    WriteResult,
+)
 from otel_agentdiag.storage.store import default_store_path
+
+if TYPE_CHECKING:
+    from otel_agentdiag.content.recorder import Captured, ContentRecorder
 
 _logger = logging.getLogger(__name__)
 
@@ -163,6 +175,28 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
     )
 
 
+def _encoded(recorder: ContentRecorder, role: str, value: Any) -> ContentRow:
+    from otel_agentdiag.content import codec, values
+
+    try:
+        data = codec.encode(value)
+        if len(data) > recorder.max_payload_bytes:
+            value = values.Elided(values.TOO_LARGE, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+            data = codec.encode(value)
+    except Exception as exc:  # noqa: BLE001 - a value we cannot encode is marked, never written half
+        _logger.warning("otel-agentdiag: captured content could not be encoded (%s)", type(exc).__name__)
+        value = values.Elided(values.UNENCODABLE)
+        data = codec.encode(value)
+    return ContentRow(role, codec.ENCODING, data, codec.project_json(value))
+
+
+def _content_rows(recorder: ContentRecorder, span: ReadableSpan) -> list[ContentRow] | None:
+    found: Captured | None = recorder.content_of(span)
+    if not found:
+        return None
+    return [_encoded(recorder, role, value) for role, value in found]
+
+
 def _file_identity(path: Path) -> tuple[int, int] | None:
     """``(device, inode)`` of ``path``, or None when it does not exist."""
     try:
@@ -191,6 +225,9 @@ class SQLiteSpanExporter(SpanExporter):
     Before each write it checks that the store file is still the one it opened: a store it owns that was
     deleted or replaced (its folder removed mid-run, say) is opened afresh at the same path rather than
     written into a file nobody can read again; for a store it was given, the write fails instead.
+
+    ``content`` (set by ``configure(capture_content=True)``): the recorder whose captured content is written
+    with each span, in the same transaction (lossless encoding and JSON projection, ``span_content`` table).
     """
 
     def __init__(
@@ -199,7 +236,9 @@ class SQLiteSpanExporter(SpanExporter):
         *,
         owns_store: bool | None = None,
         retention: RetentionLimits | None = None,
+        content: ContentRecorder | None = None,
     ) -> None:
+        self.content = content
         if store is None:
             store = default_store_path()
         self._store: SpanStore | None = store if isinstance(store, SpanStore) else None
@@ -285,7 +324,9 @@ class SQLiteSpanExporter(SpanExporter):
         with self._lock:
             try:
                 rows = [span_to_row(span) for span in spans]
-                result = self._get_store().write_batch(rows, accounting)
+                recorder = self.content
+                captured = None if recorder is None else [_content_rows(recorder, span) for span in spans]
+                result = self._get_store().write_batch(rows, accounting, content=captured)
             except _STORE_ERRORS as exc:
                 # These messages describe the database ("attempt to write a readonly database"), not spans.
                 self.failed += len(spans)

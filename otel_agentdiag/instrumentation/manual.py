@@ -33,6 +33,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.context import (
     ACTIVE_FRAMEWORK_STEP,
     CONVERSATION_ID_KEY,
@@ -188,6 +189,10 @@ class _SpanScope:
         """The underlying OpenTelemetry span (a non-recording span when tracing is off)."""
         return self._span
 
+    def _capture(self, role: str, value: Any) -> None:
+        if value is not None and _content.enabled():
+            _content.capture(self._span, role, value)
+
 
 class _AgentRun(_SpanScope):
     __slots__ = ("_agent_id", "_conversation_id", "_name", "_user_id")
@@ -225,6 +230,12 @@ class _AgentRun(_SpanScope):
     def __enter__(self) -> _AgentRun:
         super().__enter__()
         return self
+
+    def record_content(self, *, input_messages: Any = None, output_messages: Any = None) -> None:
+        """With content capture on (``configure(capture_content=True)``), keep what the run was asked and what
+        it answered in the local store (never on the span, never exported). A no-op otherwise."""
+        self._capture(sc.CONTENT_INPUT_MESSAGES, input_messages)
+        self._capture(sc.CONTENT_OUTPUT_MESSAGES, output_messages)
 
 
 class _Iteration(_SpanScope):
@@ -307,14 +318,33 @@ class LLMCall(_SpanScope):
                 attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
             span.set_attributes(attributes)
 
+    def record_content(
+        self,
+        *,
+        input_messages: Any = None,
+        output_messages: Any = None,
+        system_instructions: Any = None,
+        tool_definitions: Any = None,
+    ) -> None:
+        """With content capture on (``configure(capture_content=True)``), keep the call's content in the local
+        store: never on the span, never exported. A no-op otherwise. Values are copied now (later changes to
+        them are not seen); a client instrumentation called inside fills in what is not given here."""
+        self._capture(sc.CONTENT_SYSTEM_INSTRUCTIONS, system_instructions)
+        self._capture(sc.CONTENT_TOOL_DEFINITIONS, tool_definitions)
+        self._capture(sc.CONTENT_INPUT_MESSAGES, input_messages)
+        self._capture(sc.CONTENT_OUTPUT_MESSAGES, output_messages)
+
 
 class _ToolCall(_SpanScope):
-    __slots__ = ("_call_id", "_name")
+    """The handle :func:`tool_call` yields."""
 
-    def __init__(self, name: str, call_id: Any) -> None:
+    __slots__ = ("_arguments", "_call_id", "_name")
+
+    def __init__(self, name: str, call_id: Any, arguments: Any = None) -> None:
         super().__init__()
         self._name = name
         self._call_id = call_id
+        self._arguments = arguments
 
     def _name_and_attributes(self) -> tuple[str, dict[str, Any]]:
         attributes: dict[str, Any] = {
@@ -329,7 +359,18 @@ class _ToolCall(_SpanScope):
 
     def __enter__(self) -> _ToolCall:
         super().__enter__()
+        if self._arguments is not None:
+            self._capture(sc.CONTENT_TOOL_ARGUMENTS, self._arguments)
         return self
+
+    def record_arguments(self, arguments: Any) -> None:
+        """With content capture on, keep what the tool received (local store only). A no-op otherwise."""
+        self._capture(sc.CONTENT_TOOL_ARGUMENTS, arguments)
+
+    def record_result(self, result: Any) -> None:
+        """With content capture on, keep what the tool returned, or the exception it raised (local store only).
+        A no-op otherwise."""
+        self._capture(sc.CONTENT_TOOL_RESULT, result)
 
 
 def agent_run(name: str, *, conversation_id: Any = None, user_id: Any = None, agent_id: Any = None) -> _AgentRun:
@@ -353,31 +394,75 @@ def llm_call(*, provider: str, model: str | None, operation: str = sc.OP_CHAT) -
     return LLMCall(provider, model, operation)
 
 
-def tool_call(name: str, *, call_id: Any = None) -> _ToolCall:
+def tool_call(name: str, *, call_id: Any = None, arguments: Any = None) -> _ToolCall:
     """A span for one tool execution: ``execute_tool {name}``; ``call_id`` becomes ``gen_ai.tool.call.id``.
+
+    ``arguments`` (and the handle's ``record_result()``) are kept only with content capture on, in the local
+    store, never on the span.
 
     The name is *not* registered: a name only seen here at run time usually comes from the model's output
     and is exported as ``_OTHER`` unless declared by ``@tool``, ``register_names()`` or the policy.
     """
-    return _ToolCall(name, call_id)
+    return _ToolCall(name, call_id, arguments)
 
 
-def _wrap(fn: F, scope: Callable[[], _SpanScope], decorator: str) -> F:
+class _Arguments:
+    """How a decorated function's call becomes captured arguments: ``{parameter: value}``, without ``self`` and
+    ``cls``. The signature is read once, on the first call with content capture on."""
+
+    __slots__ = ("_fn", "_signature")
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+        self._signature: inspect.Signature | None = None
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        try:
+            if self._signature is None:
+                self._signature = inspect.signature(self._fn)
+            bound = self._signature.bind_partial(*args, **kwargs).arguments
+            return {k: v for k, v in bound.items() if k not in ("self", "cls")}
+        except (TypeError, ValueError):  # no signature, or a call the function itself will refuse
+            return {"args": args, "kwargs": kwargs}
+
+
+def _wrap(fn: F, scope: Callable[[], _SpanScope], decorator: str, roles: tuple[str, str]) -> F:
+    """``roles``: the content roles of the function's arguments and of its result."""
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         raise TypeError(f"@{decorator} does not support generator functions; open a span inside the generator")
+    arguments = _Arguments(fn)
+    takes, gives = roles
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            with scope():
-                return await fn(*args, **kwargs)
+            with scope() as handle:
+                if not _content.enabled():
+                    return await fn(*args, **kwargs)
+                handle._capture(takes, arguments(args, kwargs))
+                try:
+                    result = await fn(*args, **kwargs)
+                except BaseException as exc:
+                    handle._capture(gives, exc)
+                    raise
+                handle._capture(gives, result)
+                return result
 
         return async_wrapper  # type: ignore[return-value]
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with scope():
-            return fn(*args, **kwargs)
+        with scope() as handle:
+            if not _content.enabled():
+                return fn(*args, **kwargs)
+            handle._capture(takes, arguments(args, kwargs))
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                handle._capture(gives, exc)
+                raise
+            handle._capture(gives, result)
+            return result
 
     return wrapper  # type: ignore[return-value]
 
@@ -394,7 +479,8 @@ def tool(name: str | Callable[..., Any] | None = None) -> Any:
     """Decorate a sync or async function as a tool: each call runs in an ``execute_tool {name}`` span.
 
     The name (default: the function's ``__name__``) is registered as an allowed tool name at decoration time.
-    Usable as ``@tool``, ``@tool()`` or ``@tool("get_weather")``.
+    Usable as ``@tool``, ``@tool()`` or ``@tool("get_weather")``. With content capture on, the call's
+    arguments (``{parameter: value}``) and its result or exception are kept in the local store.
     """
     if callable(name):
         return tool(None)(name)
@@ -402,7 +488,9 @@ def tool(name: str | Callable[..., Any] | None = None) -> Any:
     def decorate(fn: F) -> F:
         tool_name = name or _name_of(fn)
         default_registry.register(tools=(tool_name,))
-        return _wrap(fn, lambda: _ToolCall(tool_name, None), "tool")
+        return _wrap(
+            fn, lambda: _ToolCall(tool_name, None), "tool", (sc.CONTENT_TOOL_ARGUMENTS, sc.CONTENT_TOOL_RESULT)
+        )
 
     return decorate
 
@@ -422,6 +510,11 @@ def agent(name: str | Callable[..., Any] | None = None) -> Any:
     def decorate(fn: F) -> F:
         agent_name = name or _name_of(fn)
         default_registry.register(agents=(agent_name,))
-        return _wrap(fn, lambda: _AgentRun(agent_name, None, None, None), "agent")
+        return _wrap(
+            fn,
+            lambda: _AgentRun(agent_name, None, None, None),
+            "agent",
+            (sc.CONTENT_INPUT_MESSAGES, sc.CONTENT_OUTPUT_MESSAGES),
+        )
 
     return decorate

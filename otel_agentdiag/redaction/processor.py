@@ -11,7 +11,7 @@ import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -27,6 +27,9 @@ from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag._internal.spans import attribute_items, span_attributes
 from otel_agentdiag.redaction import policy as p
 from otel_agentdiag.redaction.hashing import IdHasher
+
+if TYPE_CHECKING:
+    from otel_agentdiag.content.recorder import ContentRecorder
 
 _logger = logging.getLogger(__name__)
 
@@ -371,6 +374,10 @@ class RedactingSpanProcessor(SpanProcessor):
     exporter sees it. Same policy, same fail-closed outcome, same counts; the agent's thread pays only for
     queueing. The raw spans wait in the queue in process memory (bounded, as the SDK's own batching does).
 
+    ``content`` (the local store's branch only, from ``configure(capture_content=True)``): content captured
+    for a span moves onto its redacted copy, where the SQLite exporter finds it. It never becomes an attribute,
+    so the policy never sees it and no other branch carries it.
+
     ``on_start`` is not forwarded (the wrapped processor would see a raw, mutable span); it only copies the
     enclosing agent run's conversation id onto spans that lack it, so spans from other instrumentations
     inside a run can be correlated (the id is hashed at ``on_end``).
@@ -389,8 +396,11 @@ class RedactingSpanProcessor(SpanProcessor):
         names: NameRegistry | None = None,
         propagate_conversation: bool = True,
         redact_in_worker: bool = False,
+        content: ContentRecorder | None = None,
     ) -> None:
         self._next = span_processor
+        self._content = content
+        """The local store's branch only: captured content moves from each ended span onto its redacted copy."""
         self._propagate = propagate_conversation
         """``False`` when something before it on the provider (``configure()``'s sequencer) already copies the
         run's conversation id onto spans at start: one on_start less per span and destination."""
@@ -461,7 +471,10 @@ class RedactingSpanProcessor(SpanProcessor):
         and whether it is a tombstone. Counts ``failed`` and, for None, ``dropped``.
         """
         try:
-            return self.redactor.redact(span), False
+            clean = self.redactor.redact(span)
+            if self._content is not None:
+                self._content.transfer(span, clean)
+            return clean, False
         except Exception as exc:  # noqa: BLE001 - fail closed: never export the original
             self._count("failed")
             _logger.warning(
@@ -469,6 +482,8 @@ class RedactingSpanProcessor(SpanProcessor):
                 type(exc).__name__,
                 "a tombstone was exported instead" if self.policy.on_error == "tombstone" else "it was dropped",
             )
+        if self._content is not None:
+            self._content.discard(span)  # a tombstone carries nothing of the span
         if self.policy.on_error == "tombstone":
             try:
                 return self.redactor.tombstone(span), True

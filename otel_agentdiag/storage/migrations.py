@@ -169,6 +169,31 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX spans_end ON spans(end_ns)",
         ),
     ),
+    Migration(
+        5,
+        "captured content",
+        (
+            # Content captured with configure(capture_content=True): local only, never read by push, export or
+            # support bundles. One row per (span, role): the authoritative lossless encoding (`encoding` names
+            # its format) and a JSON projection for people and json_extract(). `size` is counted in the span's
+            # own `size`, so retention limits cover content too.
+            """CREATE TABLE span_content (
+                id INTEGER PRIMARY KEY,
+                trace_id TEXT NOT NULL,
+                span_id TEXT NOT NULL,
+                role TEXT NOT NULL,
+                encoding TEXT NOT NULL,
+                lossless BLOB NOT NULL,
+                projection TEXT NOT NULL,
+                size INTEGER NOT NULL,
+                UNIQUE (trace_id, span_id, role)
+            )""",
+            # Whatever deletes a span (retention, clear, a future command) deletes its content with it.
+            """CREATE TRIGGER span_content_follows_span AFTER DELETE ON spans BEGIN
+                DELETE FROM span_content WHERE trace_id = old.trace_id AND span_id = old.span_id;
+            END""",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -107,6 +107,31 @@ class SpanRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ContentRow:
+    """One captured value of a span, encoded: what ``span_content`` keeps (see ``otel_agentdiag.content``)."""
+
+    role: str
+    """Which content: a ``semconv.CONTENT_*`` name such as ``gen_ai.input.messages``."""
+    encoding: str
+    """The lossless form's format, e.g. ``agentdiag-content/1``."""
+    lossless: bytes
+    projection: str
+    """A JSON projection of the value, with explicit markers for what JSON cannot hold."""
+
+    @property
+    def size(self) -> int:
+        return len(self.lossless) + len(self.projection.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredContent(ContentRow):
+    """A captured value read back from the store."""
+
+    span_id: str = ""
+    stored_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class StoredSpan(SpanRow):
     """A span read back from the store."""
 
@@ -478,7 +503,12 @@ class SpanStore:
         return self.write_batch(rows).inserted
 
     def write_batch(
-        self, rows: Sequence[SpanRow], accounting: Accounting | None = None, *, now_ns: int | None = None
+        self,
+        rows: Sequence[SpanRow],
+        accounting: Accounting | None = None,
+        *,
+        now_ns: int | None = None,
+        content: Sequence[Sequence[ContentRow] | None] | None = None,
     ) -> WriteResult:
         """Write ``rows`` and the pipeline's ``accounting`` deltas in ONE transaction (``BEGIN IMMEDIATE``).
 
@@ -490,9 +520,15 @@ class SpanStore:
         prunes the touched sessions and the store. A row's observer is ``row.observer``, else
         ``accounting.observer``, else ``''``; its session key is ``row.session`` or ``''``.
 
+        ``content`` (from ``configure(capture_content=True)``), parallel to ``rows``: the captured content of
+        each row, written only with a row that is new (a duplicate keeps what it has); its bytes count in the
+        span's ``size``, so retention covers them.
+
         Raises ``sqlite3.Error`` (or :class:`StoreError`) with the whole transaction rolled back: stats are
         then unchanged too, and the caller may retry the same batch.
         """
+        if content is not None and len(content) != len(rows):
+            raise ValueError("content must be parallel to rows")
         now = time.time_ns() if now_ns is None else now_ns
         default_observer = accounting.observer if accounting is not None else ""
         limits = self.retention
@@ -503,6 +539,8 @@ class SpanStore:
             params: list[tuple[Any, ...]] = []
             # per row to insert: (its tally, session key, size, is a tombstone)
             pending: list[tuple[_Tally, str, int, bool]] = []
+            pending_content: list[tuple[str, str, Sequence[ContentRow]]] = []
+            content_of: list[int] = []  # per row of `pending`: its index in pending_content, or -1
             n_cleared = oversize = 0
             last_key: tuple[str, str] | None = None
             tally = _Tally()
@@ -513,7 +551,7 @@ class SpanStore:
             last_scope: Any = _NOTHING
             rid = 0
             s_json: str | None = None
-            for row in rows:
+            for index, row in enumerate(rows):
                 session = row.session or ""
                 observer = row.observer or default_observer
                 key = (observer, session)
@@ -549,6 +587,13 @@ class SpanStore:
                     if fitted is not None:
                         a_json, e_json, size = fitted.attributes_json, fitted.events_json, fitted.size
                         oversize += fitted.dropped_attributes
+                captured = content[index] if content is not None else None
+                if captured:
+                    content_of.append(len(pending_content))
+                    pending_content.append((row.trace_id, row.span_id, captured))
+                    size += sum(item.size for item in captured)
+                elif content is not None:
+                    content_of.append(-1)
                 params.append(
                     (
                         row.trace_id,
@@ -573,6 +618,10 @@ class SpanStore:
                 )
                 pending.append((tally, session, size, _TOMBSTONE in attributes))
             inserted_flags = self._insert(params)
+            if pending_content:
+                self._insert_content(
+                    [pending_content[at] for at, new in zip(content_of, inserted_flags, strict=True) if new and at >= 0]
+                )
             inserted = 0
             added: dict[str, list[int]] = {}  # session -> [spans, bytes] written now
             for (tally, session, size, tombstone), new in zip(pending, inserted_flags, strict=True):
@@ -603,6 +652,17 @@ class SpanStore:
             cleared=n_cleared,
             pruned=pruned.spans,
             oversize_attributes=oversize,
+        )
+
+    def _insert_content(self, spans: list[tuple[str, str, Sequence[ContentRow]]]) -> None:
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO span_content"
+            " (trace_id, span_id, role, encoding, lossless, projection, size) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (trace_id, span_id, item.role, item.encoding, item.lossless, item.projection, item.size)
+                for trace_id, span_id, items in spans
+                for item in items
+            ],
         )
 
     def record_accounting(self, accounting: Accounting, *, now_ns: int | None = None) -> None:
@@ -1007,6 +1067,35 @@ class SpanStore:
                 (trace_id,),
             ).fetchall()
         return [_decode(row) for row in rows]
+
+    def trace_content(self, trace_id: str) -> list[StoredContent]:
+        """The captured content of one trace's spans (local only: ``configure(capture_content=True)``), by
+        span and in role order of capture. Empty for a trace captured without content."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT span_id, role, encoding, lossless, projection, size FROM span_content"
+                " WHERE trace_id = ? ORDER BY span_id, id",
+                (trace_id,),
+            ).fetchall()
+        found: list[StoredContent] = []
+        for span_id, role, encoding, lossless, projection, size in rows:
+            found.append(
+                StoredContent(
+                    role=str(role),
+                    encoding=str(encoding),
+                    lossless=bytes(lossless) if isinstance(lossless, (bytes, bytearray, memoryview)) else b"",
+                    projection=projection if isinstance(projection, str) else "null",
+                    span_id=str(span_id),
+                    stored_size=size if isinstance(size, int) else 0,
+                )
+            )
+        return found
+
+    def content_summary(self) -> tuple[int, int]:
+        """``(values, bytes)`` of captured content in the whole store."""
+        with self._lock:
+            count, size = self._conn.execute("SELECT COUNT(*), coalesce(SUM(size), 0) FROM span_content").fetchone()
+        return int(count), int(size)
 
     def session_spans(self, session: str | None) -> list[StoredSpan]:
         """All spans of one session (None: spans outside any session), ordered by start time."""
