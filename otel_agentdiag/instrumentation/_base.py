@@ -8,7 +8,8 @@ recorded on it, see :mod:`._attempts`), records the response, records a failure,
 framework integration of ours) puts its :class:`LLMCallState` in the OpenTelemetry context under
 ``LLM_CALL_KEY``. A client instrumentation called inside it does not start a second span: it *enriches* the
 owner's span with what it learns (response model, usage, attempts) and leaves ending it to the owner. The
-owner decides whether enrichment is welcome (``enrich=False``: the client instrumentation stays silent).
+owner decides whether enrichment is welcome (``enrich=False``: the client instrumentation stays silent), and
+whose content the client records (``content``: see :attr:`LLMCallState.content`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.context import LLM_CALL_KEY, current_conversation_id, framework_parent
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag.version import __version__
@@ -73,14 +75,29 @@ class LLMCallState:
     Every method is safe to call from telemetry code: none raises (failures are logged by type only).
     """
 
-    __slots__ = ("_ended", "_first_chunk_ns", "_lock", "_start_ns", "attempts", "enrich", "owns", "rollup", "span")
+    __slots__ = (
+        "_ended",
+        "_first_chunk_ns",
+        "_lock",
+        "_start_ns",
+        "attempts",
+        "content",
+        "enrich",
+        "owns",
+        "rollup",
+        "span",
+    )
 
-    def __init__(self, span: trace.Span, *, owns: bool, enrich: bool = True) -> None:
+    def __init__(self, span: trace.Span, *, owns: bool, enrich: bool = True, content: bool = True) -> None:
         self.span = span
         self.owns = owns
         """True when this state started the span and must end it."""
         self.enrich = enrich
         """False when the owner wants no attributes from client instrumentations."""
+        self.content = content
+        """Whether a client instrumentation records the call's content (when capture is on) on this span. False
+        when the owner captures the content itself: a framework step does, from the framework's own data, so the
+        framework's privacy switch (the Agents SDK's ``trace_include_sensitive_data``) stays an off switch."""
         self.attempts = 0
         self.rollup: Any = None
         """The framework step this call's span was started under (its usage rolls up there), or None."""
@@ -110,7 +127,7 @@ class LLMCallState:
                 if not owner.enrich:
                     return None
                 # The owner's span already carries kind, operation and provider; add what it may lack.
-                state = cls(owner.span, owns=False)
+                state = cls(owner.span, owns=False, content=owner.content)
                 state.set_attributes({k: v for k, v in attributes.items() if k != sc.AGENTDIAG_KIND})
                 return state
             conversation = current_conversation_id(ctx)
@@ -189,6 +206,17 @@ class LLMCallState:
         if self._first_chunk_ns is None:
             self._first_chunk_ns = now = time.monotonic_ns()
             self.set_attributes({sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: (now - self._start_ns) / 1e9})
+
+    # -- content ----------------------------------------------------------------------------------------
+    def capturing(self) -> bool:
+        """Whether to record this call's content: capture is on (``configure(capture_content=True)``) and this
+        state's owner leaves it to the client instrumentation. Cheap; build no content value when false."""
+        return self.content and _content.enabled()
+
+    def capture(self, role: str, value: Any) -> None:
+        """Record ``value`` as the call's ``role`` content (a ``semconv.CONTENT_*`` name), beside its span, never
+        on it. The value is snapshotted now, so later changes to it are not seen. Never raises."""
+        _content.capture(self.span, role, value)
 
     # -- ending -----------------------------------------------------------------------------------------
     def _claim_end(self) -> bool:
@@ -272,15 +300,16 @@ class LLMCallState:
 
 
 @contextmanager
-def llm_call_owned_by(span: trace.Span, *, enrich: bool = True) -> Iterator[LLMCallState]:
+def llm_call_owned_by(span: trace.Span, *, enrich: bool = True, content: bool = True) -> Iterator[LLMCallState]:
     """Declare that ``span`` represents the model call made inside the block.
 
     Client instrumentations (OpenAI, Anthropic) called inside do not start a second LLM span; with
     ``enrich=True`` they add response model, usage and HTTP attempts to ``span``, with ``enrich=False`` they
-    add nothing. The caller keeps ending ``span``. This is how ``agentdiag.llm_call()`` and framework
-    integrations keep one span per model call.
+    add nothing. With ``content=True`` (and content capture on) they also record the call's content for
+    ``span``; ``content=False`` leaves that to the caller. The caller keeps ending ``span``. This is how
+    ``agentdiag.llm_call()`` and framework integrations keep one span per model call.
     """
-    state = LLMCallState(span, owns=False, enrich=enrich)
+    state = LLMCallState(span, owns=False, enrich=enrich, content=content)
     token = otel_context.attach(otel_context.set_value(LLM_CALL_KEY, state))
     try:
         yield state

@@ -14,6 +14,10 @@ A stream helper that closes the SDK's HTTP response behind the proxy's back (``c
 does) ends the span as ``closed`` when the stream object is released.
 
 Usage from the final chunk is recorded when the provider sends it; tokens it did not send stay absent.
+
+With content capture on (and the call's owner leaving content to the client instrumentation) the accumulator
+also rebuilds the answer from the chunks, and the answer is captured once, just before the span ends, however
+the stream ended: what arrived is what is captured. With capture off no chunk content is kept.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any, Protocol
 
 from wrapt import ObjectProxy
 
+from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag.instrumentation._base import CANCELLATIONS, LLMCallState
 
@@ -33,11 +38,15 @@ __all__ = [
     "StreamAccumulator",
     "SyncStreamManagerProxy",
     "SyncStreamProxy",
+    "TextBuffer",
 ]
 
 
 class StreamAccumulator(Protocol):
     """Collects what the span records from a provider's chunks."""
+
+    content: bool
+    """Whether it also rebuilds the answer's content (set when it is made, from the call's capture decision)."""
 
     def on_chunk(self, chunk: Any) -> None: ...
 
@@ -50,16 +59,58 @@ class StreamAccumulator(Protocol):
         """Whether the provider finished its answer (a closed stream that saw its end counts as exhausted)."""
         ...
 
+    def output(self, stream: Any) -> Any:
+        """The answer's content rebuilt so far (``semconv.CONTENT_OUTPUT_MESSAGES``), ``None`` when there is none;
+        only called when :attr:`content` is true."""
+        ...
+
+
+class TextBuffer:
+    """A streamed string, piece by piece, joined on demand: append is O(1) and the memory held stays close to
+    the text's own size however small the pieces (every 256 pieces are joined into one block). Lossless."""
+
+    __slots__ = ("_blocks", "_pieces")
+
+    _BLOCK = 256
+
+    def __init__(self) -> None:
+        self._pieces: list[str] = []
+        self._blocks: list[str] = []
+
+    def add(self, piece: str) -> None:
+        pieces = self._pieces
+        pieces.append(piece)
+        if len(pieces) >= self._BLOCK:
+            self._blocks.append("".join(pieces))
+            pieces.clear()
+
+    def text(self) -> str:
+        return "".join(self._blocks) + "".join(self._pieces)
+
 
 class _StreamState:
     """The span-side state of one stream; holds no reference to the proxy, so the proxy can be collected."""
 
-    __slots__ = ("accumulator", "call", "raw")
+    __slots__ = ("accumulator", "call", "capture", "raw")
 
     def __init__(self, call: LLMCallState, accumulator: StreamAccumulator, raw: Any) -> None:
         self.call = call
         self.accumulator = accumulator
         self.raw = raw
+        self.capture = getattr(accumulator, "content", False) is True
+        """Whether the answer is still to be captured (once, before the span ends)."""
+
+    def _capture_output(self) -> None:
+        if not self.capture:
+            return
+        self.capture = False
+        try:
+            value = self.accumulator.output(self.raw)
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("rebuilding a streamed answer", exc)
+            return
+        if value is not None:
+            self.call.capture(sc.CONTENT_OUTPUT_MESSAGES, value)
 
     def _attributes(self) -> dict[str, Any]:
         try:
@@ -86,10 +137,12 @@ class _StreamState:
 
     def exhausted(self) -> None:
         if not self.call.ended:
+            self._capture_output()
             self.call.finish(self._attributes(), stream_end="exhausted")
 
     def closed(self) -> None:
         if not self.call.ended:
+            self._capture_output()
             self.call.finish(self._attributes(), stream_end="exhausted" if self._completed() else "closed")
 
     def left_block(self, exc: BaseException | None) -> None:
@@ -103,6 +156,7 @@ class _StreamState:
 
     def failed(self, exc: BaseException) -> None:
         if not self.call.ended:
+            self._capture_output()
             self.call.fail(exc, self._attributes(), streaming=True)
 
     def collected(self) -> None:
@@ -115,6 +169,7 @@ class _StreamState:
                 # A helper closed the HTTP response without going through the proxy.
                 self.closed()
             else:
+                self._capture_output()
                 self.call.abandon(self._attributes())
         except Exception as exc:  # noqa: BLE001
             log_internal_error("ending an abandoned stream's span", exc)

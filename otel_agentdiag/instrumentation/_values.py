@@ -26,6 +26,18 @@ def as_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+_NOT_GIVEN = frozenset({"NotGiven", "Omit"})
+
+
+def given(value: Any) -> bool:
+    """Whether an optional SDK argument was passed: not ``None`` and not the SDKs' ``omit`` / ``NOT_GIVEN``
+    markers (``openai._types.Omit``, ``anthropic._types.NotGiven``, ...), recognised by name, not imported."""
+    if value is None:
+        return False
+    cls = type(value)
+    return cls.__name__ not in _NOT_GIVEN or not cls.__module__.endswith("._types")
+
+
 def put(attributes: dict[str, Any], key: str, value: Any) -> None:
     """Set ``key`` unless ``value`` is ``None``."""
     if value is not None:

@@ -2,9 +2,13 @@
 
 A patch module describes a method in three functions: ``describe(instance, kwargs) -> (span name,
 attributes)`` for the span's start, ``respond(result) -> attributes`` for a complete answer, and an
-accumulator factory for a streamed one. The factories here close over the tracer once, at instrument time,
-and do the rest: suppression, one owner per call, attempts, errors, streams. The user's call always runs
-exactly once, with its own arguments, and its result or exception comes back unchanged.
+accumulator factory for a streamed one. Content capture adds two more: ``inputs(kwargs) -> [(role, value)]``
+(the request's content, captured before it is sent, so a failed call keeps it) and ``outputs(result) ->
+value | None`` (a complete answer's content; a streamed one is rebuilt by its accumulator, made with
+``content=True``). They run only when :meth:`LLMCallState.capturing` says so. The factories here close over the
+tracer once, at instrument time, and do the rest: suppression, one owner per call, attempts, errors, streams,
+content. The user's call always runs exactly once, with its own arguments, and its result or exception comes
+back unchanged.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
+from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag.instrumentation._base import LLMCallState
 from otel_agentdiag.instrumentation._stream import (
@@ -27,7 +32,12 @@ from otel_agentdiag.instrumentation._stream import (
 
 Describe = Callable[[Any, dict[str, Any]], "tuple[str, dict[str, Any]]"]
 Respond = Callable[[Any], "dict[str, Any]"]
-Accumulate = Callable[[], StreamAccumulator]
+Accumulate = Callable[..., StreamAccumulator]
+"""Makes a stream's accumulator: called with no argument, or with ``content=True`` to rebuild the answer too."""
+Inputs = Callable[[dict[str, Any]], "list[tuple[str, Any]]"]
+"""The request's content from the call's keyword arguments: ``(semconv.CONTENT_* role, value)`` pairs."""
+Outputs = Callable[[Any], Any]
+"""A complete answer's content (``semconv.CONTENT_OUTPUT_MESSAGES``), or ``None``."""
 Wrapper = Callable[[Any, Any, Any, Any], Any]
 
 
@@ -43,7 +53,34 @@ def begin_call(tracer: trace.Tracer, describe: Describe, instance: Any, kwargs: 
     return LLMCallState.begin(tracer, name, attributes)
 
 
-def _finish(call: LLMCallState, respond: Respond, result: Any) -> None:
+def _capture_inputs(call: LLMCallState, inputs: Inputs | None, kwargs: dict[str, Any]) -> None:
+    """Capture the request's content (the caller checked :meth:`LLMCallState.capturing`)."""
+    if inputs is None:
+        return
+    try:
+        pairs = inputs(kwargs)
+    except Exception as exc:  # noqa: BLE001
+        log_internal_error("reading an LLM request's content", exc)
+        return
+    for role, value in pairs:
+        call.capture(role, value)
+
+
+def _capture_outputs(call: LLMCallState, outputs: Outputs | None, result: Any) -> None:
+    if outputs is None:
+        return
+    try:
+        value = outputs(result)
+    except Exception as exc:  # noqa: BLE001
+        log_internal_error("reading an LLM response's content", exc)
+        return
+    if value is not None:
+        call.capture(sc.CONTENT_OUTPUT_MESSAGES, value)
+
+
+def _finish(call: LLMCallState, respond: Respond, result: Any, outputs: Outputs | None, capturing: bool) -> None:
+    if capturing:
+        _capture_outputs(call, outputs, result)  # before the span ends
     try:
         attributes = respond(result)
     except Exception as exc:  # noqa: BLE001
@@ -52,9 +89,9 @@ def _finish(call: LLMCallState, respond: Respond, result: Any) -> None:
     call.finish(attributes)
 
 
-def _accumulator(accumulate: Accumulate) -> StreamAccumulator | None:
+def _accumulator(accumulate: Accumulate, capturing: bool = False) -> StreamAccumulator | None:
     try:
-        return accumulate()
+        return accumulate(content=True) if capturing else accumulate()
     except Exception as exc:  # noqa: BLE001
         log_internal_error("preparing a stream", exc)
         return None
@@ -66,6 +103,9 @@ def sync_call(
     respond: Respond,
     accumulate: Accumulate,
     stream_types: tuple[type, ...],
+    *,
+    inputs: Inputs | None = None,
+    outputs: Outputs | None = None,
 ) -> Wrapper:
     """A ``wrapt`` wrapper for a synchronous SDK method that returns an answer or a stream."""
 
@@ -73,6 +113,9 @@ def sync_call(
         call = begin_call(tracer, describe, instance, kwargs)
         if call is None:
             return wrapped(*args, **kwargs)
+        capturing = call.capturing()
+        if capturing:
+            _capture_inputs(call, inputs, kwargs)
         try:
             with call.activated():
                 result = wrapped(*args, **kwargs)
@@ -80,12 +123,12 @@ def sync_call(
             call.fail(exc)
             raise
         if stream_types and isinstance(result, stream_types):
-            accumulator = _accumulator(accumulate)
+            accumulator = _accumulator(accumulate, capturing)
             if accumulator is not None:
                 return SyncStreamProxy(result, call, accumulator)
             call.finish()
             return result
-        _finish(call, respond, result)
+        _finish(call, respond, result, outputs, capturing)
         return result
 
     return wrapper
@@ -97,6 +140,9 @@ def async_call(
     respond: Respond,
     accumulate: Accumulate,
     stream_types: tuple[type, ...],
+    *,
+    inputs: Inputs | None = None,
+    outputs: Outputs | None = None,
 ) -> Wrapper:
     """The asynchronous twin of :func:`sync_call`."""
 
@@ -104,6 +150,9 @@ def async_call(
         call = begin_call(tracer, describe, instance, kwargs)
         if call is None:
             return await wrapped(*args, **kwargs)
+        capturing = call.capturing()
+        if capturing:
+            _capture_inputs(call, inputs, kwargs)
         try:
             with call.activated():
                 result = await wrapped(*args, **kwargs)
@@ -111,12 +160,12 @@ def async_call(
             call.fail(exc)
             raise
         if stream_types and isinstance(result, stream_types):
-            accumulator = _accumulator(accumulate)
+            accumulator = _accumulator(accumulate, capturing)
             if accumulator is not None:
                 return AsyncStreamProxy(result, call, accumulator)
             call.finish()
             return result
-        _finish(call, respond, result)
+        _finish(call, respond, result, outputs, capturing)
         return result
 
     return wrapper
@@ -129,6 +178,7 @@ def stream_manager(
     *,
     is_async: bool,
     defer: Callable[[Any], LLMCallState | None] | None = None,
+    inputs: Inputs | None = None,
 ) -> Wrapper:
     """A wrapper for a stream helper (``messages.stream()``) that returns a context manager which sends the
     request when entered: the span starts on entry. ``defer(instance)`` may return a call state that another
@@ -141,10 +191,14 @@ def stream_manager(
             deferred = defer(instance) if defer is not None else None
             if deferred is not None:
                 return deferred, NoStream()
-            accumulator = _accumulator(accumulate)
-            if accumulator is None:
+            call = begin_call(tracer, describe, instance, kwargs)
+            if call is None:
                 return None, NoStream()
-            return begin_call(tracer, describe, instance, kwargs), accumulator
+            capturing = call.capturing()
+            if capturing:
+                _capture_inputs(call, inputs, kwargs)
+            accumulator = _accumulator(accumulate, capturing)
+            return call, NoStream() if accumulator is None else accumulator
 
         try:
             return (AsyncStreamManagerProxy if is_async else SyncStreamManagerProxy)(manager, start)
@@ -158,6 +212,11 @@ def stream_manager(
 class NoStream:
     """The accumulator of a call that never streams, or of a stream whose span another owner records."""
 
+    content = False
+
+    def __init__(self, *, content: bool = False) -> None:
+        pass  # nothing to rebuild, whatever the capture decision
+
     def on_chunk(self, chunk: Any) -> None:
         pass
 
@@ -166,3 +225,6 @@ class NoStream:
 
     def completed(self, stream: Any) -> bool:
         return False
+
+    def output(self, stream: Any) -> Any:
+        return None

@@ -10,7 +10,9 @@ Usage::
 or with no code at all: ``opentelemetry-instrument python app.py`` (entry point ``agentdiag_anthropic``).
 
 Spans, streams, attempts and errors are as for :mod:`otel_agentdiag.instrumentation.openai`, with
-``gen_ai.provider.name=anthropic``.
+``gen_ai.provider.name=anthropic``. With ``configure(capture_content=True)`` the request's ``messages``,
+``system`` and ``tools`` and the answer (``[{"role": "assistant", "content": <blocks>, "stop_reason"}]``, rebuilt
+from the events when streamed) are captured beside the span for the local store, never as attributes.
 
 **The SDK's own spans.** anthropic 2.x emits its own OpenTelemetry span per API call
 (``anthropic.messages.create``), on by default. One model call gets one LLM span, so:
@@ -20,7 +22,8 @@ Spans, streams, attempts and errors are as for :mod:`otel_agentdiag.instrumentat
   makes the span;
 * when it is on, the SDK's span is the LLM span: this instrumentor makes none, and marks the SDK's span
   ``agentdiag.kind=llm`` and records each HTTP attempt on it (the redacting processor renames it
-  ``chat {model}`` from its attributes and drops what the policy does not know).
+  ``chat {model}`` from its attributes and drops what the policy does not know). Content is not captured
+  on the SDK's span: the SDK has its own content setting (``open_telemetry={"traces": {"content_mode": ...}}``).
 """
 
 from __future__ import annotations
@@ -89,10 +92,22 @@ class AnthropicInstrumentor(ClientInstrumentor):
         from otel_agentdiag.instrumentation.anthropic import patch
 
         create = sync_call(
-            tracer, patch.create_request, patch.message_response, patch.MessagesAccumulator, (anthropic.Stream,)
+            tracer,
+            patch.create_request,
+            patch.message_response,
+            patch.MessagesAccumulator,
+            (anthropic.Stream,),
+            inputs=patch.messages_inputs,
+            outputs=patch.message_outputs,
         )
         acreate = async_call(
-            tracer, patch.create_request, patch.message_response, patch.MessagesAccumulator, (anthropic.AsyncStream,)
+            tracer,
+            patch.create_request,
+            patch.message_response,
+            patch.MessagesAccumulator,
+            (anthropic.AsyncStream,),
+            inputs=patch.messages_inputs,
+            outputs=patch.message_outputs,
         )
         targets: list[Target] = [
             (Messages, "create", _deferring(create, is_async=False)),
@@ -103,7 +118,12 @@ class AnthropicInstrumentor(ClientInstrumentor):
             resources: tuple[tuple[type, bool], ...] = ((Messages, False), (AsyncMessages, True))
             for resource, is_async in resources:
                 helper = stream_manager(
-                    tracer, patch.stream_request, patch.MessagesAccumulator, is_async=is_async, defer=_defer
+                    tracer,
+                    patch.stream_request,
+                    patch.MessageStreamAccumulator,
+                    is_async=is_async,
+                    defer=_defer,
+                    inputs=patch.messages_inputs,
                 )
                 targets.append((resource, "stream", helper))
         return targets

@@ -2,19 +2,25 @@
 
 Token usage follows the semantic conventions' Anthropic refinement: ``gen_ai.usage.input_tokens`` is the
 whole prompt (input + cache read + cache creation, when the API reported input tokens), with the cache parts
-also under ``gen_ai.usage.cache_read.input_tokens`` / ``gen_ai.usage.cache_creation.input_tokens``. Nothing
-here reads message content, the system prompt or tool definitions.
+also under ``gen_ai.usage.cache_read.input_tokens`` / ``gen_ai.usage.cache_creation.input_tokens``. The
+attribute readers never read message content, the system prompt or tool definitions.
+
+The content readers (:func:`messages_inputs`, :func:`message_outputs`, the accumulators made with
+``content=True``) run only when content capture is on, and hand back the caller's own objects (``messages``,
+``system``, ``tools``) and the answer's content blocks; they read no other argument.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from opentelemetry import trace
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation._base import LLMCallState
-from otel_agentdiag.instrumentation._values import as_float, as_int, as_str, get, put, server_attributes
+from otel_agentdiag.instrumentation._stream import TextBuffer
+from otel_agentdiag.instrumentation._values import as_float, as_int, as_str, get, given, put, server_attributes
 
 PROVIDER = "anthropic"
 
@@ -49,6 +55,31 @@ def create_request(instance: Any, kwargs: dict[str, Any]) -> tuple[str, dict[str
     return name, attributes
 
 
+def messages_inputs(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The request's content: ``system``, ``tools`` and ``messages``."""
+    out: list[tuple[str, Any]] = []
+    for role, name in (
+        (sc.CONTENT_SYSTEM_INSTRUCTIONS, "system"),
+        (sc.CONTENT_TOOL_DEFINITIONS, "tools"),
+        (sc.CONTENT_INPUT_MESSAGES, "messages"),
+    ):
+        value = kwargs.get(name)
+        if given(value):
+            out.append((role, value))
+    return out
+
+
+def _answer(message: Any, content: Any, stop_reason: Any) -> list[dict[str, Any]]:
+    return [{"role": as_str(get(message, "role")) or "assistant", "content": content, "stop_reason": stop_reason}]
+
+
+def message_outputs(message: Any) -> Any:
+    """The answer's content: ``[{"role": "assistant", "content": <its content blocks>, "stop_reason"}]``."""
+    if get(message, "type") != "message":
+        return None  # a raw response (with_raw_response) or something else
+    return _answer(message, get(message, "content"), get(message, "stop_reason"))
+
+
 def _usage(usage: Any, out: dict[str, Any]) -> None:
     if usage is None:
         return
@@ -75,20 +106,116 @@ def message_response(message: Any) -> dict[str, Any]:
     return out
 
 
+def _block_dict(block: Any) -> dict[str, Any]:
+    """A started content block as a dict the deltas can complete (the SDK model's own fields)."""
+    if isinstance(block, dict):
+        return dict(block)
+    dump = getattr(block, "model_dump", None)
+    if callable(dump):
+        dumped = dump(mode="python")
+        if isinstance(dumped, dict):
+            return dumped
+    return {} if block is None else {"type": get(block, "type")}
+
+
+class _StreamedBlock:
+    """One content block of a streamed message: its ``content_block_start`` value and the deltas since."""
+
+    __slots__ = ("citations", "partial_json", "signature", "start", "text", "thinking")
+
+    def __init__(self, start: Any) -> None:
+        self.start = start
+        self.text: TextBuffer | None = None
+        self.partial_json: TextBuffer | None = None
+        self.thinking: TextBuffer | None = None
+        self.signature: str | None = None
+        self.citations: list[Any] | None = None
+
+    @staticmethod
+    def _add(buffer: TextBuffer | None, piece: Any) -> TextBuffer | None:
+        if not isinstance(piece, str):
+            return buffer
+        if buffer is None:
+            buffer = TextBuffer()
+        buffer.add(piece)
+        return buffer
+
+    def add(self, delta: Any) -> None:
+        kind = get(delta, "type")
+        if kind == "text_delta":
+            self.text = self._add(self.text, get(delta, "text"))
+        elif kind == "input_json_delta":
+            self.partial_json = self._add(self.partial_json, get(delta, "partial_json"))
+        elif kind == "thinking_delta":
+            self.thinking = self._add(self.thinking, get(delta, "thinking"))
+        elif kind == "signature_delta":
+            signature = get(delta, "signature")
+            if isinstance(signature, str):
+                self.signature = signature  # the whole signature, as the SDK's own accumulator takes it
+        elif kind == "citations_delta":
+            if self.citations is None:
+                self.citations = []
+            self.citations.append(get(delta, "citation"))
+
+    def value(self) -> Any:
+        if self.text is None and self.partial_json is None and self.thinking is None:
+            if self.signature is None and self.citations is None:
+                return self.start  # no deltas: the block as it started
+        block = _block_dict(self.start)
+        if self.text is not None:
+            block["text"] = (as_str(block.get("text")) or "") + self.text.text()
+        if self.thinking is not None:
+            block["thinking"] = (as_str(block.get("thinking")) or "") + self.thinking.text()
+        if self.signature is not None:
+            block["signature"] = self.signature
+        if self.citations is not None:
+            block["citations"] = list(block.get("citations") or ()) + self.citations
+        raw = None if self.partial_json is None else self.partial_json.text()
+        if raw:
+            # The tool input as the non-streamed answer carries it; a stream cut short keeps its raw JSON text.
+            try:
+                block["input"] = json.loads(raw)
+            except ValueError:
+                block["input"] = raw
+        return block
+
+
 class MessagesAccumulator:
     """Reads ``message_start`` / ``message_delta`` / ``message_stop`` events; for the ``messages.stream()``
-    helper, whose ``get_final_message()`` reads the stream itself, falls back on its message snapshot."""
+    helper, whose ``get_final_message()`` reads the stream itself, falls back on its message snapshot.
 
-    __slots__ = ("message", "stop_reason", "stopped", "usage")
+    With ``content=True`` it also rebuilds the answer's content blocks from ``content_block_start`` /
+    ``content_block_delta`` events, in the shape of :func:`message_outputs`; the helper's own snapshot, when
+    there is one, is the answer instead (it has seen every event, read through the proxy or not)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("blocks", "content", "message", "stop_reason", "stopped", "usage")
+
+    rebuild = True
+    """Whether the content blocks are rebuilt from the events (the helper's snapshot makes that unnecessary)."""
+
+    def __init__(self, *, content: bool = False) -> None:
         self.message: Any = None
         self.stop_reason: str | None = None
         self.usage: dict[str, Any] = {}
         self.stopped = False
+        self.content = content
+        self.blocks: dict[int, _StreamedBlock] | None = {} if content and self.rebuild else None  # none when off
 
     def on_chunk(self, event: Any) -> None:
         kind = get(event, "type")
+        blocks = self.blocks
+        if blocks is not None and kind in ("content_block_start", "content_block_delta"):
+            index = as_int(get(event, "index"))
+            if index is None:
+                return
+            if kind == "content_block_start":
+                blocks[index] = _StreamedBlock(get(event, "content_block"))
+                return
+            block = blocks.get(index)
+            if block is None:
+                blocks[index] = block = _StreamedBlock(None)
+            block.add(get(event, "delta"))
+            return
         if kind == "message_start":
             self.message = get(event, "message")
             usage = get(self.message, "usage")
@@ -132,6 +259,23 @@ class MessagesAccumulator:
         snapshot = self._snapshot(stream) if self.message is None else None
         return snapshot is not None and get(snapshot, "stop_reason") is not None
 
+    def output(self, stream: Any) -> Any:
+        snapshot = self._snapshot(stream)
+        if snapshot is not None:
+            return _answer(snapshot, get(snapshot, "content"), get(snapshot, "stop_reason"))
+        blocks = self.blocks or {}
+        if self.message is None and not blocks:
+            return None
+        return _answer(self.message, [blocks[i].value() for i in sorted(blocks)], self.stop_reason)
+
+
+class MessageStreamAccumulator(MessagesAccumulator):
+    """The accumulator of the ``messages.stream()`` helper: its answer is the helper's own message snapshot."""
+
+    __slots__ = ()
+
+    rebuild = False
+
 
 def sdk_traces_call(instance: Any) -> bool:
     """Whether the anthropic SDK (2.x and later) emits its own span for calls of this resource's client.
@@ -145,12 +289,13 @@ def sdk_traces_call(instance: Any) -> bool:
 
 class SDKSpanCall(LLMCallState):
     """A call the anthropic SDK traces itself: its span is the one LLM span. While the SDK sends the request
-    its span is current; each HTTP attempt marks it ``agentdiag.kind=llm`` and records the attempt on it."""
+    its span is current; each HTTP attempt marks it ``agentdiag.kind=llm`` and records the attempt on it. Its
+    content is the SDK's to record (its own ``content_mode``), not ours."""
 
     __slots__ = ()
 
     def __init__(self) -> None:
-        super().__init__(trace.INVALID_SPAN, owns=False)
+        super().__init__(trace.INVALID_SPAN, owns=False, content=False)
 
     def record_attempt(self, status_code: int | None, error: BaseException | None) -> None:
         span = trace.get_current_span()

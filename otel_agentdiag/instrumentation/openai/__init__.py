@@ -20,7 +20,13 @@ attempt; errors: status ERROR without a description and ``error.type`` = the SDK
 (``openai.RateLimitError``), the exception re-raised unchanged.
 
 Inside ``agentdiag.llm_call()`` (or a framework integration that owns the call) no second span is made: the
-owner's span is enriched instead. Message content is never recorded.
+owner's span is enriched instead.
+
+Content (messages, ``instructions``, tool definitions, the answer) is never a span attribute. With
+``configure(capture_content=True)`` it is captured beside the span for the local store only: chat
+``messages`` and ``tools`` (or ``functions``) and the choices; Responses ``input``, ``instructions``, ``tools``
+and ``output``; embeddings ``input``. A streamed answer is rebuilt from its chunks and captured once when the
+stream ends. Inside an owner that captures the content itself (a framework step) nothing is captured here.
 """
 
 from __future__ import annotations
@@ -36,27 +42,24 @@ from otel_agentdiag.instrumentation.openai.package import _instruments
 
 __all__ = ["OpenAIInstrumentor"]
 
-# (module, class, method, describe, respond, accumulator factory, is_async)
-_METHODS = (
-    ("openai.resources.chat.completions", "Completions", "create", "chat_request", "chat_response", "ChatAccumulator"),
-    ("openai.resources.chat.completions", "Completions", "parse", "chat_request", "chat_response", "ChatAccumulator"),
-    (
-        "openai.resources.responses",
-        "Responses",
-        "create",
-        "responses_request",
-        "responses_response",
-        "ResponsesAccumulator",
-    ),
-    (
-        "openai.resources.responses",
-        "Responses",
-        "parse",
-        "responses_request",
-        "responses_response",
-        "ResponsesAccumulator",
-    ),
-    ("openai.resources.embeddings", "Embeddings", "create", "embeddings_request", "embeddings_response", "no_stream"),
+_CHAT = ("chat_request", "chat_response", "ChatAccumulator", "chat_inputs", "chat_outputs")
+_RESPONSES = (
+    "responses_request",
+    "responses_response",
+    "ResponsesAccumulator",
+    "responses_inputs",
+    "responses_outputs",
+)
+_EMBEDDINGS = ("embeddings_request", "embeddings_response", "no_stream", "embeddings_inputs", None)
+
+# (module, class, method, (describe, respond, accumulator factory, content inputs, content outputs)): names in
+# ``patch``, looked up at instrument time.
+_METHODS: tuple[tuple[str, str, str, tuple[str, str, str, str, str | None]], ...] = (
+    ("openai.resources.chat.completions", "Completions", "create", _CHAT),
+    ("openai.resources.chat.completions", "Completions", "parse", _CHAT),
+    ("openai.resources.responses", "Responses", "create", _RESPONSES),
+    ("openai.resources.responses", "Responses", "parse", _RESPONSES),
+    ("openai.resources.embeddings", "Embeddings", "create", _EMBEDDINGS),
 )
 
 
@@ -74,7 +77,7 @@ class OpenAIInstrumentor(ClientInstrumentor):
         from otel_agentdiag.instrumentation.openai import patch
 
         targets: list[Target] = []
-        for module_name, class_name, method, describe, respond, accumulate in _METHODS:
+        for module_name, class_name, method, (describe, respond, accumulate, inputs, outputs) in _METHODS:
             try:
                 module = importlib.import_module(module_name)
             except ImportError:  # an older openai without this API
@@ -86,7 +89,13 @@ class OpenAIInstrumentor(ClientInstrumentor):
                 factory = async_call if is_async else sync_call
                 stream_types = (openai.AsyncStream,) if is_async else (openai.Stream,)
                 wrapper = factory(
-                    tracer, getattr(patch, describe), getattr(patch, respond), getattr(patch, accumulate), stream_types
+                    tracer,
+                    getattr(patch, describe),
+                    getattr(patch, respond),
+                    getattr(patch, accumulate),
+                    stream_types,
+                    inputs=getattr(patch, inputs),
+                    outputs=None if outputs is None else getattr(patch, outputs),
                 )
                 targets.append((cls, method, wrapper))
         return targets
