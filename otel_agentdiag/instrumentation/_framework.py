@@ -17,6 +17,12 @@ instrumentations and manual wrappers consult it: a model call inside an active L
 span instead of starting a second one (one owner per LLM call), and a span started inside an active step is
 parented to it and carries its conversation id, unless an OpenTelemetry span was made current after the step
 started (that span is closer, and wins).
+
+**Content.** With content capture on (``configure(capture_content=True)``) an integration hands what its
+framework reports as content to :meth:`Node.capture`, never to a span attribute. An LLM step's state is made
+with ``content=False``: the framework's report is the one record of the call's content, so a client
+instrumentation enriching the step's span captures nothing of its own (and a framework switch that withholds
+content, like the Agents SDK's ``trace_include_sensitive_data=False``, withholds it from the client too).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.context import (
     ACTIVE_FRAMEWORK_STEP as _ACTIVE,
 )
@@ -126,6 +133,13 @@ class Node:
         """An LLM span another instrumentation started inside this step (a client call in a tool) is ending:
         its usage rolls up here too."""
         self.add_usage(usage_of(getattr(span, "attributes", None)))
+
+    def capture(self, role: str, value: Any) -> None:
+        """Record ``value`` as this step's ``role`` content (a ``semconv.CONTENT_*`` name) while its span is
+        open. Never raises; callers check ``_internal.content.enabled()`` first so nothing is built when
+        capture is off."""
+        if not self.ended:
+            _content.capture(self.span, role, value)
 
     def ancestors(self) -> Iterable[Node]:
         node = self.parent
@@ -240,7 +254,7 @@ class SpanTree:
                 child = otel_context.set_value(CONVERSATION_ID_KEY, node.conversation_id, child)
             node.context = child
             if node.kind == sc.KIND_LLM:
-                node.llm = LLMCallState(span, owns=False)
+                node.llm = LLMCallState(span, owns=False, content=False)
             if activate:
                 node.ambient = trace.get_current_span(ambient)
                 node.prev_active = _ACTIVE.get()

@@ -13,6 +13,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import content
 from otel_agentdiag._internal.context import active_framework_step, framework_parent
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.instrumentation._framework import SpanTree
@@ -154,8 +155,37 @@ def test_an_active_llm_step_is_the_owner_of_the_model_call(spans: Spans) -> None
     ctx = trace.set_span_in_context(trace.INVALID_SPAN)
     step = framework_parent(ctx)
     assert step is node and step.llm is not None
+    assert step.llm.content is False  # the framework captures the call's content; a client enriching it does not
     tree.end("llm")
     assert framework_parent(ctx) is None
+
+
+class _ListSink:
+    """Every capture that reaches the seam, whether or not its span still records."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, str, Any]] = []
+
+    def record(self, span: Any, role: str, value: Any) -> None:
+        self.records.append((span.name, role, value))
+
+
+def test_a_node_captures_content_only_while_its_span_is_open(spans: Spans, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = SpanTree(spans.provider.get_tracer("t"))
+    node = tree.start("tool", None, kind=sc.KIND_TOOL, name="execute_tool t", attributes={})
+    assert node is not None
+    node.capture(sc.CONTENT_TOOL_ARGUMENTS, {"city": "Paris"})  # capture off: nothing, and no error
+    sink = _ListSink()
+    content.install(sink)
+    try:
+        node.capture(sc.CONTENT_TOOL_ARGUMENTS, {"city": "Oslo"})
+        tree.end("tool")
+        node.capture(sc.CONTENT_TOOL_RESULT, "late")  # the span has ended: dropped before the seam
+    finally:
+        content.uninstall(sink)
+    assert sink.records == [("execute_tool t", sc.CONTENT_TOOL_ARGUMENTS, {"city": "Oslo"})]
+    (span,) = spans.finished()
+    assert attrs(span) == {"agentdiag.kind": "tool"}  # content is never an attribute
 
 
 def test_ending_a_step_in_another_context_never_fails(spans: Spans) -> None:

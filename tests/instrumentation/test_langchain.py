@@ -20,10 +20,13 @@ import pytest
 pytest.importorskip("langgraph", reason="langgraph (a dev dependency) is not installed")
 
 from conftest import Spans
+from content_sink import RecordingSink, content_sink  # noqa: F401
 from fakes.langchain_model import ScriptedChatModel, final_text, tool_calls, usage
 from langchain.agents import create_agent
 from langchain_core.callbacks import UsageMetadataCallbackHandler
-from langchain_core.messages import AIMessage
+from langchain_core.language_models import FakeListLLM
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tools import ToolException, tool
 from langchain_core.tracers import context as lc_tracer_context
 from langgraph.errors import GraphRecursionError
@@ -35,7 +38,10 @@ from opentelemetry.trace import StatusCode
 from pipeline.pipeline_support import digest, pipeline
 
 import otel_agentdiag
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.names import default_registry
+from otel_agentdiag.content import CapturedException
 from otel_agentdiag.diagnostics.receipt import session_receipt
 from otel_agentdiag.diagnostics.status import session_status
 from otel_agentdiag.instrumentation import manual
@@ -710,3 +716,243 @@ def test_the_store_holds_a_recovered_tool_error_with_hashed_ids(tmp_path: Path) 
         conn.close()
     assert "invoke_agent weather_agent" in content  # the search can find what is allowed
     assert THREAD not in content and SECRET not in content and "call_1" not in content
+
+
+# -- content capture (configure(capture_content=True)) -----------------------------------------------------
+INPUT, OUTPUT, TOOLS = sc.CONTENT_INPUT_MESSAGES, sc.CONTENT_OUTPUT_MESSAGES, sc.CONTENT_TOOL_DEFINITIONS
+ARGUMENTS, RESULT = sc.CONTENT_TOOL_ARGUMENTS, sc.CONTENT_TOOL_RESULT
+SYSTEM_PROMPT = "You answer weather questions."
+
+
+@pytest.fixture
+def sink(content_sink: RecordingSink) -> RecordingSink:  # noqa: F811 - the fixture imported above
+    """Content capture on, into a :class:`RecordingSink`."""
+    return content_sink
+
+
+def captured_once(sink: RecordingSink) -> bool:
+    """Every (span, role) was captured once (the last capture wins in the store, but there is no second)."""
+    keys = [(span_id, role) for span_id, _, role, _ in sink.records]
+    return len(keys) == len(set(keys))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_content_of_a_run_per_span(
+    spans: Spans, instrumented: object, sink: RecordingSink, factory: str, mode: str
+) -> None:
+    model = weather_model()
+    messages = drive(make_agent(factory, model), mode)
+    finished = spans.finished()
+    (run,) = named(finished, "invoke_agent weather_agent")
+    first, second = named(finished, "chat fake-chat-model")
+    (tool_span,) = named(finished, "execute_tool get_weather")
+    # The run: the graph's inputs and outputs, as LangChain passed them.
+    assert sink.for_span(run)[INPUT] == {"messages": [("user", "Weather in Paris?")]}
+    assert set(sink.for_span(run)) == {INPUT, OUTPUT}
+    final_state = sink.for_span(run)[OUTPUT]["messages"]
+    assert [m["content"] for m in final_state] == [m.content for m in messages]
+    assert all(sink.for_span(s) == {} for s in named(finished, "agent.iteration"))
+    # The model calls: the messages sent (the system prompt among them), the bound tools, the answer.
+    one, two = sink.for_span(first), sink.for_span(second)
+    assert set(one) == set(two) == {INPUT, OUTPUT, TOOLS}
+    assert [(m["type"], m["content"]) for m in one[INPUT]] == [
+        ("system", SYSTEM_PROMPT),
+        ("human", "Weather in Paris?"),
+    ]
+    assert one[TOOLS] == two[TOOLS] == model.bound_tools
+    (answer,) = one[OUTPUT]
+    assert [(c["name"], c["args"], c["id"]) for c in answer["tool_calls"]] == [
+        ("get_weather", {"city": "Paris"}, "call_1")
+    ]
+    assert [m["type"] for m in two[INPUT]] == ["system", "human", "ai", "tool"]
+    assert [m["content"] for m in two[OUTPUT]] == ["It is sunny in Paris."]
+    # The tool: the arguments it was called with, and what it returned (the ToolMessage LangChain made of it).
+    tool_content = sink.for_span(tool_span)
+    assert set(tool_content) == {ARGUMENTS, RESULT}
+    assert tool_content[ARGUMENTS] == {"city": "Paris"}
+    result = tool_content[RESULT]
+    assert (result["type"], result["content"], result["tool_call_id"]) == ("tool", "Sunny in Paris", "call_1")
+    assert captured_once(sink)  # one answer per model call, also when streamed
+
+
+def test_content_of_an_agent_called_by_a_tool_is_on_its_own_run(
+    spans: Spans, instrumented: object, sink: RecordingSink
+) -> None:
+    inner_agent = make_agent("create_agent", weather_model(), name="inner_agent")
+
+    @tool
+    def ask_expert(question: str) -> str:
+        """Ask the weather expert agent."""
+        return str(inner_agent.invoke({"messages": [("user", question)]})["messages"][-1].content)
+
+    outer_model = weather_model(tool_calls(("ask_expert", {"question": "Paris?"})), final_text("Sunny, says he."))
+    drive(make_agent("create_agent", outer_model, tools=[ask_expert], name="outer_agent"), "invoke")
+    finished = spans.finished()
+    (inner,) = named(finished, "invoke_agent inner_agent")
+    (ask,) = named(finished, "execute_tool ask_expert")
+    assert sink.for_span(inner)[INPUT] == {"messages": [("user", "Paris?")]}
+    assert sink.for_span(ask)[ARGUMENTS] == {"question": "Paris?"}
+    assert sink.for_span(ask)[RESULT]["content"] == "It is sunny in Paris."
+
+
+def test_concurrent_runs_capture_onto_their_own_spans(spans: Spans, instrumented: object, sink: RecordingSink) -> None:
+    async def one(city: str) -> Any:
+        model = weather_model(tool_calls(("get_weather", {"city": city})), final_text(city))
+        return await make_agent("create_agent", model).ainvoke({"messages": [("user", city)]})
+
+    async def main() -> None:
+        await asyncio.gather(one("Paris"), one("Oslo"), one("Lima"))
+
+    asyncio.run(main())
+    tools = named(spans.finished(), "execute_tool get_weather")
+    assert len(tools) == 3
+    for span in tools:
+        content = sink.for_span(span)
+        assert content[RESULT]["content"] == f"Sunny in {content[ARGUMENTS]['city']}"
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_a_tool_that_raises_has_the_exception_as_its_result(
+    spans: Spans, instrumented: object, sink: RecordingSink, factory: str
+) -> None:
+    model = weather_model(tool_calls(("failing_weather", {"city": "Paris"})), final_text("never"))
+    with pytest.raises(ValueError, match=SECRET):
+        drive(make_agent(factory, model, tools=[failing_weather]), "invoke")
+    finished = spans.finished()
+    (tool_span,) = named(finished, "execute_tool failing_weather")
+    result = sink.for_span(tool_span)[RESULT]
+    assert isinstance(result, CapturedException)
+    assert (result.type, result.message) == ("ValueError", f"weather service down {SECRET}")
+    assert SECRET not in dump(finished)
+
+
+@pytest.mark.parametrize("tools", ["tool_node", "handled"])
+def test_a_tool_error_fed_back_to_the_model_is_its_result(
+    spans: Spans, instrumented: object, sink: RecordingSink, tools: str
+) -> None:
+    name = "failing_weather" if tools == "tool_node" else "handled_weather"
+    agent_tools: Any = (
+        ToolNode([failing_weather], handle_tool_errors=True) if tools == "tool_node" else [handled_weather]
+    )
+    model = weather_model(tool_calls((name, {"city": "Paris"})), final_text("The service is down."))
+    drive(make_agent("create_react_agent", model, tools=agent_tools), "invoke")
+    finished = spans.finished()
+    (tool_span,) = named(finished, f"execute_tool {name}")
+    result = sink.for_span(tool_span)[RESULT]
+    if tools == "tool_node":  # LangChain reports the exception; ToolNode then answers the model itself
+        assert isinstance(result, CapturedException) and result.type == "ValueError"
+    else:  # the tool answered with its error: a ToolMessage with status "error"
+        assert (result["status"], result["content"]) == ("error", f"weather service down {SECRET}")
+    assert sink.for_span(tool_span)[ARGUMENTS] == {"city": "Paris"}
+    assert SECRET not in dump(finished)
+
+
+def test_a_tool_call_answered_without_a_tool_run_has_the_error_message_as_its_result(
+    spans: Spans, instrumented: object, sink: RecordingSink
+) -> None:
+    model = weather_model(tool_calls(("summon_dragon", {"size": "large"})), final_text("No dragon."))
+    messages = drive(make_agent("create_agent", model), "invoke")
+    (tool_span,) = named(spans.finished(), "execute_tool summon_dragon")
+    result = sink.for_span(tool_span)[RESULT]
+    assert (result["status"], result["content"]) == ("error", messages[-2].content)
+
+
+def test_content_of_a_completion_model_is_its_prompts_and_texts(spans: Spans, sink: RecordingSink) -> None:
+    handler = AgentDiagCallbackHandler(tracer_provider=spans.provider)
+    llm = FakeListLLM(responses=["Sunny."])
+    assert llm.invoke("Weather in Paris?", config={"callbacks": [handler]}) == "Sunny."
+    (span,) = spans.finished()
+    assert span.name.startswith("text_completion")
+    assert sink.for_span(span) == {INPUT: ["Weather in Paris?"], OUTPUT: ["Sunny."]}
+
+
+def test_content_of_a_call_with_several_prompts_keeps_them_apart(spans: Spans, sink: RecordingSink) -> None:
+    handler = AgentDiagCallbackHandler(tracer_provider=spans.provider)
+    run_id = uuid.uuid4()
+    prompts = [[HumanMessage("Paris?")], [HumanMessage("Oslo?")]]
+    handler.on_chat_model_start({}, prompts, run_id=run_id, invocation_params={"model": "m"})
+    prompts[0].append(HumanMessage("changed afterwards"))  # the capture is a snapshot
+    answers: list[list[Any]] = [
+        [ChatGeneration(message=AIMessage("Sunny."))],
+        [ChatGeneration(message=AIMessage("Snowy."))],
+    ]
+    handler.on_llm_end(LLMResult(generations=answers), run_id=run_id)
+    (span,) = spans.finished()
+    content = sink.for_span(span)
+    assert [[m["content"] for m in prompt] for prompt in content[INPUT]] == [["Paris?"], ["Oslo?"]]
+    assert [[m["content"] for m in answer] for answer in content[OUTPUT]] == [["Sunny."], ["Snowy."]]
+    assert TOOLS not in content  # no tools were bound
+
+
+def test_content_never_reaches_a_span(spans: Spans, instrumented: object, sink: RecordingSink) -> None:
+    prompt, system, argument, result = (
+        "SENTINEL-LC-PROMPT-51c2",
+        "SENTINEL-LC-SYSTEM-0be4",
+        "SENTINEL-LC-ARG-9d17",
+        "SENTINEL-LC-RESULT-63fa",
+    )
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"Sunny {result}"
+
+    model = weather_model(tool_calls(("get_weather", {"city": argument})), final_text("Sunny."))
+    agent = create_agent(model, tools=[get_weather], system_prompt=system, name="weather_agent")
+    agent.invoke({"messages": [("user", prompt)]}, {"configurable": {"thread_id": THREAD}})
+    captured, exported = repr(sink.records), dump(spans.finished())
+    for sentinel in (prompt, system, argument, result):
+        assert sentinel in captured, sentinel
+        assert sentinel not in exported, sentinel
+
+
+def _shape(spans: Spans) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """Every finished span's name and attributes (but the time to the first chunk), in start order."""
+    timing = "gen_ai.response.time_to_first_chunk"
+    return [
+        (s.name, sorted((k, v) for k, v in attrs(s).items() if k != timing))
+        for s in sorted(spans.finished(), key=lambda s: s.start_time or 0)
+    ]
+
+
+@pytest.mark.parametrize("mode", ["invoke", "astream"])
+def test_capture_off_captures_nothing_and_capture_on_changes_no_span(
+    spans: Spans, instrumented: object, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    calls: list[Any] = []
+    monkeypatch.setattr(_content, "capture", lambda *args: calls.append(args))
+    drive(make_agent("create_agent", weather_model()), mode)
+    assert calls == []  # off: not even a call into the seam
+    off = _shape(spans)
+    spans.exporter.clear()
+    monkeypatch.undo()
+    recording = RecordingSink()
+    _content.install(recording)
+    try:
+        drive(make_agent("create_agent", weather_model()), mode)
+    finally:
+        _content.uninstall(recording)
+    assert recording.records
+    assert _shape(spans) == off
+
+
+class _BrokenSink:
+    def record(self, span: Any, role: str, value: Any) -> None:
+        raise RuntimeError(f"sink failure {SECRET}")
+
+
+@pytest.mark.parametrize("mode", ["invoke", "astream"])
+def test_a_failing_sink_never_reaches_the_agent(
+    spans: Spans, instrumented: object, caplog: pytest.LogCaptureFixture, mode: str
+) -> None:
+    broken = _BrokenSink()
+    _content.install(broken)
+    try:
+        messages = drive(make_agent("create_agent", weather_model()), mode)
+    finally:
+        _content.uninstall(broken)
+    assert messages[-1].content == "It is sunny in Paris."
+    assert tree(spans.finished()) == WEATHER_TREE
+    assert "RuntimeError" in caplog.text
+    assert SECRET not in caplog.text

@@ -35,18 +35,23 @@ from agents import (  # noqa: E402
 from agents.items import ModelResponse  # noqa: E402
 from agents.models.interface import Model  # noqa: E402
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
-from agents.tracing import function_span, generation_span, get_trace_provider  # noqa: E402
+from agents.tool import default_tool_error_function  # noqa: E402
+from agents.tracing import function_span, generation_span, get_trace_provider, response_span  # noqa: E402
 from agents.tracing import trace as agents_trace  # noqa: E402
 from agents.usage import Usage  # noqa: E402
 from conftest import Spans  # noqa: E402
+from content_sink import RecordingSink, content_sink  # noqa: E402, F401
 from fakes import openai_server as fake  # noqa: E402
 from fakes.openai_server import FakeModelServer  # noqa: E402
 from llm_spans import attrs, named, tree  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
+from openai.types.responses import Response, ResponseFunctionToolCall  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
 
 import otel_agentdiag  # noqa: E402
+from otel_agentdiag import semconv as sc  # noqa: E402
+from otel_agentdiag._internal import content as _content  # noqa: E402
 from otel_agentdiag._internal.names import default_registry  # noqa: E402
 from otel_agentdiag.diagnostics.receipt import session_receipt  # noqa: E402
 from otel_agentdiag.diagnostics.status import session_status  # noqa: E402
@@ -687,3 +692,269 @@ def test_without_sensitive_data_the_sdk_records_no_answer_and_tools_get_no_call_
     assert names[:3] == ["invoke_agent weather_agent", "agent.iteration", "chat gpt-test"]
     (root,) = named(finished, "invoke_agent weather_agent")
     assert attrs(root)["agentdiag.usage.input_tokens"] == TOOL_USAGE.input_tokens + ANSWER_USAGE.input_tokens
+
+
+# -- content capture (configure(capture_content=True)) -----------------------------------------------------
+INPUT, OUTPUT = sc.CONTENT_INPUT_MESSAGES, sc.CONTENT_OUTPUT_MESSAGES
+SYSTEM, TOOLS = sc.CONTENT_SYSTEM_INSTRUCTIONS, sc.CONTENT_TOOL_DEFINITIONS
+ARGUMENTS, RESULT = sc.CONTENT_TOOL_ARGUMENTS, sc.CONTENT_TOOL_RESULT
+PROMPT = "What is the weather in Paris?"
+INSTRUCTIONS = "Answer about the weather."
+
+
+@pytest.fixture
+def sink(content_sink: RecordingSink) -> RecordingSink:  # noqa: F811 - the fixture imported above
+    """Content capture on, into a :class:`RecordingSink`."""
+    return content_sink
+
+
+def by_start(spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    return sorted(spans, key=lambda s: s.start_time or 0)
+
+
+def dump(spans: list[ReadableSpan]) -> str:
+    """Everything a span exports besides ids: names, attributes, events, status."""
+    return repr([(s.name, attrs(s), [(e.name, dict(e.attributes or {})) for e in s.events], s.status) for s in spans])
+
+
+def answer_items(output: Any) -> list[dict[str, Any]]:
+    """Tool calls and texts of a captured answer, whatever its shape: chat-completions messages, or Responses
+    output items (what a Responses call, and a streamed chat-completions call, record)."""
+    found: list[dict[str, Any]] = []
+    for item in output:
+        for call in item.get("tool_calls") or ():
+            found.append({"call": call["function"]["name"], "arguments": call["function"]["arguments"]})
+        if item.get("type") == "function_call":
+            found.append({"call": item["name"], "arguments": item["arguments"]})
+        if isinstance(item.get("content"), str):
+            found.append({"text": item["content"]})
+        elif item.get("type") == "message":
+            found.extend({"text": part["text"]} for part in item["content"])
+    return found
+
+
+@pytest.mark.parametrize("mode", ["async", "sync", "streamed"])
+def test_content_of_a_scripted_run_is_the_tool_arguments_and_result(
+    spans: Spans, instrumented: object, sink: RecordingSink, mode: str
+) -> None:
+    steps = weather_steps()
+    (call,) = steps[0].output
+    assert isinstance(call, ResponseFunctionToolCall)
+    sent = call.arguments  # the arguments string the scripted model produced
+    assert run(weather_agent(scripted(*steps), tools=[get_weather]), mode).final_output == "It is sunny."
+    finished = spans.finished()
+    (tool,) = named(finished, "execute_tool get_weather")
+    captured = sink.for_span(tool)
+    assert captured == {ARGUMENTS: sent, RESULT: "sunny in Paris"}
+    assert isinstance(captured[ARGUMENTS], str)  # the JSON string as the model sent it, not parsed
+    # The scripted model records no input or answer on its generation spans; runs and turns carry no content.
+    assert [s.name for s in finished if sink.for_span(s) and s is not tool] == []
+
+
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+@pytest.mark.parametrize("mode", ["async", "streamed"])
+def test_content_of_a_run_with_the_real_client_comes_once_from_the_sdk(
+    spans: Spans,
+    both_instrumented: object,
+    server: FakeModelServer,
+    sink: RecordingSink,
+    api: str,
+    mode: str,
+) -> None:
+    client = AsyncOpenAI(api_key=fake.SENTINEL_API_KEY, base_url=server.base_url)
+    model_class = OpenAIChatCompletionsModel if api == "chat_completions" else OpenAIResponsesModel
+    agent = weather_agent(model_class(model=MODEL, openai_client=client), tools=[get_weather])
+    run(agent, mode)
+    finished = spans.finished()
+    first, second = by_start([s for s in finished if attrs(s)["agentdiag.kind"] == "llm"])
+    (tool,) = named(finished, "execute_tool get_weather")
+    result = f"sunny in {fake.TOOL_INPUT['city']}"
+    assert sink.for_span(tool) == {ARGUMENTS: fake.TOOL_ARGUMENTS, RESULT: result}
+    one, two = sink.for_span(first), sink.for_span(second)
+    if api == "chat_completions":
+        # The SDK records the messages it sent, the instructions as the first (system) one, and no tools.
+        assert set(one) == set(two) == {INPUT, OUTPUT}
+        assert one[INPUT] == [{"content": INSTRUCTIONS, "role": "system"}, {"role": "user", "content": PROMPT}]
+        assert [m["role"] for m in two[INPUT]] == ["system", "user", "assistant", "tool"]
+        assert two[INPUT][-1]["content"] == result
+    else:
+        # The fake server answers `tools: []` (the real API echoes the tools it was given): tool definitions
+        # are captured when the answer names some (test_content_of_a_response_step_names_its_tools).
+        assert set(one) - {TOOLS} == set(two) - {TOOLS} == {INPUT, OUTPUT, SYSTEM}
+        assert one[INPUT] == [{"content": PROMPT, "role": "user"}]
+        assert one[SYSTEM] == two[SYSTEM] == INSTRUCTIONS
+        assert [item.get("type") for item in two[INPUT]] == [None, "function_call", "function_call_output"]
+        assert two[INPUT][-1]["output"] == result
+    assert answer_items(one[OUTPUT]) == [{"call": fake.TOOL_NAME, "arguments": fake.TOOL_ARGUMENTS}]
+    text = fake.STREAM_TEXT if mode == "streamed" else fake.ANSWER_TEXT
+    assert answer_items(two[OUTPUT]) == [{"text": text}]
+    # One owner per call's content: the client instrumentation enriching the SDK's step records nothing of its
+    # own, so every (span, role) is captured once, and the input once per model call.
+    keys = [(span_id, role) for span_id, _, role, _ in sink.records]
+    assert len(keys) == len(set(keys))
+    assert [name for name, role in sink.roles() if role == INPUT] == [f"chat {MODEL}"] * 2
+
+
+@pytest.mark.parametrize("api", ["scripted", "chat_completions", "responses"])
+@pytest.mark.parametrize("mode", ["async", "streamed"])
+def test_without_sensitive_data_nothing_is_captured(
+    spans: Spans,
+    both_instrumented: object,
+    server: FakeModelServer,
+    sink: RecordingSink,
+    api: str,
+    mode: str,
+) -> None:
+    client = AsyncOpenAI(api_key=fake.SENTINEL_API_KEY, base_url=server.base_url)
+    model: Any = scripted(*weather_steps())
+    if api != "scripted":
+        model_class = OpenAIChatCompletionsModel if api == "chat_completions" else OpenAIResponsesModel
+        model = model_class(model=MODEL, openai_client=client)
+    config = RunConfig(group_id=CONVERSATION, trace_include_sensitive_data=False)
+    run(weather_agent(model, tools=[get_weather]), mode, config)
+    assert len(spans.finished()) == 6
+    assert sink.records == []  # not from the SDK's span data, nor from the client inside its steps
+
+
+def test_a_tool_error_fed_back_to_the_model_is_its_result(
+    spans: Spans, instrumented: object, sink: RecordingSink
+) -> None:
+    model = scripted(
+        ModelStep(output=[function_call("broken_tool", {"city": "Paris"}, call_id="call_b")]),
+        ModelStep(output=[assistant_message("The service is down.")]),
+    )
+    assert run(weather_agent(model, tools=[broken_tool]), "async").final_output == "The service is down."
+    (tool,) = named(spans.finished(), "execute_tool broken_tool")
+    # What the SDK told the model (its default error function keeps the exception's text from it).
+    fed_back = default_tool_error_function(None, ValueError())  # type: ignore[arg-type]
+    assert sink.for_span(tool) == {ARGUMENTS: '{"city":"Paris"}', RESULT: fed_back}
+
+
+def test_a_tool_error_that_ends_the_run_is_the_sdks_error_record(
+    spans: Spans, instrumented: object, sink: RecordingSink
+) -> None:
+    def check_weather(city: str) -> str:
+        """A tool whose failure ends the run."""
+        raise ConnectionError(f"weather service down {fake.SENTINEL_ERROR}")
+
+    model = scripted(ModelStep(output=[function_call("check_weather", {"city": "Paris"}, call_id="call_c")]))
+    with pytest.raises(agents.UserError):
+        run(weather_agent(model, tools=[function_tool(check_weather, failure_error_function=None)]), "async")
+    finished = spans.finished()
+    (tool,) = named(finished, "execute_tool check_weather")
+    error = f"weather service down {fake.SENTINEL_ERROR}"
+    assert sink.for_span(tool) == {
+        ARGUMENTS: '{"city":"Paris"}',
+        RESULT: {"message": "Error running tool", "data": {"tool_name": "check_weather", "error": error}},
+    }
+    assert fake.SENTINEL_ERROR not in dump(finished)
+
+
+def test_content_of_a_response_step_names_its_tools(spans: Spans, instrumented: object, sink: RecordingSink) -> None:
+    tool = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "strict": True}
+    answer = {"type": "message", "id": "m1", "role": "assistant", "status": "completed", "content": []}
+    response = Response.model_validate(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 0,
+            "model": MODEL,
+            "instructions": "Be brief.",
+            "output": [answer],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [tool],
+        }
+    )
+    with agents_trace("workflow"), response_span(response=response) as span:
+        span.span_data.input = [{"role": "user", "content": "Hi"}]
+    (llm,) = spans.finished()
+    captured = sink.for_span(llm)
+    assert captured[INPUT] == [{"role": "user", "content": "Hi"}]
+    assert captured[SYSTEM] == "Be brief."
+    assert [t["name"] for t in captured[TOOLS]] == ["get_weather"]
+    assert [item["id"] for item in captured[OUTPUT]] == ["m1"]
+
+
+def test_content_never_reaches_a_span(
+    spans: Spans, both_instrumented: object, server: FakeModelServer, sink: RecordingSink
+) -> None:
+    @function_tool
+    def get_weather(city: str, unit: str) -> str:
+        """The weather in a city."""
+        return f"sunny {fake.SENTINEL_TOOL_RESULT}"
+
+    client = AsyncOpenAI(api_key=fake.SENTINEL_API_KEY, base_url=server.base_url)
+    agent = Agent(
+        name="weather_agent",
+        instructions=fake.SENTINEL_INSTRUCTIONS,
+        model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
+        tools=[get_weather],
+    )
+    asyncio.run(Runner.run(agent, fake.SENTINEL_PROMPT, run_config=RunConfig(group_id=CONVERSATION)))
+    captured = repr(sink.records)
+    exported = dump(spans.finished())
+    for sentinel in (
+        fake.SENTINEL_PROMPT,
+        fake.SENTINEL_INSTRUCTIONS,
+        fake.SENTINEL_TOOL_ARGS,
+        fake.SENTINEL_TOOL_RESULT,
+        fake.SENTINEL_OUTPUT,
+    ):
+        assert sentinel in captured, sentinel
+        assert sentinel not in exported, sentinel
+
+
+def _shape(spans: Spans) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """Every finished span's name and attributes, in start order."""
+    return [(s.name, sorted(attrs(s).items())) for s in by_start(spans.finished())]
+
+
+def test_capture_off_captures_nothing_and_capture_on_changes_no_span(
+    spans: Spans, instrumented: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[Any] = []
+    monkeypatch.setattr(_content, "capture", lambda *args: calls.append(args))
+    run(weather_agent(scripted(*weather_steps()), tools=[get_weather]), "async")
+    assert calls == []  # off: not even a call into the seam
+    off = _shape(spans)
+    spans.exporter.clear()
+    monkeypatch.undo()
+    sink = RecordingSink()
+    _content.install(sink)
+    try:
+        run(weather_agent(scripted(*weather_steps()), tools=[get_weather]), "async")
+    finally:
+        _content.uninstall(sink)
+    assert sink.records
+    assert _shape(spans) == off
+
+
+class _BrokenSink:
+    def record(self, span: Any, role: str, value: Any) -> None:
+        raise RuntimeError(f"sink failure {fake.SENTINEL_TOOL_RESULT}")
+
+
+@pytest.mark.parametrize("mode", ["async", "streamed"])
+def test_a_failing_sink_never_reaches_the_agent(
+    spans: Spans, both_instrumented: object, server: FakeModelServer, caplog: pytest.LogCaptureFixture, mode: str
+) -> None:
+    client = AsyncOpenAI(api_key=fake.SENTINEL_API_KEY, base_url=server.base_url)
+    agent = weather_agent(OpenAIChatCompletionsModel(model=MODEL, openai_client=client), tools=[get_weather])
+    sink = _BrokenSink()
+    _content.install(sink)
+    try:
+        result = run(agent, mode)
+    finally:
+        _content.uninstall(sink)
+    assert result.final_output == (fake.STREAM_TEXT if mode == "streamed" else fake.ANSWER_TEXT)
+    assert [name for _, name in tree(spans.finished())] == [
+        "invoke_agent weather_agent",
+        "agent.iteration",
+        f"chat {MODEL}",
+        "execute_tool get_weather",
+        "agent.iteration",
+        f"chat {MODEL}",
+    ]
+    assert "RuntimeError" in caplog.text
+    assert fake.SENTINEL_TOOL_RESULT not in caplog.text

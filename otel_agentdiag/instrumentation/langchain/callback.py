@@ -41,6 +41,14 @@ is never registered: the redactor exports it as ``_OTHER``.
 
 **Content.** Nothing LangChain passes as content (messages, prompts, tool inputs and outputs, exception messages)
 is put on a span; from a step's output only the error ``ToolMessage``\\ s' tool names and call ids are read.
+With content capture on (``configure(capture_content=True)``) it is captured beside the spans, as LangChain
+passes it: a run's input messages and output messages are the graph's ``inputs`` and ``outputs``; a chat span's
+input messages are the messages sent (one prompt's list, else the list of lists; a system prompt is among them)
+and its tool definitions the bound ``tools``; a ``text_completion`` span's input messages are the prompts; output
+messages are the answers' messages (chat) or texts (completion), one prompt's answers as a flat list; a tool
+span's arguments are the tool's ``inputs`` (else its input string) and its result what the tool returned, or
+the exception it raised (a tool call answered without a tool run: the error ``ToolMessage``). Iterations carry
+none.
 
 The chat model and tool steps are made *active* while they run (the callbacks run inline, in the step's own
 context): our OpenAI and Anthropic client instrumentations called by the model enrich its ``chat`` span instead of
@@ -59,6 +67,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag.instrumentation._base import CANCELLATIONS, error_type_of, tracer_for
@@ -240,6 +249,28 @@ def _llm_end_attributes(response: Any) -> dict[str, Any]:
     return attributes
 
 
+def _one_prompt(batch: Any) -> Any:
+    """A model call's prompts (a list per prompt): the one prompt's list when there is one, else them all."""
+    if isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) == 1:
+        return batch[0]
+    return batch
+
+
+def _answers(response: Any) -> Any:
+    """An ``LLMResult``'s answers: each generation's message (chat) or text (completion), a list per prompt,
+    flattened when there is one prompt."""
+    generations = getattr(response, "generations", None)
+    if not isinstance(generations, Sequence):
+        return None
+    per_prompt = [
+        [g.message if hasattr(g, "message") else getattr(g, "text", None) for g in answers]
+        if isinstance(answers, Sequence)
+        else []
+        for answers in generations
+    ]
+    return _one_prompt(per_prompt)
+
+
 def _error_tool_messages(outputs: Any) -> Iterator[Any]:
     """The ``ToolMessage``\\ s with ``status="error"`` in a step's output (a dict of channels, a list of
     ``Command``\\ s, a list of messages), looking at a bounded number of items."""
@@ -321,7 +352,7 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
         if not self._enabled:
             return
         with handle_internal_errors("starting a span for a LangChain run"):
-            self._chain_start(serialized, run_id, parent_run_id, metadata, kwargs.get("name"))
+            self._chain_start(serialized, inputs, run_id, parent_run_id, metadata, kwargs.get("name"))
 
     def on_chain_end(
         self,
@@ -350,13 +381,21 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
             self._chain_end(run_id, None, error)
 
     def _chain_start(
-        self, serialized: Any, run_id: UUID, parent_run_id: UUID | None, metadata: dict[str, Any] | None, name: Any
+        self,
+        serialized: Any,
+        inputs: Any,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        metadata: dict[str, Any] | None,
+        name: Any,
     ) -> None:
         tree = self._tree
         parent = tree.get(parent_run_id) if parent_run_id is not None else None
         if parent is None or parent.kind == sc.KIND_TOOL:
             parent_key = parent_run_id if parent is not None else None
-            self._start_run(run_id, parent_key, _run_name(serialized, name), metadata)
+            run = self._start_run(run_id, parent_key, _run_name(serialized, name), metadata)
+            if run is not None and _content.enabled():
+                run.capture(sc.CONTENT_INPUT_MESSAGES, inputs)
             return
         step = as_count(metadata.get("langgraph_step")) if metadata else None
         if parent.kind == sc.KIND_RUN and step is not None:
@@ -367,7 +406,7 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
         with self._lock:
             self._runs[run_id] = _Run(parent, _FOLD)
 
-    def _start_run(self, run_id: UUID, parent_key: UUID | None, name: str | None, metadata: Any) -> None:
+    def _start_run(self, run_id: UUID, parent_key: UUID | None, name: str | None, metadata: Any) -> Node | None:
         attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT}
         if name is not None:
             attributes[sc.GEN_AI_AGENT_NAME] = name
@@ -382,12 +421,13 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
             activate=False,
         )
         if node is None:
-            return
+            return None
         node.extra["iterations"] = {}  # step number -> iteration node
         node.extra["calls"] = set()  # tool call ids that got a tool span
         node.extra["tools"] = frozenset()  # the tool names bound to the latest model call
         with self._lock:
             self._runs[run_id] = _Run(node, _ROOT)
+        return node
 
     def _start_step(self, run_id: UUID, run: Node, step: int) -> None:
         """A LangGraph node of ``run``: the iteration span of its step, started by the step's first node."""
@@ -433,6 +473,8 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
                 node.stop_reason = _stop_reason(error)
             elif node.stop_reason is None:
                 node.stop_reason = sc.STOP_COMPLETED
+            if error is None and _content.enabled():
+                node.capture(sc.CONTENT_OUTPUT_MESSAGES, outputs)
             self._end_run(node, None if error is None else error_type_of(error))
         elif record.role == _STEP:
             if error is not None and node.error_type is None:
@@ -492,7 +534,7 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
                 declared: frozenset[str] = run.extra["tools"]
             tool = _text(getattr(message, "name", None))
             key = ("agentdiag.tool_message", run_id, call_id)
-            self._tree.start(
+            node = self._tree.start(
                 key,
                 iteration.key,
                 kind=sc.KIND_TOOL,
@@ -501,6 +543,8 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
                 start_time=record.start_ns,
                 activate=False,
             )
+            if node is not None and _content.enabled():
+                node.capture(sc.CONTENT_TOOL_RESULT, message)  # what the model got back instead of a result
             unknown = declared and tool not in declared
             self._tree.end(key, error_type=ERROR_TYPE_TOOL_NOT_FOUND if unknown else ERROR_TYPE_TOOL_ERROR)
 
@@ -553,7 +597,13 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
         if not self._enabled:
             return
         with handle_internal_errors("starting a span for a LangChain model call"):
-            self._llm_start(sc.OP_CHAT, run_id, parent_run_id, metadata, kwargs.get("invocation_params"))
+            params = kwargs.get("invocation_params")
+            node = self._llm_start(sc.OP_CHAT, run_id, parent_run_id, metadata, params)
+            if node is not None and _content.enabled():
+                node.capture(sc.CONTENT_INPUT_MESSAGES, _one_prompt(messages))
+                tools = params.get("tools") if isinstance(params, Mapping) else None
+                if tools:
+                    node.capture(sc.CONTENT_TOOL_DEFINITIONS, tools)
 
     def on_llm_start(
         self,
@@ -569,9 +619,14 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
         if not self._enabled:
             return
         with handle_internal_errors("starting a span for a LangChain model call"):
-            self._llm_start(sc.OP_TEXT_COMPLETION, run_id, parent_run_id, metadata, kwargs.get("invocation_params"))
+            params = kwargs.get("invocation_params")
+            node = self._llm_start(sc.OP_TEXT_COMPLETION, run_id, parent_run_id, metadata, params)
+            if node is not None and _content.enabled():
+                node.capture(sc.CONTENT_INPUT_MESSAGES, prompts)
 
-    def _llm_start(self, operation: str, run_id: UUID, parent_run_id: UUID | None, metadata: Any, params: Any) -> None:
+    def _llm_start(
+        self, operation: str, run_id: UUID, parent_run_id: UUID | None, metadata: Any, params: Any
+    ) -> Node | None:
         metadata = metadata if isinstance(metadata, Mapping) else {}
         params = params if isinstance(params, Mapping) else {}
         model = _text(metadata.get("ls_model_name")) or _text(params.get("model")) or _text(params.get("model_name"))
@@ -588,7 +643,7 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
             span_kind=SpanKind.CLIENT,
         )
         if node is None:
-            return
+            return None
         with self._lock:
             self._runs[run_id] = _Run(node, _LLM)
         tools = _tool_names(params.get("tools"))
@@ -598,6 +653,7 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
             run = node.nearest(sc.KIND_RUN)
             if run is not None:
                 run.extra["tools"] = frozenset(tools)
+        return node
 
     def on_llm_new_token(
         self,
@@ -635,6 +691,11 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
             attributes: dict[str, Any] = {}
             with handle_internal_errors("reading a LangChain model answer"):
                 attributes = _llm_end_attributes(response)
+            if _content.enabled():
+                with handle_internal_errors("reading a LangChain model answer"):
+                    answers = _answers(response)
+                    if answers is not None:
+                        record.node.capture(sc.CONTENT_OUTPUT_MESSAGES, answers)
             self._tree.end(run_id, attributes=attributes)
 
     def on_llm_error(
@@ -691,6 +752,8 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
             )
             if node is None:
                 return
+            if _content.enabled():
+                node.capture(sc.CONTENT_TOOL_ARGUMENTS, inputs if inputs is not None else input_str)
             run = node.nearest(sc.KIND_RUN)
             with self._lock:
                 self._runs[run_id] = _Run(node, _TOOL)
@@ -704,6 +767,8 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
             record = self._take(run_id)
             if record is None:
                 return
+            if _content.enabled():
+                record.node.capture(sc.CONTENT_TOOL_RESULT, output)
             # A ToolMessage with status "error": the tool's error went back to the model as its answer.
             failed = getattr(output, "type", None) == "tool" and getattr(output, "status", None) == "error"
             self._tree.end(run_id, error_type=ERROR_TYPE_TOOL_ERROR if failed else None)
@@ -716,6 +781,8 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
         with handle_internal_errors("ending a span for a LangChain tool"):
             record = self._take(run_id)
             if record is not None:
+                if _content.enabled():
+                    record.node.capture(sc.CONTENT_TOOL_RESULT, error)
                 # Fatal or fed back to the model: the tool failed either way; the run's outcome tells which.
                 self._tree.end(run_id, error_type=error_type_of(error))
 

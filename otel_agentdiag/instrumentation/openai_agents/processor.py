@@ -22,6 +22,27 @@ including the LLM span a client instrumentation enriches. Nothing the SDK record
 instructions, error details) is put on a span; from a model's answer only the tool call ids and tool names are
 read, to give each ``execute_tool`` span its call id. When the run has ``trace_include_sensitive_data=False``
 the SDK does not record the answer, and the tool spans carry no call id.
+
+**Content capture** (``configure(capture_content=True)``) reads only what the SDK records in its span data, as
+each step ends; the SDK records it only when the run traces sensitive data, so
+``RunConfig(trace_include_sensitive_data=False)`` (or ``OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=false``)
+captures nothing for the run, and a client instrumentation inside a model step captures nothing either:
+
+==========  =====================================================================================================
+step        content
+==========  =====================================================================================================
+generation  input messages = ``input`` (chat-completions messages, the system instructions first); output
+            messages = ``output`` (the answer's messages; for a streamed call, the output items of the
+            Responses-shaped answer the SDK records). The SDK records no tool definitions here.
+response    input messages = ``input`` (the Responses input items); output messages, system instructions and
+            tool definitions = the ``Response``'s ``output``, ``instructions`` and ``tools`` (when not empty)
+function    tool arguments = ``input`` (the arguments JSON string as the model sent it); tool result =
+            ``output``: what the tool returned, or the message the SDK fed back to the model for a failed
+            tool; for a failure that ended the run, the SDK's error record (``{"message", "data"}``)
+==========  =====================================================================================================
+
+Agent, task, turn, handoff, guardrail and custom steps carry no content (custom spans' ``data`` is the
+application's, not the model's).
 """
 
 from __future__ import annotations
@@ -36,6 +57,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag.instrumentation._framework import Node, SpanTree
@@ -148,6 +170,51 @@ def _tool_calls(data: Any) -> list[tuple[str, str]]:
     else:
         items(_get(data.response, "output"))
     return calls
+
+
+def _answer(output: Any) -> Any:
+    """A generation's recorded answer as output messages. A streamed chat-completions call records the
+    Responses-shaped answer the SDK assembled (``[response.model_dump()]``): its ``output`` items are the
+    answer, the rest (a made-up id, empty ``tools``) is the SDK's scaffolding."""
+    if isinstance(output, list) and len(output) == 1:
+        only = output[0]
+        if isinstance(only, Mapping) and only.get("object") == "response" and isinstance(only.get("output"), list):
+            return only["output"]
+    return output
+
+
+def _capture_model_call(node: Node, data: Any) -> None:
+    """Content of a generation or response step, from what the SDK recorded (nothing without sensitive
+    data)."""
+    if data.input is not None:
+        node.capture(sc.CONTENT_INPUT_MESSAGES, data.input)
+    if data.type == "generation":
+        if data.output is not None:
+            node.capture(sc.CONTENT_OUTPUT_MESSAGES, _answer(data.output))
+        return
+    response = data.response
+    if response is None:
+        return
+    output, instructions, tools = _get(response, "output"), _get(response, "instructions"), _get(response, "tools")
+    if output is not None:
+        node.capture(sc.CONTENT_OUTPUT_MESSAGES, output)
+    if instructions is not None:
+        node.capture(sc.CONTENT_SYSTEM_INSTRUCTIONS, instructions)
+    if tools:
+        node.capture(sc.CONTENT_TOOL_DEFINITIONS, tools)
+
+
+def _capture_tool_call(node: Node, data: Any, error: Any) -> None:
+    """Content of a function step. The SDK records ``input`` (before the tool runs) only when the run traces
+    sensitive data: without it, nothing is captured, not even the (then redacted) error record."""
+    arguments = data.input
+    if arguments is None:
+        return
+    node.capture(sc.CONTENT_TOOL_ARGUMENTS, arguments)
+    if data.output is not None:
+        node.capture(sc.CONTENT_TOOL_RESULT, data.output)
+    elif error:
+        node.capture(sc.CONTENT_TOOL_RESULT, error)
 
 
 class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
@@ -377,6 +444,11 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
         attributes: dict[str, Any] = {}
         if kind in ("generation", "response"):
             attributes = self._llm_end(node, data)
+            if _content.enabled():
+                _capture_model_call(node, data)
+        elif kind == "function":
+            if _content.enabled():
+                _capture_tool_call(node, data, span.error)
         elif kind == "agent":
             self._register_agent_names(node)
             if error_type is not None:
@@ -465,4 +537,3 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
 
     def force_flush(self) -> None:
         """Nothing is buffered here; spans are handed to the OpenTelemetry SDK as each step ends."""
-
