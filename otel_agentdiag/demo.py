@@ -38,6 +38,15 @@ def convert_currency(amount: float, from_currency: str, to_currency: str) -> dic
 
 TOOLS: dict[str, Callable[..., dict[str, Any]]] = {"get_weather": get_weather, "convert_currency": convert_currency}
 
+SYSTEM_PROMPT = "You plan day trips. Use the tools for weather and currency; answer in one sentence."
+TOOL_DEFINITIONS = [
+    {"name": "get_weather", "parameters": {"city": "string"}},
+    {
+        "name": "convert_currency",
+        "parameters": {"amount": "number", "from_currency": "string", "to_currency": "string"},
+    },
+]
+
 # Tool names are code: declare them, so the redaction policy lets them through. A name the model invents
 # would be exported as "_OTHER".
 agentdiag.register_names(tools=TOOLS)
@@ -55,6 +64,16 @@ class ModelReply:
     tool_args: dict[str, Any] = field(default_factory=dict)
     tool_call_id: str | None = None
     text: str = ""
+
+    def as_message(self) -> dict[str, Any]:
+        """The reply as an assistant message, in the shape chat APIs use."""
+        if self.tool_name is None:
+            return {"role": "assistant", "content": self.text, "finish_reason": self.finish_reason}
+        return {
+            "role": "assistant",
+            "tool_calls": [{"id": self.tool_call_id, "name": self.tool_name, "arguments": self.tool_args}],
+            "finish_reason": self.finish_reason,
+        }
 
 
 class DemoModel:
@@ -113,12 +132,18 @@ def run_demo_agent(*, user_id: str = "demo-user@example.com", max_iterations: in
     tool_errors = 0
     answer = ""
     with agentdiag.agent_run(AGENT_NAME, conversation_id=conversation_id, user_id=user_id) as run:
+        # Content is kept only with configure(capture_content=True), in the local store; else these are no-ops.
+        run.record_content(input_messages=messages[0]["content"])
         trace_id = f"{run.span.get_span_context().trace_id:032x}"
         index = 0
         for index in range(max_iterations):
             with agentdiag.iteration(index):
                 with agentdiag.llm_call(provider=PROVIDER, model=MODEL) as call:
+                    call.record_content(
+                        system_instructions=SYSTEM_PROMPT, input_messages=messages, tool_definitions=TOOL_DEFINITIONS
+                    )
                     reply = model.complete(messages)
+                    call.record_content(output_messages=[reply.as_message()])
                     call.record_response(
                         response_model=MODEL,
                         response_id=reply.response_id,
@@ -132,11 +157,19 @@ def run_demo_agent(*, user_id: str = "demo-user@example.com", max_iterations: in
                 messages.append({"role": "assistant", "content": f"call {reply.tool_name}"})
                 try:
                     # The call id (hashed on export) links the tool span to the model's request.
-                    with agentdiag.tool_call(reply.tool_name, call_id=reply.tool_call_id):
-                        result = TOOLS[reply.tool_name](**reply.tool_args)
+                    with agentdiag.tool_call(
+                        reply.tool_name, call_id=reply.tool_call_id, arguments=reply.tool_args
+                    ) as tool:
+                        try:
+                            result = TOOLS[reply.tool_name](**reply.tool_args)
+                        except ValueError as exc:
+                            tool.record_result(exc)
+                            raise
+                        tool.record_result(result)
                 except ValueError as exc:
                     tool_errors += 1
                     messages.append({"role": "tool", "name": reply.tool_name, "content": str(exc), "error": True})
                 else:
                     messages.append({"role": "tool", "name": reply.tool_name, "content": result})
+        run.record_content(output_messages=answer)
     return DemoResult(trace_id=trace_id, answer=answer, iterations=index + 1, tool_errors=tool_errors)

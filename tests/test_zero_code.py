@@ -358,6 +358,38 @@ def test_an_agents_sdk_app_becomes_one_tree_with_one_span_per_model_call(tmp_pat
         assert not found(path.read_bytes()), path.name
 
 
+@requires_instrument
+def test_capture_from_the_environment_keeps_content_in_the_store_only(tmp_path: Path) -> None:
+    """``AGENTDIAG_CAPTURE_CONTENT=true`` under ``opentelemetry-instrument``: the prompts and answers are in the
+    store's content table, exactly; the spans are the same; credentials, headers, the end-user id and metadata
+    (none of them content) are nowhere."""
+    from otel_agentdiag.content import decode
+
+    run = run_app(tmp_path, {"AGENTDIAG_CAPTURE_CONTENT": "true"})
+    assert_app_ran_normally(run)
+    spans = stored_spans(run.store_path)
+    assert len(spans) == len(EXPECTED)
+    with SpanStore(run.store_path, create=False) as store:
+        by_trace = {span.span_id: span for summary in store.list_traces() for span in store.get_trace(summary.trace_id)}
+        content = [
+            (by_trace[c.span_id], c.role, decode(c.lossless))
+            for summary in store.list_traces()
+            for c in store.trace_content(summary.trace_id)
+        ]
+    chat = llm_spans_in_call_order(spans, lambda span: span.attributes)[0]
+    sent = {role: value for span, role, value in content if span.span_id == chat.span_id}
+    assert sent["gen_ai.input.messages"] == [
+        {"role": "system", "content": fake.SENTINEL_SYSTEM},
+        {"role": "user", "content": fake.SENTINEL_PROMPT},
+    ]
+    assert fake.SENTINEL_OUTPUT in repr(sent["gen_ai.output.messages"])
+    blob = b"".join(path.read_bytes() for path in run.store_path.parent.iterdir() if path.is_file())
+    never = (fake.SENTINEL_API_KEY, fake.SENTINEL_HEADER, fake.SENTINEL_END_USER, fake.SENTINEL_METADATA)
+    assert [s for s in never if s.encode() in blob] == []
+    for span in spans:  # the spans themselves carry no content
+        assert fake.SENTINEL_PROMPT not in repr(span.attributes) + repr(span.events)
+
+
 @pytest.fixture
 def distro_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The distro writes os.environ itself: register each variable with monkeypatch so it is restored."""

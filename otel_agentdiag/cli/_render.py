@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -43,8 +44,63 @@ def span_json(span: StoredSpan) -> dict[str, Any]:
     return out
 
 
-def trace_json(trace_id: str, spans: list[StoredSpan]) -> dict[str, Any]:
-    return {"trace_id": trace_id, "spans": [span_json(s) for s in spans]}
+def trace_json(
+    trace_id: str, spans: list[StoredSpan], content: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The ``show --format json`` contract; with ``content`` (``show --content``), each span that has captured
+    content gets ``"content": {role: projection}``, unfolded."""
+    out = []
+    for span in spans:
+        entry = span_json(span)
+        if content is not None and span.span_id in content:
+            entry["content"] = content[span.span_id]
+        out.append(entry)
+    return {"trace_id": trace_id, "spans": out}
+
+
+# -- captured content (show --content) ------------------------------------------------------------------------
+FOLD_STRING = 160
+"""Characters of a string shown before it is folded."""
+FOLD_ITEMS = 12
+"""Items of a list or object shown before the rest are folded."""
+FOLD_LINES = 40
+"""Lines of one value shown before the rest are folded."""
+
+
+def _fold(value: Any) -> Any:
+    """``value`` (a JSON projection) with long strings and long containers cut, each cut saying how much."""
+    if isinstance(value, str):
+        if len(value) > FOLD_STRING:
+            return f"{value[:FOLD_STRING]}… (+{len(value) - FOLD_STRING} chars)"
+        return value
+    if isinstance(value, list):
+        kept = [_fold(v) for v in value[:FOLD_ITEMS]]
+        if len(value) > FOLD_ITEMS:
+            kept.append(f"… (+{len(value) - FOLD_ITEMS} items)")
+        return kept
+    if isinstance(value, dict):
+        items = list(value.items())
+        folded = {k: _fold(v) for k, v in items[:FOLD_ITEMS]}
+        if len(items) > FOLD_ITEMS:
+            folded["…"] = f"+{len(items) - FOLD_ITEMS} keys"
+        return folded
+    return value
+
+
+def content_lines(content: dict[str, Any]) -> list[str]:
+    """Lines showing one span's content (``{role: projection}``), folded."""
+    lines: list[str] = []
+    for role, value in content.items():
+        text = json.dumps(_fold(value), indent=2, ensure_ascii=False).splitlines()
+        if len(text) > FOLD_LINES:
+            text = [*text[:FOLD_LINES], f"… (+{len(text) - FOLD_LINES} lines)"]
+        label = role.removeprefix("gen_ai.")
+        if len(text) == 1:
+            lines.append(f"{click.style(label, fg='cyan')}: {text[0]}")
+        else:
+            lines.append(f"{click.style(label, fg='cyan')}:")
+            lines.extend(f"  {line}" for line in text)
+    return lines
 
 
 class _Glyphs:
@@ -113,8 +169,9 @@ def _details(span: StoredSpan) -> list[str]:
     return out
 
 
-def render_tree(trace_id: str, spans: list[StoredSpan]) -> list[str]:
-    """Lines of the tree: status mark, name, duration, key attributes; nested by parent."""
+def render_tree(trace_id: str, spans: list[StoredSpan], content: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """Lines of the tree: status mark, name, duration, key attributes; nested by parent. With ``content``
+    (``show --content``), each span's captured content is shown under it, folded."""
     glyphs = _Glyphs()
     ids = {s.span_id for s in spans}
     children: dict[str | None, list[StoredSpan]] = defaultdict(list)
@@ -146,6 +203,9 @@ def render_tree(trace_id: str, spans: list[StoredSpan]) -> list[str]:
         parts.extend(_details(span))
         lines.append("  ".join(parts))
         kids = children.get(span.span_id, [])
+        if content is not None and span.span_id in content:
+            gutter = prefix + child_prefix + (glyphs.pipe if kids else "   ") + "  "
+            lines.extend(click.style(gutter, dim=True) + line for line in content_lines(content[span.span_id]))
         for i, kid in enumerate(kids):
             last = i == len(kids) - 1
             walk(kid, prefix + child_prefix, glyphs.last if last else glyphs.branch, glyphs.pipe if not last else "   ")

@@ -7,14 +7,20 @@ from pathlib import Path
 import click
 
 from otel_agentdiag.cli._common import CliError, resolve_store_path, store_option
-from otel_agentdiag.cli.traces import emit_trace
+from otel_agentdiag.cli.traces import emit_trace, read_content
 from otel_agentdiag.diagnostics.receipt import session_receipt
 from otel_agentdiag.storage import SpanStore, StoreError
 
 
 @click.command()
 @store_option
-def demo(store_path: Path | None) -> None:
+@click.option(
+    "--capture-content",
+    is_flag=True,
+    help="Also capture prompts, model outputs, tool arguments and results into the store (local only) and "
+    "show them under the spans.",
+)
+def demo(store_path: Path | None, capture_content: bool) -> None:
     """Run a scripted demo agent (fake model, real tools, one recovered tool error) and print its trace."""
     import otel_agentdiag as agentdiag
     from otel_agentdiag.demo import run_demo_agent
@@ -26,7 +32,9 @@ def demo(store_path: Path | None) -> None:
         SpanStore(path).close()  # create or check the store first: the pipeline itself never raises
     except (StoreError, OSError) as exc:
         raise CliError(f"cannot use the store {path}: {exc}") from None
-    with agentdiag.configure(service_name="agentdiag-demo", store=path, set_global=False) as diag:
+    with agentdiag.configure(
+        service_name="agentdiag-demo", store=path, set_global=False, capture_content=capture_content
+    ) as diag:
         result = run_demo_agent()
         diag.force_flush()
     click.echo(f"demo agent answered after {result.iterations} iterations ({result.tool_errors} tool error recovered):")
@@ -37,7 +45,8 @@ def demo(store_path: Path | None) -> None:
         if not spans:
             raise CliError(f"the demo trace did not reach {path}")
         receipt = session_receipt(store, spans[0].session)
-    emit_trace(result.trace_id, spans, "text")
+        content = read_content(store.trace_content(result.trace_id))[0] if capture_content else None
+    emit_trace(result.trace_id, spans, "text", content)
     click.echo()
     counts = receipt.counts
     click.echo(
@@ -45,7 +54,13 @@ def demo(store_path: Path | None) -> None:
         f"{counts['spans']} spans stored; observed {counts['observed']} = accepted {counts['accepted']} + "
         f"rejected {counts['rejected']} + dropped {counts['dropped']}; sequence gaps {counts['sequence_gaps']}"
     )
-    click.echo(f"stored in {path} (prompts, tool arguments and raw IDs were not)")
+    if capture_content:
+        click.echo(
+            f"stored in {path}, with the captured content: as sensitive as the data itself, it never leaves this "
+            "file (not in OTLP, push, export or support bundles); raw IDs were not stored"
+        )
+    else:
+        click.echo(f"stored in {path} (prompts, tool arguments and raw IDs were not)")
     click.echo(f"next: agentdiag traces --store {path}")
     click.echo(f"      agentdiag show {result.trace_id[:12]} --store {path} --format json")
     click.echo(f"      agentdiag status --with-receipt --store {path}")

@@ -64,6 +64,8 @@ def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, 
         "otlp_protocol": (
             None if options.otlp_protocol is None else f"{options.otlp_protocol} ({options.otlp_protocol_source})"
         ),
+        # AGENTDIAG_CAPTURE_CONTENT: content kept in the local store only (never in any export).
+        "capture_content": options.capture_content,
     }
 
 
@@ -168,6 +170,14 @@ def _print_text(result: dict[str, Any]) -> None:
     click.echo(f"  otlp endpoint  {config['otlp_endpoint'] or '(off)'}")
     if config["otlp_protocol"]:
         click.echo(f"  otlp protocol  {config['otlp_protocol']}")
+    click.echo(
+        "  content        "
+        + (
+            "captured into the local store only (AGENTDIAG_CAPTURE_CONTENT)"
+            if config["capture_content"]
+            else "not captured"
+        )
+    )
     for info in result["destinations"]:
         click.echo()
         click.echo(f"destination {info['destination']}")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
 from otel_agentdiag.cli._common import CliError, format_option, open_store, store_option
 from otel_agentdiag.cli._render import render_traces_table, render_tree, trace_json, trace_summary_json
-from otel_agentdiag.storage import StoreError
+from otel_agentdiag.storage import StoredContent, StoreError
 
 
 @click.command()
@@ -34,7 +35,14 @@ def traces(store_path: Path | None, output_format: str, limit: int | None) -> No
 @click.argument("trace_id")
 @store_option
 @format_option
-def show(trace_id: str, store_path: Path | None, output_format: str) -> None:
+@click.option(
+    "--content",
+    "with_content",
+    is_flag=True,
+    help="Also show the content captured with capture_content (prompts, outputs, tool arguments and results) "
+    "under each span; long values are folded in text (--format json shows them whole). Local only.",
+)
+def show(trace_id: str, store_path: Path | None, output_format: str, with_content: bool) -> None:
     """Show one trace as a tree: TRACE_ID is the full id or a unique prefix."""
     with open_store(store_path) as store:
         try:
@@ -42,14 +50,44 @@ def show(trace_id: str, store_path: Path | None, output_format: str) -> None:
         except StoreError as exc:
             raise CliError(str(exc)) from None
         spans = store.get_trace(full_id)
-    emit_trace(full_id, spans, output_format)
+        stored = store.trace_content(full_id) if with_content else None
+    content, unreadable = (None, 0) if stored is None else read_content(stored)
+    emit_trace(full_id, spans, output_format, content)
+    if with_content and not content:
+        click.echo("agentdiag: no content was captured for this trace (see capture_content)", err=True)
+    if unreadable:
+        click.echo(f"agentdiag: {unreadable} captured value(s) could not be decoded", err=True)
 
 
-def emit_trace(trace_id: str, spans: list, output_format: str) -> None:  # type: ignore[type-arg]
+def read_content(stored: list[StoredContent]) -> tuple[dict[str, dict[str, Any]], int]:
+    """``({span_id: {role: projection}}, values that could not be decoded)``: each value's projection is made
+    from its authoritative lossless form; an undecodable value shows as ``{"$unreadable": true}``."""
+    from otel_agentdiag.content import ENCODING, ContentDecodeError, decode, project
+
+    content: dict[str, dict[str, Any]] = {}
+    unreadable = 0
+    for item in stored:
+        try:
+            if item.encoding != ENCODING:
+                raise ContentDecodeError(f"unknown content encoding {item.encoding!r}")
+            value: Any = project(decode(item.lossless))
+        except ContentDecodeError:
+            unreadable += 1
+            value = {"$unreadable": True}
+        content.setdefault(item.span_id, {})[item.role] = value
+    return content, unreadable
+
+
+def emit_trace(
+    trace_id: str,
+    spans: list,  # type: ignore[type-arg]
+    output_format: str,
+    content: dict[str, dict[str, Any]] | None = None,
+) -> None:
     if output_format == "json":
-        click.echo(json.dumps(trace_json(trace_id, spans), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(trace_json(trace_id, spans, content), indent=2, ensure_ascii=False))
         return
-    for line in render_tree(trace_id, spans):
+    for line in render_tree(trace_id, spans, content):
         click.echo(line)
     corrupt = sum(1 for s in spans if s.corrupt)
     if corrupt:
