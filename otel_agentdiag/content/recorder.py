@@ -3,9 +3,10 @@
 Content is never set on a span: every processor on the provider (the user's own too) would see it there, and
 an exporter could send it. Instead:
 
-1. instrumentation calls ``_internal.content.capture(span, role, value)``; the recorder snapshots ``value`` at
-   once (:func:`~otel_agentdiag.content.snapshot`: plain data, credentials and media cut) and keeps it under the
-   open span's ids;
+1. instrumentation calls ``_internal.content.capture(span, role, value)``; the recorder copies ``value`` at once
+   (plain data at C speed, to be snapshotted on the export thread; anything else through
+   :func:`~otel_agentdiag.content.snapshot`: plain data, credentials and media cut) and keeps it under the open
+   span's ids;
 2. when the span ends, the recorder (a span processor on the provider) moves it onto the ended span object
    every processor receives, in a weak map: if that span is dropped anywhere, its content goes with it;
 3. the local branch's redacting processor moves it onto the redacted copy it builds (:meth:`transfer`); no
@@ -18,6 +19,7 @@ Captures for spans that never end are bounded (``max_open_spans``): the oldest i
 
 from __future__ import annotations
 
+import marshal
 import threading
 import weakref
 from typing import Any
@@ -31,6 +33,20 @@ from otel_agentdiag.content.snapshot import ContentLimits, snapshot
 
 DEFAULT_MAX_OPEN_SPANS = 4096
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+FAST_COPY_BYTES = 64 * 1024
+"""Plain data (dicts, lists, tuples of builtins) whose ``marshal`` form is at most this size is copied at C speed
+on the agent's thread and snapshotted (scrubbed) on the export thread; anything else, or larger (media is cut
+by the snapshot, so a big image is not kept in memory while it waits), is snapshotted on the agent's thread."""
+
+
+class _Copied:
+    """A value copied when captured (the agent can no longer change it) but not yet snapshotted."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
 
 Captured = tuple[tuple[str, Any], ...]
 """``((role, snapshot), ...)`` in the order the roles were first captured."""
@@ -83,7 +99,7 @@ class ContentRecorder(SpanProcessor):
             return
         ctx = span.get_span_context()
         key = (ctx.trace_id, ctx.span_id)
-        taken = snapshot(value, self.limits)
+        taken = self._take(value)
         with self._lock:
             entry = self._open.get(key)
             if entry is None:
@@ -93,6 +109,29 @@ class ContentRecorder(SpanProcessor):
                 entry = self._open[key] = {}
             entry[role] = taken
             self.captured += 1
+
+    def _take(self, value: Any) -> Any:
+        """What is kept of ``value`` now: a private copy, snapshotted now or (plain data) on the export thread.
+
+        ``marshal`` copies exactly the builtin types (big ints, NaN payloads, lone surrogates, shared and
+        cyclic containers included) and refuses anything else, subclasses too: those go through
+        :func:`snapshot` here. It only copies in memory; nothing is ever loaded from elsewhere.
+        """
+        cls = type(value)
+        if cls is str:
+            if len(value) <= self.limits.media_bytes:
+                return _Copied(value)  # immutable
+        elif cls is dict or cls is list or cls is tuple:
+            try:
+                data = marshal.dumps(value)
+            except (ValueError, TypeError):  # an object marshal does not know, or nested too deep
+                return snapshot(value, self.limits)
+            if len(data) <= FAST_COPY_BYTES:
+                return _Copied(marshal.loads(data))
+        return snapshot(value, self.limits)
+
+    def _finish(self, value: Any) -> Any:
+        return snapshot(value.value, self.limits) if type(value) is _Copied else value
 
     def install(self) -> None:
         """Make this the recorder every instrumentation captures into."""
@@ -138,12 +177,15 @@ class ContentRecorder(SpanProcessor):
             self._ended.pop(ended, None)
 
     def content_of(self, span: ReadableSpan) -> Captured | None:
-        """The content to write with ``span`` (kept until the span itself is released, so a retried batch
-        writes it again)."""
+        """The content to write with ``span``, snapshotted (call it on the export thread). Kept until the span
+        itself is released, so a retried batch writes it again."""
         if not self._ended:
             return None
         with self._lock:
-            return self._ended.get(span)
+            found = self._ended.get(span)
+        if not found:
+            return None
+        return tuple((role, self._finish(value)) for role, value in found)
 
     def stats(self) -> dict[str, int]:
         with self._lock:

@@ -179,15 +179,15 @@ def _encoded(recorder: ContentRecorder, role: str, value: Any) -> ContentRow:
     from otel_agentdiag.content import codec, values
 
     try:
-        data = codec.encode(value)
+        data, projection = codec.encode_with_projection(value)
         if len(data) > recorder.max_payload_bytes:
             value = values.Elided(values.TOO_LARGE, size=len(data), sha256=hashlib.sha256(data).hexdigest())
-            data = codec.encode(value)
+            data, projection = codec.encode(value), codec.project_json(value)
     except Exception as exc:  # noqa: BLE001 - a value we cannot encode is marked, never written half
         _logger.warning("otel-agentdiag: captured content could not be encoded (%s)", type(exc).__name__)
         value = values.Elided(values.UNENCODABLE)
-        data = codec.encode(value)
-    return ContentRow(role, codec.ENCODING, data, codec.project_json(value))
+        data, projection = codec.encode(value), codec.project_json(value)
+    return ContentRow(role, codec.ENCODING, data, projection)
 
 
 def _content_rows(recorder: ContentRecorder, span: ReadableSpan) -> list[ContentRow] | None:

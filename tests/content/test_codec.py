@@ -465,6 +465,20 @@ def test_json_data_projects_to_itself(value: Any) -> None:
     assert same(strict_json(project_json(value)), value)
 
 
+@SOME
+@given(st.one_of(values, with_references(), plain_json))
+def test_the_fast_projection_is_the_projection(value: Any) -> None:
+    """``project_json`` sends values that project to themselves straight to the C encoder: same text."""
+    assert project_json(value) == codec._json_text(project(value))
+
+
+@SOME
+@given(st.one_of(values, with_references(), plain_json))
+def test_encoding_with_the_projection_is_both(value: Any) -> None:
+    """The exporter's one call gives exactly what ``encode`` and ``project_json`` give."""
+    assert codec.encode_with_projection(value) == (encode(value), codec._json_text(project(value)))
+
+
 def test_projection_rules() -> None:
     big = 10**5000
     assert project(2**53) == 2**53 and project(-(2**53)) == -(2**53)
