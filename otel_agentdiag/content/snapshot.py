@@ -502,15 +502,22 @@ class _Snapshot:
             args = tuple(args)
         return tuple([self.walk(item, depth) for item in args])
 
-    def walk_mapping(self, value: Any, items: Iterable[tuple[Any, Any]], depth: int) -> Any:
-        memo = self.memo
-        seen = memo.get(id(value))
+    def enter(self, value: Any, depth: int, out: Any) -> Any:
+        """Before copying mutable container ``value`` into the empty ``out``: the copy already made of it (a
+        cycle or a shared container), the too-deep marker, or None after registering ``out`` as its copy."""
+        seen = self.memo.get(id(value))
         if seen is not None:
             return seen[0]
         if depth >= self.max_depth:
             return _ELIDED_TOO_DEEP
+        self.memo[id(value)] = (out, value)
+        return None
+
+    def walk_mapping(self, value: Any, items: Iterable[tuple[Any, Any]], depth: int) -> Any:
         out: dict[Any, Any] = {}
-        memo[id(value)] = (out, value)
+        found = self.enter(value, depth, out)
+        if found is not None:
+            return found
         depth += 1
         walk = self.walk
         media = self.media_bytes
@@ -537,14 +544,10 @@ class _Snapshot:
         return out
 
     def walk_fields(self, value: Any, names: tuple[str, ...], depth: int) -> Any:
-        memo = self.memo
-        seen = memo.get(id(value))
-        if seen is not None:
-            return seen[0]
-        if depth >= self.max_depth:
-            return _ELIDED_TOO_DEEP
         out: dict[Any, Any] = {}
-        memo[id(value)] = (out, value)
+        found = self.enter(value, depth, out)
+        if found is not None:
+            return found
         depth += 1
         for name in names:
             new_key, elided = self.key(name, depth)
@@ -565,14 +568,10 @@ class _Snapshot:
             out[_captured_object(key)] = new_value
 
     def walk_sequence(self, value: Any, depth: int) -> Any:
-        memo = self.memo
-        seen = memo.get(id(value))
-        if seen is not None:
-            return seen[0]
-        if depth >= self.max_depth:
-            return _ELIDED_TOO_DEEP
         out: list[Any] = []
-        memo[id(value)] = (out, value)
+        found = self.enter(value, depth, out)
+        if found is not None:
+            return found
         depth += 1
         walk = self.walk
         media = self.media_bytes
@@ -585,14 +584,10 @@ class _Snapshot:
         return out
 
     def walk_set(self, value: Any, depth: int) -> Any:
-        memo = self.memo
-        seen = memo.get(id(value))
-        if seen is not None:
-            return seen[0]
-        if depth >= self.max_depth:
-            return _ELIDED_TOO_DEEP
         out: set[Any] = set()
-        memo[id(value)] = (out, value)
+        found = self.enter(value, depth, out)
+        if found is not None:
+            return found
         for item in value:
             out.add(self.hashable(item, depth + 1))
         return out
