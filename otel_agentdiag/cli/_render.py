@@ -87,19 +87,34 @@ def _fold(value: Any) -> Any:
     return value
 
 
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+CONTENT_WIDTH = 100
+"""A value whose compact JSON is at most this long is shown on its role's line; a longer list or object shows
+one item or key per line."""
+
+
 def content_lines(content: dict[str, Any]) -> list[str]:
-    """Lines showing one span's content (``{role: projection}``), folded."""
+    """Lines showing one span's content (``{role: projection}``), folded: a short value on its role's line, a
+    list one item a line (``- item``), an object one key a line."""
     lines: list[str] = []
     for role, value in content.items():
-        text = json.dumps(_fold(value), indent=2, ensure_ascii=False).splitlines()
-        if len(text) > FOLD_LINES:
-            text = [*text[:FOLD_LINES], f"… (+{len(text) - FOLD_LINES} lines)"]
-        label = role.removeprefix("gen_ai.")
-        if len(text) == 1:
-            lines.append(f"{click.style(label, fg='cyan')}: {text[0]}")
+        folded = _fold(value)
+        label = click.style(role.removeprefix("gen_ai."), fg="cyan")
+        text = _compact(folded)
+        if len(text) <= CONTENT_WIDTH or not isinstance(folded, (list, dict)) or not folded:
+            lines.append(f"{label}: {text}")
+            continue
+        lines.append(f"{label}:")
+        if isinstance(folded, list):
+            body = [f"  - {_compact(item)}" for item in folded]
         else:
-            lines.append(f"{click.style(label, fg='cyan')}:")
-            lines.extend(f"  {line}" for line in text)
+            body = [f"  {_compact(key)}: {_compact(item)}" for key, item in folded.items()]
+        if len(body) > FOLD_LINES:
+            body = [*body[:FOLD_LINES], f"  … (+{len(body) - FOLD_LINES} lines)"]
+        lines.extend(body)
     return lines
 
 
