@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag._internal.errors import handle_internal_errors
+from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer
 from otel_agentdiag.redaction import hashing
@@ -106,6 +108,12 @@ class AgentDiag:
         self._is_shutdown = not options.enabled
         if options.enabled:
             atexit.register(self.shutdown)
+            _shutdown_when_worker_exits(self, forked=False)
+            reinit_after_fork(self._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        if not self._is_shutdown:
+            _shutdown_when_worker_exits(self, forked=True)
 
     @property
     def enabled(self) -> bool:
@@ -209,6 +217,30 @@ class AgentDiag:
 
     def __repr__(self) -> str:
         return f"AgentDiag(enabled={self.enabled}, store={str(self.store_path) if self.store_path else None!r})"
+
+
+def _shutdown_when_worker_exits(diag: AgentDiag, *, forked: bool) -> None:
+    """Make a ``multiprocessing`` worker's clean exit flush, as the interpreter's exit does.
+
+    multiprocessing ends fork and forkserver workers with ``os._exit()``: its own finalizers run, ``atexit``
+    does not. So the handle's shutdown joins those finalizers: in a worker forked from a configured process
+    (registered right after the fork, once multiprocessing has cleared the finalizers it inherited), and in a
+    worker that calls ``configure()`` itself. Without multiprocessing loaded, nothing is done.
+    """
+    util = sys.modules.get("multiprocessing.util")
+    if util is None:
+        return
+    if forked:
+        util.register_after_fork(diag, _finalize_in_worker)
+        return
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None and process.parent_process() is not None:
+        _finalize_in_worker(diag)
+
+
+def _finalize_in_worker(diag: AgentDiag) -> None:
+    util = sys.modules["multiprocessing.util"]
+    util.Finalize(None, diag.shutdown, exitpriority=10)
 
 
 def _resolve(

@@ -9,6 +9,28 @@ from pathlib import Path
 from typing import IO
 
 FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def make_private_folders(folder: str | os.PathLike[str]) -> None:
+    """Create ``folder`` and every missing parent with mode 0700 (an existing folder is left as it is).
+
+    Not ``mkdir(parents=True)``: that creates the parents with the umask's default mode (0777 under umask 000),
+    so a folder above the store could be world-writable and the store folder itself replaced by anyone.
+    """
+    folder = Path(folder)
+    missing: list[Path] = []
+    while not folder.is_dir():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            if not path.is_dir():
+                raise
 
 
 def write_private_file(path: str | os.PathLike[str], write: Callable[[IO[str]], object]) -> int:

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterable, Mapping
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.fork import reinit_after_fork
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
 """What a registrable tool or agent name looks like: an identifier-like token of at most 128 characters."""
@@ -46,6 +47,11 @@ class NameRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._names: dict[str, frozenset[str]] = {kind: frozenset() for kind in self.KINDS}
+        reinit_after_fork(self._at_fork_reinit)
+
+    def _at_fork_reinit(self) -> None:
+        """A lock held in the parent at the fork (a registration on another thread) is replaced in the child."""
+        self._lock = threading.Lock()
 
     @staticmethod
     def _valid(names: Iterable[str]) -> set[str]:

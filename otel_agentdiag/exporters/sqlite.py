@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.fork import reinit_after_fork
+from otel_agentdiag._internal.fork import around_fork, reinit_after_fork
 from otel_agentdiag._internal.spans import attribute_items, span_attributes
 from otel_agentdiag.storage import (
     Accounting,
@@ -48,6 +48,8 @@ _STORE_ERRORS = (sqlite3.Error, StoreError, OSError)
 _INHERITED: list[SpanStore] = []
 """Stores a forked child inherited from its parent: left alone (closing them could disturb the parent's)."""
 _SQLITE_READONLY = 8
+_FORK_WAIT_S = 10.0
+"""How long ``os.fork()`` waits for a write in progress (longer than the store's busy timeout) before it goes on."""
 
 
 def row_session(attributes: Mapping[str, Any]) -> str | None:
@@ -257,10 +259,27 @@ class SQLiteSpanExporter(SpanExporter):
         """Spans in batches that could not be written."""
         self.last_result: WriteResult | None = None
         """What the last successful write did (duplicates, cleared, pruned, oversize attributes)."""
+        self._held_for_fork = False
+        around_fork(self._before_fork, self._after_fork_in_parent)
         reinit_after_fork(self._at_fork_reinit)
+
+    def _before_fork(self) -> None:
+        """Let a write in progress finish before the process forks (bounded by ``_FORK_WAIT_S``).
+
+        SQLite keeps per-process lock state shared by every connection to a file; a child forked while the
+        parent's connection is inside a write transaction inherits that state without the lock itself, and
+        its own new connection then finds the database "locked" for good: every span of the child would be lost.
+        """
+        self._held_for_fork = self._lock.acquire(timeout=_FORK_WAIT_S)
+
+    def _after_fork_in_parent(self) -> None:
+        if self._held_for_fork:
+            self._held_for_fork = False
+            self._lock.release()
 
     def _at_fork_reinit(self) -> None:
         """In a forked child: never touch the parent's connection (SQLite forbids it); open a new one lazily."""
+        self._held_for_fork = False
         self._lock = threading.Lock()  # may have been held by the parent's export thread
         if self._store is not None:
             _INHERITED.append(self._store)  # kept, so that it is not even closed here

@@ -30,6 +30,9 @@ import threading
 import unicodedata
 from pathlib import Path
 
+from otel_agentdiag._internal.files import make_private_folders
+from otel_agentdiag._internal.fork import reinit_after_fork
+
 _logger = logging.getLogger(__name__)
 
 ALGORITHM = "hmac-sha256"
@@ -61,7 +64,7 @@ class IdHasher:
     lives in process memory only. ``algorithm="sha256"`` ignores the key (unkeyed; opt-in only).
     """
 
-    __slots__ = ("_key", "_kind_keys", "_lock", "_memo", "_prefix", "algorithm", "key_id")
+    __slots__ = ("__weakref__", "_key", "_kind_keys", "_lock", "_memo", "_prefix", "algorithm", "key_id")
 
     def __init__(self, key: bytes, *, algorithm: str = ALGORITHM) -> None:
         if not isinstance(key, bytes) or not key:
@@ -78,6 +81,11 @@ class IdHasher:
             self._prefix = f"{PLAIN_ALGORITHM}:"
         self._kind_keys: dict[str, hmac.HMAC] = {}
         self._memo: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+        reinit_after_fork(self._at_fork_reinit)
+
+    def _at_fork_reinit(self) -> None:
+        """A forked child's batch worker hashes too: a lock held by the parent's worker at the fork is replaced."""
         self._lock = threading.Lock()
 
     def is_digest(self, value: str) -> bool:
@@ -128,7 +136,7 @@ def key_from_text(text: str) -> bytes:
 
 def load_or_create_key_file(path: Path) -> bytes:
     """Read the 32-byte key at ``path``, creating it (mode 0600, folder 0700) if it does not exist."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_folders(path.parent)  # each missing folder 0700, not only the last one
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     except FileExistsError:

@@ -23,6 +23,7 @@ from opentelemetry.trace import Status
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.context import current_conversation_id
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
+from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag._internal.spans import attribute_items, span_attributes
 from otel_agentdiag.redaction import policy as p
@@ -69,8 +70,13 @@ class SpanRedactor:
         self._drift: dict[str, int] = {}
         self._drift_overflow = 0
         self._drift_lock = threading.Lock()
+        reinit_after_fork(self._at_fork_reinit)
         self._debug = policy.summary == "debug"
         self._blocked = policy.is_blocked if policy.blocked_values else None
+
+    def _at_fork_reinit(self) -> None:
+        """The drift lock is taken on the batch worker: one held there at the fork is replaced in the child."""
+        self._drift_lock = threading.Lock()
 
     # -- attributes -----------------------------------------------------------------------------------
     def _decide(self, rule: p.Rule, value: Any) -> tuple[Any, str | None]:
@@ -416,6 +422,7 @@ class RedactingSpanProcessor(SpanProcessor):
         self.dropped = 0
         """Spans for which nothing was forwarded."""
         self._in_worker = False
+        reinit_after_fork(self._at_fork_reinit)
         if redact_in_worker:
             attach = getattr(span_processor, "set_finisher", None)
             if attach is None:
@@ -425,6 +432,10 @@ class RedactingSpanProcessor(SpanProcessor):
                 )
             attach(self)
             self._in_worker = True
+
+    def _at_fork_reinit(self) -> None:
+        """The counters' lock is taken on the batch worker: one held there at the fork is replaced in the child."""
+        self._lock = threading.Lock()
 
     @property
     def policy(self) -> p.Policy:
