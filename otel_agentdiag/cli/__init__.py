@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sqlite3
 import sys
 from typing import Any
@@ -20,6 +21,10 @@ from otel_agentdiag.cli._common import EXIT_USAGE
 from otel_agentdiag.storage import StoreError
 from otel_agentdiag.version import __version__
 
+_NoArgsIsHelp: type[click.UsageError] = getattr(
+    click.exceptions, "NoArgsIsHelpError", type("_Never", (click.UsageError,), {})
+)
+
 
 class _Group(click.Group):
     """Every error is one line on stderr (``agentdiag: error: ...``) and exit code 2."""
@@ -34,17 +39,23 @@ class _Group(click.Group):
     ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        _tolerant_stdout()
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _NoArgsIsHelp as exc:
+            # Bare `agentdiag`: the help on stdout, and still one error line (click >= 8.2 made it a usage error).
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else "")
+            click.echo("agentdiag: error: no command given (see 'agentdiag --help')", err=True)
+            sys.exit(EXIT_USAGE)
         except click.ClickException as exc:
             hint = ""
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 hint = f" (see '{exc.ctx.command_path} --help')"
-            click.echo(f"agentdiag: error: {exc.format_message()}{hint}", err=True)
+            click.echo(f"agentdiag: error: {_one_line(exc.format_message())}{_one_line(hint)}", err=True)
             sys.exit(EXIT_USAGE)
         except (StoreError, sqlite3.DatabaseError) as exc:
             # A store that opened but fails on read (a damaged page, say) is still one line, not a traceback.
-            click.echo(f"agentdiag: error: the trace store cannot be read: {exc}", err=True)
+            click.echo(f"agentdiag: error: the trace store cannot be read: {_one_line(str(exc))}", err=True)
             sys.exit(EXIT_USAGE)
         except click.Abort:
             click.echo("agentdiag: aborted", err=True)
@@ -54,6 +65,20 @@ class _Group(click.Group):
             sys.stderr.close()
             sys.exit(0)
         sys.exit(result if isinstance(result, int) else 0)
+
+
+def _one_line(text: str) -> str:
+    """An error message as one readable line: a path or id given on the command line may hold line breaks,
+    terminal escapes or undecodable bytes; each such character is shown escaped, as ``repr`` would."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _tolerant_stdout() -> None:
+    """A file name that is not UTF-8 reaches us as lone surrogates (PEP 383); echoing it (``wrote ... to PATH``)
+    must not end in a traceback where stdout is strict (a UTF-8 locale other than C): escape it as stderr does."""
+    stream = sys.stdout
+    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+        stream.reconfigure(errors="backslashreplace")
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -15,18 +15,31 @@ from otel_agentdiag.cli._common import CliError, open_store, resolve_store_path,
 from otel_agentdiag.cli.health import resolve_session
 from otel_agentdiag.diagnostics.bundle import BundleLimits, build_bundle, write_bundle
 from otel_agentdiag.diagnostics.projection import load_store_hasher, strict_projection
+from otel_agentdiag.redaction import hashing
 from otel_agentdiag.storage import SpanStore, StoredSpan
 
 FORMATS = ("bundle", "otlp-json", "jaeger-json")
 
 
-def _check_out(out: Path) -> None:
-    """Refuse, before any work, an ``--out`` that cannot be a file (writing itself may still fail)."""
+def _check_out(out: Path, store: Path) -> None:
+    """Refuse, before any work, an ``--out`` that cannot be a file (writing itself may still fail).
+
+    The file is replaced by a rename, so an ``--out`` naming a device, pipe or socket (``/dev/null``,
+    ``/dev/stdout``) would replace that node itself, and one naming the store, its WAL or its key file would
+    destroy them: both are refused.
+    """
     try:
         if out.is_dir():
             raise CliError(f"cannot write {out}: it is a directory; give a file name")
         if not out.parent.is_dir():
             raise CliError(f"cannot write {out}: the folder {out.parent} does not exist")
+        if out.exists() and not out.is_file():
+            raise CliError(f"cannot write {out}: it is not a regular file (a device, pipe or socket); give a file name")
+        target = out.resolve()
+        protected = [Path(f"{store}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
+        protected.append(store.absolute().parent / hashing.KEY_FILE_NAME)
+        if any(target == p.resolve() or (out.exists() and p.exists() and out.samefile(p)) for p in protected):
+            raise CliError(f"cannot write {out}: it is the trace store or its key file; give another file name")
     except OSError as exc:
         raise CliError(f"cannot write {out}: {exc.strerror or exc}") from None
 
@@ -72,8 +85,8 @@ def export(out: Path, session_texts: tuple[str, ...], output_format: str, store_
 
     Every stored span is re-validated at export time; a row that fails is omitted and counted, never written.
     """
-    _check_out(out)
     path = resolve_store_path(store_path)
+    _check_out(out, path)
     with open_store(store_path) as store:
         sessions = list(dict.fromkeys(resolve_session(store, text, path) for text in session_texts)) or None
         hasher = load_store_hasher(path)

@@ -305,6 +305,10 @@ def _parse_request(value: Any) -> ExportTraceServiceRequest:
         json_format.ParseDict(value, request, ignore_unknown_fields=True)
     except (json_format.ParseError, TypeError, ValueError, RecursionError):
         raise InvalidRequest(NOT_OTLP) from None
+    except SystemError:
+        # protobuf's upb backend reports a lone surrogate (a JSON "\ud800" escape) in a name it looks up, e.g.
+        # {"resourceSpans": ["\ud800"]}, as a SystemError wrapping a UnicodeEncodeError.
+        raise InvalidRequest(NOT_OTLP) from None
     return request
 
 

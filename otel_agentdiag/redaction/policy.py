@@ -868,7 +868,7 @@ def policy_from_dict(data: Mapping[str, Any], *, source: str = "policy") -> Poli
     base_name = data.get("extends", "strict")
     if base_name == "none":
         base = Policy(name="none", allowed_keys={}, on_error="tombstone")
-    elif base_name in PRESETS:
+    elif isinstance(base_name, str) and base_name in PRESETS:
         base = PRESETS[base_name]
     else:
         raise PolicyError(f"{source}: 'extends' must be one of strict, local, none, not {base_name!r}")
@@ -921,6 +921,10 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
         raise PolicyError(f"cannot read policy file {source}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError(f"policy file {source} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # tomllib decodes the bytes itself and lets this through
+        raise PolicyError(f"policy file {source} is not UTF-8 text (byte {exc.start})") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise PolicyError(f"policy file {source} nests arrays or tables too deeply") from None
     return policy_from_dict(data, source=source)
 
 

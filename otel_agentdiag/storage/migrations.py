@@ -29,6 +29,12 @@ def check_ownership(conn: sqlite3.Connection) -> None:
         raise StoreError("not an otel-agentdiag store (it holds other tables)")
 
 
+def is_empty(conn: sqlite3.Connection) -> bool:
+    """Whether the database holds nothing at all (no table, no application id): a file not yet made a store."""
+    (app_id,) = conn.execute("PRAGMA application_id").fetchone()
+    return app_id == 0 and conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -233,6 +239,12 @@ def _up_to_date(conn: sqlite3.Connection) -> bool:
     if current and current[-1] > LATEST_VERSION:
         raise _newer_error(current[-1])
     return {m.version for m in MIGRATIONS} <= set(current)
+
+
+def check_not_newer(conn: sqlite3.Connection) -> None:
+    """Raise :class:`StoreError` for a store written by a newer version. Reads only, so a refused store is left
+    exactly as it was (checked before anything, even the journal mode, is changed)."""
+    _up_to_date(conn)
 
 
 def migrate(conn: sqlite3.Connection) -> list[int]:

@@ -20,9 +20,10 @@ from typing import Any
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.files import make_private_folders
 from otel_agentdiag._internal.jsonsafe import finite
 from otel_agentdiag._internal.spans import attribute_items
-from otel_agentdiag.storage.migrations import StoreError, check_ownership, migrate
+from otel_agentdiag.storage.migrations import StoreError, check_not_newer, check_ownership, is_empty, migrate
 from otel_agentdiag.storage.retention import (
     Pruned,
     RetentionLimits,
@@ -365,9 +366,7 @@ def _merge_counts(base: dict[str, int], delta: dict[str, int]) -> dict[str, int]
 
 def _create_private_file(path: Path) -> None:
     """Create ``path`` empty with mode 0600 (its folder 0700) unless it exists; tighten a loose mode."""
-    parent = path.parent
-    if not parent.exists():
-        parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    make_private_folders(path.parent)  # each missing folder 0700, not only the last one
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
     except FileExistsError:
@@ -445,6 +444,11 @@ class SpanStore:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             # Read-only checks first: a file that is not ours is left exactly as it was.
             check_ownership(self._conn)
+            if not create and is_empty(self._conn):
+                # An empty file (or one of a byte: SQLite reads it as an empty database) is not a store yet; a
+                # reader must not turn it into one (a writer creates it with create=True).
+                raise StoreError("not an otel-agentdiag store yet (the file is empty)")
+            check_not_newer(self._conn)
             _tighten(self.path)
             mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode != "wal":
