@@ -197,10 +197,10 @@ def judge(data: ReceiptInput) -> Receipt:
     - ``sequence_gaps``: per (observer, session), sequence numbers missing between the lowest judged number
       and the highest stored one, less those held by unfinished spans (still open, not lost) and less the
       spans the ledger counted as dropped or rejected (lost, but explained by their own reason): a gap is a
-      loss nothing accounts for. The lowest
-      judged number is 0, or, once the session lost rows on purpose (retention pruned it or it was cleared),
-      the lowest stored number: retention and clearing delete the oldest spans, so numbers below the oldest
-      survivor are explained.
+      loss nothing accounts for. Once the session lost rows on purpose (retention pruned it or it was
+      cleared), the rows deleted are subtracted too (from the numbers missing from 0; when a clear's count is
+      unknown, numbers below the oldest survivor are explained instead): retention deletes by start time, and
+      concurrent spans of a session take their numbers in a slightly different order.
     - ``duplicate_sequences``: spans the store received twice (ledger ``duplicates``) plus stored rows that
       share one (observer, sequence).
     - ``unfinished_spans``: distinct parents that stored spans of the session name but that are stored nowhere
@@ -269,11 +269,18 @@ def judge(data: ReceiptInput) -> Receipt:
     # -- unfinished spans: parents that started and never arrived; their numbers are not gaps ----------
     open_spans, unnumbered = _unfinished(data, present, low_of, by_observer)
     counts["unfinished_spans"] = unnumbered + sum(open_spans.values())
+    # Rows deleted on purpose, when the store knows how many: retention deletes the oldest by *start time*, and
+    # numbers are handed out just after the start time is taken, so under concurrency a deleted span may hold a
+    # number above the oldest survivor's. Then every number from 0 is judged and the deleted rows are subtracted.
+    exact = lost_on_purpose and not (data.cleared and data.cleared_spans is None)
+    unexplained = 0
     for observer, distinct in present.items():
-        missing = _missing_below(distinct, low_of[observer], distinct[-1] + 1)
+        missing = _missing_below(distinct, 0 if exact else low_of[observer], distinct[-1] + 1)
         # Numbers held by open spans are not lost; numbers of spans the ledger counted as dropped or rejected
         # are lost *and explained* (their own reason says so). A gap is a loss nothing accounts for.
-        counts["sequence_gaps"] += max(missing - open_spans.get(observer, 0) - max(explained[observer], 0), 0)
+        unexplained += max(missing - open_spans.get(observer, 0) - max(explained[observer], 0), 0)
+    deleted = max(data.pruned_spans, 0) + max(data.cleared_spans or 0, 0) if exact else 0
+    counts["sequence_gaps"] += max(unexplained - deleted, 0)
 
     # -- reasons ------------------------------------------------------------------------------------
     if counts["sequence_gaps"]:
