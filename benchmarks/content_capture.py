@@ -13,7 +13,6 @@ Ratios are on/off. ``python -m benchmarks.content_capture [--quick] [--output F]
 
 from __future__ import annotations
 
-import argparse
 import gc
 import statistics
 import tempfile
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import save_results
+from benchmarks._common import benchmark_main
 
 
 def _chunk(diag: Any, runs: int) -> tuple[float, float]:
@@ -139,14 +138,13 @@ def print_report(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="few runs (a smoke test; noisy figures)")
-    parser.add_argument("--output", type=Path, default=Path("benchmarks/results/content_capture.json"))
-    arguments = parser.parse_args(argv)
-    result = run(quick=arguments.quick)
-    print_report(result)
-    save_results(result, arguments.output)
-    return 0
+    return benchmark_main(
+        argv,
+        description=__doc__.splitlines()[0],
+        default_output="benchmarks/results/content_capture.json",
+        run=run,
+        print_report=print_report,
+    )
 
 
 if __name__ == "__main__":

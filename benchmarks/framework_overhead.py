@@ -28,7 +28,6 @@ SDK, 7 for LangChain, whose ReAct graph takes three steps), and so does one run 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import cProfile
 import gc
@@ -45,7 +44,7 @@ from typing import Any
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from benchmarks._common import save_results
+from benchmarks._common import benchmark_main
 
 EXPECTED = {
     "openai_agents": ["agent.iteration"] * 2 + ["chat"] * 2 + ["execute_tool", "invoke_agent"],
@@ -312,14 +311,13 @@ def print_report(results: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="few runs (a smoke test; noisy figures)")
-    parser.add_argument("--output", type=Path, default=Path("benchmarks/results/framework_overhead.json"))
-    arguments = parser.parse_args(argv)
-    results = run(quick=arguments.quick)
-    print_report(results)
-    save_results(results, arguments.output)
-    return 0
+    return benchmark_main(
+        argv,
+        description=__doc__.splitlines()[0],
+        default_output="benchmarks/results/framework_overhead.json",
+        run=run,
+        print_report=print_report,
+    )
 
 
 if __name__ == "__main__":

@@ -251,14 +251,19 @@ def _encode_plain(value: Any, out: list[str]) -> None:
         out.append(float.__repr__(value))
 
 
+def _plain(value: Any) -> bool:
+    """:func:`_is_plain` from the top, False for a value nested deeper than the interpreter recurses (the
+    iterative general paths cope with it)."""
+    try:
+        return _is_plain(value, set(), 0)
+    except RecursionError:
+        return False
+
+
 def encode_with_projection(value: Any) -> tuple[bytes, str]:
     """``(encode(value), project_json(value))``, sharing the work: plain JSON data (the usual messages) is
     recognised once, then written by short roads (the C JSON encoder for the projection)."""
-    try:
-        plain = _is_plain(value, set(), 0)
-    except RecursionError:
-        plain = False
-    if not plain:
+    if not _plain(value):
         return encode(value), _json_text(project(value))
     out: list[str] = []
     _encode_plain(value, out)
@@ -741,9 +746,4 @@ def project_json(value: Any) -> str:
 
     A value that projects to itself (the common case: messages as plain JSON data) goes straight to the C JSON
     encoder; the result is the same text (tested)."""
-    try:
-        if _is_plain(value, set(), 0):
-            return _json_text(value)
-    except RecursionError:  # nested deeper than the interpreter allows: the iterative projection copes
-        pass
-    return _json_text(project(value))
+    return _json_text(value if _plain(value) else project(value))

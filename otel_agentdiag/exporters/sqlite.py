@@ -182,14 +182,13 @@ def _encoded(recorder: ContentRecorder, role: str, value: Any) -> ContentRow:
 
     try:
         data, projection = codec.encode_with_projection(value)
-        if len(data) > recorder.max_payload_bytes:
-            value = values.Elided(values.TOO_LARGE, size=len(data), sha256=hashlib.sha256(data).hexdigest())
-            data, projection = codec.encode(value), codec.project_json(value)
+        if len(data) <= recorder.max_payload_bytes:
+            return ContentRow(role, codec.ENCODING, data, projection)
+        marker = values.Elided(values.TOO_LARGE, size=len(data), sha256=hashlib.sha256(data).hexdigest())
     except Exception as exc:  # noqa: BLE001 - a value we cannot encode is marked, never written half
         _logger.warning("otel-agentdiag: captured content could not be encoded (%s)", type(exc).__name__)
-        value = values.Elided(values.UNENCODABLE)
-        data, projection = codec.encode(value), codec.project_json(value)
-    return ContentRow(role, codec.ENCODING, data, projection)
+        marker = values.Elided(values.UNENCODABLE)
+    return ContentRow(role, codec.ENCODING, codec.encode(marker), codec.project_json(marker))
 
 
 def _content_rows(recorder: ContentRecorder, span: ReadableSpan) -> list[ContentRow] | None:

@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,17 +88,6 @@ async def agent_loop_async(conversation: str, steps: int, *, fail_every: int = 0
                 await asyncio.sleep(0)
                 _tool(conversation, i, bool(fail_every) and i % fail_every == fail_every - 1, content)
     return spans_per_run(steps)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
-    """Poll ``predicate`` until it holds or ``timeout`` passes (a deadline, not a sleep to synchronise)."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        pause.wait(0.005)
-    return True
 
 
 # -- reading the raw tables ------------------------------------------------------------------------------

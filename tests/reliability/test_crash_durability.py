@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,9 @@ def test_sigkill_at_seeded_random_points(tmp_path: Path, seed: int) -> None:
             observers.add(start["observer"])
             for _ in range(rng.randint(1, 8)):
                 confirmed += _confirmed(proc.line())
-            # Somewhere in the next step or flush (the child never waits on us): a random extra moment.
-            wait_until(lambda: False, rng.uniform(0.0, 0.02), pause=0.001)
+            # A random kill point somewhere in the next step or flush (the child never waits on us): a seeded
+            # delay that chooses where to kill, not one that waits for anything.
+            threading.Event().wait(rng.uniform(0.0, 0.02))
             assert proc.kill() == -signal.SIGKILL
             assert "Traceback" not in proc.stderr()
         _check_after_kill(path, conversation, start["observer"], confirmed)

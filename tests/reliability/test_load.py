@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from process_support import wait_until
 from reliability_support import (
     HASH_KEY,
     StoreCheck,
@@ -27,7 +28,6 @@ from reliability_support import (
     query,
     session_digest,
     spans_per_run,
-    wait_until,
 )
 
 import otel_agentdiag as agentdiag
