@@ -1,10 +1,14 @@
 """``configure()``: build the redacting pipeline and hand back a handle to flush and shut it down.
 
-Pipeline (design.md §2)::
+Pipeline (design.md §2; docs/architecture.md says where the code departs from it)::
 
     TracerProvider ─┬─ SessionSequencer (on_start: agentdiag.observer.id, agentdiag.sequence)
-                    ├─ RedactingSpanProcessor(local)  ─ AccountingBatchSpanProcessor ─ SQLiteSpanExporter ─ store
-                    └─ RedactingSpanProcessor(strict) ─ AccountingBatchSpanProcessor ─ OTLPSpanExporter ─ collector
+                    ├─ ContentRecorder (only with capture_content: content onto the ended span, for the store)
+                    ├─ AccountingBatchSpanProcessor ─ [worker] RedactingSpanProcessor(local) ─ SQLiteSpanExporter
+                    └─ AccountingBatchSpanProcessor ─ [worker] RedactingSpanProcessor(strict) ─ OTLPSpanExporter
+
+The provider hands ended spans to the batch processors; each redacts on its worker thread, just before export,
+so the agent's thread only queues the span and no exporter ever receives anything but the redacted copy.
 
 Each branch (a *destination*) has its own policy and may have its own hash key. Each batch processor counts
 the fate of every span; the SQLite branch persists those counts with the spans.
