@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -39,6 +39,7 @@ from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer
+from otel_agentdiag.pipeline.batching import DEFAULT_MAX_EXPORT_BATCH, DEFAULT_MAX_QUEUE_SPANS, DEFAULT_SCHEDULE_DELAY_S
 from otel_agentdiag.redaction import hashing
 from otel_agentdiag.redaction.policy import LOCAL, STRICT, Policy, PolicyError, resolve_policy
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
@@ -375,6 +376,44 @@ def _policy(
     return policy, source
 
 
+class BatchSettings(TypedDict):
+    max_queue_spans: int
+    max_export_batch: int
+    schedule_delay_s: float
+
+
+def batch_settings_from_env() -> BatchSettings:
+    """The batch settings ``configure()`` gives each destination, from the SDK's standard variables
+    (``OTEL_BSP_MAX_QUEUE_SIZE``, ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``, ``OTEL_BSP_SCHEDULE_DELAY`` in ms) over
+    otel-agentdiag's defaults. A malformed value is ignored with a warning; a batch larger than the queue is
+    lowered to the queue's size (the SDK raises there; a setting from the environment must not stop the agent).
+    ``OTEL_BSP_EXPORT_TIMEOUT`` is not used: each exporter bounds its own export (the OTLP exporter's
+    ``OTEL_EXPORTER_OTLP_TIMEOUT``, the store's busy timeout) and ``shutdown()`` has its own deadline."""
+    queue = env.parse_positive_int(
+        env.OTEL_BSP_MAX_QUEUE_SIZE, os.environ.get(env.OTEL_BSP_MAX_QUEUE_SIZE), default=DEFAULT_MAX_QUEUE_SPANS
+    )
+    batch = env.parse_positive_int(
+        env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+        os.environ.get(env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE),
+        default=DEFAULT_MAX_EXPORT_BATCH,
+    )
+    if batch > queue:
+        if env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE in os.environ:
+            _logger.warning(
+                "otel-agentdiag: %s is larger than the queue (%d spans); using %d",
+                env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+                queue,
+                queue,
+            )
+        batch = queue
+    delay_ms = env.parse_positive_int(
+        env.OTEL_BSP_SCHEDULE_DELAY,
+        os.environ.get(env.OTEL_BSP_SCHEDULE_DELAY),
+        default=round(DEFAULT_SCHEDULE_DELAY_S * 1000),
+    )
+    return BatchSettings(max_queue_spans=queue, max_export_batch=batch, schedule_delay_s=delay_ms / 1000)
+
+
 def _check_destination(destination: str, policy: Policy) -> None:
     if destination != LOCAL_DESTINATION and policy.summary == "debug":
         raise PolicyError(f"summary='debug' lists removed key names and is for the local store only, not {destination}")
@@ -526,6 +565,7 @@ def configure(
             if built is not None:
                 built.shutdown()
         raise
+    batch = batch_settings_from_env()
     for destination in destinations:
         exporter = exporters[destination.name]
         if exporter is None:
@@ -538,6 +578,7 @@ def configure(
             observer=sequencer,
             # The OTLP exporter retries transient failures itself, within OTEL_EXPORTER_OTLP_TIMEOUT.
             max_retries=0 if destination.name == OTLP_DESTINATION else 3,
+            **batch,
         )
         batch_processors.append(batching)
         processors.append(

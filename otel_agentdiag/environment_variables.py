@@ -86,6 +86,19 @@ The standard OTLP transport for traces; wins over ``OTEL_EXPORTER_OTLP_PROTOCOL`
 ``configure(otlp_protocol=...)``. Same values and fallback.
 """
 
+OTEL_BSP_MAX_QUEUE_SIZE = "OTEL_BSP_MAX_QUEUE_SIZE"
+"""The SDK's batch span processor setting, honoured by ``configure()``'s batch processors: how many ended spans
+each destination may queue (default 2,048); a span beyond it is dropped and counted as ``queue_full``. A value
+that is not a positive integer is ignored with a warning (as the SDK does)."""
+
+OTEL_BSP_MAX_EXPORT_BATCH_SIZE = "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
+"""The most spans one export carries (default 512). At most ``OTEL_BSP_MAX_QUEUE_SIZE``: a larger value is
+lowered to it, with a warning."""
+
+OTEL_BSP_SCHEDULE_DELAY = "OTEL_BSP_SCHEDULE_DELAY"
+"""Milliseconds between two exports of a queue that has not filled a batch (default 500, where the SDK's is
+5,000: a local store can take small batches, and a short delay keeps the CLI's view of a live agent fresh)."""
+
 AGENTDIAG_CAPTURE_CONTENT = "AGENTDIAG_CAPTURE_CONTENT"
 """Capture prompts, model outputs, tool definitions, tool arguments and tool results into the local store.
 
@@ -129,6 +142,23 @@ def parse_bool(name: str, value: str | None, *, default: bool) -> bool:
 
         logging.getLogger("otel_agentdiag").warning("otel-agentdiag: %s is not true or false; using false", name)
     return False
+
+
+def parse_positive_int(name: str, value: str | None, *, default: int) -> int:
+    """A positive integer environment variable; ``default`` when unset or empty. Anything else (not an integer,
+    zero, negative) gives ``default`` and logs a warning that names the variable, never the value."""
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = 0
+    if number > 0:
+        return number
+    import logging
+
+    logging.getLogger("otel_agentdiag").warning("otel-agentdiag: %s is not a positive integer; using %d", name, default)
+    return default
 
 
 def parse_capture_content(value: str | None) -> bool:

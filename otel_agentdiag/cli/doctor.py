@@ -41,7 +41,7 @@ def _safe_endpoint(url: str) -> str:
 
 
 def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, dict[str, Any]]:
-    from otel_agentdiag.config import _resolve
+    from otel_agentdiag.config import _resolve, batch_settings_from_env
 
     options = _resolve(None, store, otlp_endpoint)
     if options.otlp_endpoint is not None:
@@ -55,6 +55,7 @@ def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, 
         endpoint = f"{_safe_endpoint(os.environ[variable])} (from {variable})"
     else:
         endpoint = None
+    batch = batch_settings_from_env()
     return options, {
         "enabled": options.enabled,
         "service_name": os.environ.get(env.OTEL_SERVICE_NAME) or None,
@@ -66,6 +67,12 @@ def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, 
         ),
         # AGENTDIAG_CAPTURE_CONTENT: content kept in the local store only (never in any export).
         "capture_content": options.capture_content,
+        # OTEL_BSP_MAX_QUEUE_SIZE / _MAX_EXPORT_BATCH_SIZE / _SCHEDULE_DELAY over the defaults, per destination.
+        "batch": {
+            "max_queue_spans": batch["max_queue_spans"],
+            "max_export_batch": batch["max_export_batch"],
+            "schedule_delay_ms": round(batch["schedule_delay_s"] * 1000),
+        },
     }
 
 
@@ -177,6 +184,11 @@ def _print_text(result: dict[str, Any]) -> None:
             if config["capture_content"]
             else "not captured"
         )
+    )
+    batch = config["batch"]
+    click.echo(
+        f"  batching       up to {batch['max_queue_spans']} spans queued per destination, "
+        f"{batch['max_export_batch']} per export, every {batch['schedule_delay_ms']} ms at most"
     )
     for info in result["destinations"]:
         click.echo()

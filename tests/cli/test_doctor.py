@@ -187,3 +187,19 @@ def test_the_otlp_protocol_and_its_source_are_shown(monkeypatch: pytest.MonkeyPa
     report = json.loads(invoke("--format", "json").output)
     assert report["configuration"]["otlp_protocol"] == "grpc (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL)"
     assert "otlp protocol  grpc (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL)" in invoke().output
+
+
+def test_the_batch_settings_are_reported_from_the_standard_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    default = json.loads(invoke("--format", "json").output)["configuration"]["batch"]
+    assert default == {"max_queue_spans": 2048, "max_export_batch": 512, "schedule_delay_ms": 500}
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "100")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "400")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "2000")
+    report = json.loads(invoke("--format", "json").output)
+    assert report["configuration"]["batch"] == {
+        "max_queue_spans": 100,
+        "max_export_batch": 100,
+        "schedule_delay_ms": 2000,
+    }
+    text = invoke().output
+    assert "up to 100 spans queued per destination, 100 per export, every 2000 ms at most" in text
