@@ -389,28 +389,21 @@ def batch_settings_from_env() -> BatchSettings:
     lowered to the queue's size (the SDK raises there; a setting from the environment must not stop the agent).
     ``OTEL_BSP_EXPORT_TIMEOUT`` is not used: each exporter bounds its own export (the OTLP exporter's
     ``OTEL_EXPORTER_OTLP_TIMEOUT``, the store's busy timeout) and ``shutdown()`` has its own deadline."""
-    queue = env.parse_positive_int(
-        env.OTEL_BSP_MAX_QUEUE_SIZE, os.environ.get(env.OTEL_BSP_MAX_QUEUE_SIZE), default=DEFAULT_MAX_QUEUE_SPANS
-    )
-    batch = env.parse_positive_int(
-        env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
-        os.environ.get(env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE),
-        default=DEFAULT_MAX_EXPORT_BATCH,
-    )
-    if batch > queue:
-        if env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE in os.environ:
-            _logger.warning(
-                "otel-agentdiag: %s is larger than the queue (%d spans); using %d",
-                env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
-                queue,
-                queue,
-            )
+
+    def positive_int(variable: str, default: int) -> int:
+        return env.parse_positive_int(variable, os.environ.get(variable), default=default)
+
+    queue = positive_int(env.OTEL_BSP_MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SPANS)
+    batch = positive_int(env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, min(DEFAULT_MAX_EXPORT_BATCH, queue))
+    if batch > queue:  # only a value the user set can be
+        _logger.warning(
+            "otel-agentdiag: %s is larger than the queue (%d spans); using %d",
+            env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+            queue,
+            queue,
+        )
         batch = queue
-    delay_ms = env.parse_positive_int(
-        env.OTEL_BSP_SCHEDULE_DELAY,
-        os.environ.get(env.OTEL_BSP_SCHEDULE_DELAY),
-        default=round(DEFAULT_SCHEDULE_DELAY_S * 1000),
-    )
+    delay_ms = positive_int(env.OTEL_BSP_SCHEDULE_DELAY, round(DEFAULT_SCHEDULE_DELAY_S * 1000))
     return BatchSettings(max_queue_spans=queue, max_export_batch=batch, schedule_delay_s=delay_ms / 1000)
 
 

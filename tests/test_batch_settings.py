@@ -138,3 +138,13 @@ def test_the_queue_bound_holds_and_every_span_beyond_it_is_counted(clean_env, mo
     assert sum(r[0] for r in ledger) == ended
     assert sum(r[1] for r in ledger) == totals["accepted"]
     assert sum(json.loads(r[2]).get("queue_full", 0) for r in ledger) == dropped
+
+
+def test_a_malformed_batch_with_a_small_queue_warns_once_with_what_is_used(clean_env, monkeypatch, caplog):
+    monkeypatch.setenv(env.OTEL_BSP_MAX_QUEUE_SIZE, "8")
+    monkeypatch.setenv(env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, "many")
+    with caplog.at_level(logging.WARNING, logger="otel_agentdiag"):
+        settings = batch_settings_from_env()
+    assert (settings["max_queue_spans"], settings["max_export_batch"]) == (8, 8)
+    (record,) = caplog.records
+    assert record.getMessage().endswith(f"{env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE} is not a positive integer; using 8")
