@@ -103,7 +103,11 @@ def register_names(
 
     A tool name that reaches :func:`tool_call` without being declared (typically one taken from the model's
     output) is exported as the placeholder ``_OTHER``. Raises ``ValueError`` for a name that is not an
-    identifier-like token of at most 128 characters (words separated by single spaces).
+    identifier-like token of at most 128 characters (the message says which by kind and position, never the
+    name). A name of that shape that fails the public-safety check every exported string meets (it looks like
+    a credential, an e-mail address, a URL or a path: ``sk-proj-...``, ``ghp_...``, a JWT) is refused: it is not
+    registered, spans carry ``_OTHER`` in its place, and one warning names the kind and the reason, never the
+    name; the other names are registered.
     """
     default_registry.register(tools=tools, agents=agents, models=models, guardrails=guardrails)
 
@@ -378,7 +382,9 @@ def agent_run(name: str, *, conversation_id: Any = None, user_id: Any = None, ag
 
     ``conversation_id`` becomes ``gen_ai.conversation.id`` on this span and every span started inside it;
     ``user_id`` becomes ``user.id``, ``agent_id`` ``gen_ai.agent.id``. The redacting processor replaces all
-    three with keyed HMAC-SHA256 digests. ``name`` is registered as an allowed agent name.
+    three with keyed HMAC-SHA256 digests. ``name`` is registered as an allowed agent name when it is an
+    identifier-like token that passes the public-safety check (else it is exported as ``_OTHER``, and a name
+    that fails the check is refused with a warning, once).
     """
     return _AgentRun(name, conversation_id, user_id, agent_id)
 
@@ -478,7 +484,9 @@ def tool(name: str | None = None) -> Callable[[F], F]: ...
 def tool(name: str | Callable[..., Any] | None = None) -> Any:
     """Decorate a sync or async function as a tool: each call runs in an ``execute_tool {name}`` span.
 
-    The name (default: the function's ``__name__``) is registered as an allowed tool name at decoration time.
+    The name (default: the function's ``__name__``) is registered as an allowed tool name at decoration time
+    (as by :func:`register_names`: ``ValueError`` for a malformed name; one that fails the public-safety check
+    is refused with a warning and exported as ``_OTHER``).
     Usable as ``@tool``, ``@tool()`` or ``@tool("get_weather")``. With content capture on, the call's
     arguments (``{parameter: value}``) and its result or exception are kept in the local store.
     """
@@ -502,7 +510,8 @@ def agent(name: str | None = None) -> Callable[[F], F]: ...
 def agent(name: str | Callable[..., Any] | None = None) -> Any:
     """Decorate a sync or async function as an agent: each call runs in an ``invoke_agent {name}`` span.
 
-    The name (default: the function's ``__name__``) is registered as an allowed agent name.
+    The name (default: the function's ``__name__``) is registered as an allowed agent name (as by
+    :func:`register_names`).
     """
     if callable(name):
         return agent(None)(name)

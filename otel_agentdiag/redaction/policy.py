@@ -347,9 +347,16 @@ NAME_KINDS: Final = ("tool", "agent", "model", "guardrail")
 
 @dataclass(frozen=True, slots=True)
 class RegisteredName(Rule):
-    """A tool, agent or model name (``name_kind``) that code declared; anything else becomes ``_OTHER``."""
+    """A tool, agent or model name (``name_kind``) that code declared and that passes the public-safety check;
+    anything else becomes ``_OTHER``.
+
+    The registry refuses a name that fails the check, and this rule checks a registered name again (defence in
+    depth: a registry filled by another path, or a name registered before the check knew its format). The
+    verdict is remembered per name: registered names are few and repeat on every span."""
 
     name_kind: str
+    _sensitive: dict[str, bool] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    """``is_sensitive`` per registered name seen (bounded like :class:`Token`'s memo)."""
 
     cacheable = False  # names may be registered at any time
 
@@ -361,7 +368,14 @@ class RegisteredName(Rule):
         if not isinstance(value, str):
             return None, INVALID_VALUE
         if ctx.names.is_registered(self.name_kind, value):
-            return value, None
+            memo = self._sensitive
+            sensitive = memo.get(value)
+            if sensitive is None:
+                sensitive = is_sensitive(value)
+                if len(memo) >= _MEMO_LIMIT:
+                    memo.clear()
+                memo[value] = sensitive
+            return (sc.OTHER_VALUE, PUBLIC_SAFETY_VIOLATION) if sensitive else (value, None)
         return sc.OTHER_VALUE, UNREGISTERED_NAME
 
     def describe(self) -> str:
