@@ -19,6 +19,12 @@ own tracers use); child runs inherit it, so each step is reported once, also whe
 ``callbacks=``. Every agent run becomes ``invoke_agent {agent}`` → ``agent.iteration`` per LangGraph step →
 ``chat {model}`` / ``execute_tool {tool}``; see :mod:`.callback` for the whole mapping.
 
+Names: a LangGraph graph's own name (``compile(name=...)``, ``create_agent(name=...)``) is code, and the
+instrumentor registers it as an agent name when the graph runs (``Pregel.stream``/``astream``, which every
+``invoke``, ``stream`` and ``astream_events`` goes through, are wrapped to read it from the graph object), if it
+passes the public-safety check. A per-call ``run_name`` is data: the run's span carries it, and the redactor
+exports it as ``_OTHER`` unless the same name is registered.
+
 Use it with :class:`~otel_agentdiag.instrumentation.openai.OpenAIInstrumentor` (or the Anthropic one) to get the
 HTTP attempts and the API's own response details: the client instrumentation then *enriches* LangChain's
 model-call span (one span per call), it does not start a second one.
@@ -32,8 +38,11 @@ from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import unwrap
+from wrapt import wrap_function_wrapper
 
 from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag.instrumentation.langchain.callback import AgentDiagCallbackHandler
 from otel_agentdiag.instrumentation.langchain.package import _instruments
 
@@ -55,6 +64,24 @@ def _remove_hook(var: ContextVar[Any]) -> None:
         log_internal_error("removing the LangChain callback hook", exc)
 
 
+def _graph_methods() -> list[tuple[type, str]]:
+    """The methods every run of a LangGraph graph goes through (none without LangGraph: chains only)."""
+    try:
+        from langgraph.pregel import Pregel
+    except ImportError:
+        return []
+    return [(Pregel, "stream"), (Pregel, "astream")]
+
+
+def _register_graph_name(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """Register the graph's own name (a definition: code) before its run starts, then run it unchanged."""
+    try:
+        default_registry.register_valid("agent", (getattr(instance, "name", None),))
+    except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+        log_internal_error("registering a LangGraph graph's name", exc)
+    return wrapped(*args, **kwargs)
+
+
 class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Traces LangChain and LangGraph runs as OpenTelemetry GenAI spans.
 
@@ -65,6 +92,7 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
     _handler: AgentDiagCallbackHandler | None = None
     _var: ContextVar[Any] | None = None
+    _wrapped: tuple[tuple[type, str], ...] = ()
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -83,10 +111,21 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         var: ContextVar[Any] = ContextVar("otel_agentdiag_langchain_handler", default=handler)
         register_configure_hook(var, inheritable=True)
         self._handler, self._var = handler, var
+        wrapped = []
+        for cls, method in _graph_methods():
+            try:
+                wrap_function_wrapper(cls, method, _register_graph_name)
+                wrapped.append((cls, method))
+            except Exception as exc:  # noqa: BLE001 - a LangGraph layout this code does not know: names are _OTHER
+                log_internal_error("wrapping LangGraph's graph runs", exc)
+        self._wrapped = tuple(wrapped)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         handler, var = self._handler, self._var
         self._handler = self._var = None
+        wrapped, self._wrapped = self._wrapped, ()
+        for cls, method in wrapped:
+            unwrap(cls, method)
         if var is not None:
             _remove_hook(var)
         if handler is not None:

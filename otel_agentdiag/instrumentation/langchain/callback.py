@@ -35,9 +35,17 @@ run or is fed back to the model (``ToolNode(handle_tool_errors=True)``, ``handle
 the run's metadata), else ``metadata["conversation_id"]``, else ``metadata["session_id"]``, becomes
 ``gen_ai.conversation.id`` on every span of the run (hashed by the redacting processor).
 
-**Names.** The run's name is registered as an agent name, and the tools bound to each chat model call
-(``invocation_params["tools"]``) as tool names. A tool name seen only when a tool runs, or only in a model's answer,
-is never registered: the redactor exports it as ``_OTHER``.
+**Names.** Only names from the user's definitions are registered (the redactor exports any other name as
+``_OTHER``), and only if they pass the public-safety check. The tools bound to each chat model call
+(``invocation_params["tools"]``, the agent's tool definitions) are registered as tool names; a tool span is named
+by its tool's definition (``serialized["name"]``), never by a per-call ``run_name``. A run's name is what LangChain
+reports: a per-call ``run_name`` (``config={"run_name": ...}``: data) or the runnable's own name, which the
+callback cannot tell apart, so it registers neither: a LangGraph graph's own name (``compile(name=...)``,
+``create_agent(name=...)``, ``create_react_agent(name=...)``) is registered by
+:class:`~otel_agentdiag.instrumentation.langchain.LangChainInstrumentor`, which reads it from the graph object when
+the graph runs. A per-call ``run_name``, a plain chain's name, and every run name under a handler passed by hand
+without the instrumentor leave as ``_OTHER`` unless declared with ``register_names()``. A tool name seen only when
+a tool runs, or only in a model's answer, is never registered.
 
 **Content.** Nothing LangChain passes as content (messages, prompts, tool inputs and outputs, exception messages)
 is put on a span; from a step's output only the error ``ToolMessage``\\ s' tool names and call ids are read.
@@ -409,8 +417,8 @@ class AgentDiagCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]
     def _start_run(self, run_id: UUID, parent_key: UUID | None, name: str | None, metadata: Any) -> Node | None:
         attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT}
         if name is not None:
+            # Not registered: a per-call run_name is data (see "Names" in the module docstring).
             attributes[sc.GEN_AI_AGENT_NAME] = name
-            self._names.register_valid("agent", (name,))
         node = self._tree.start(
             run_id,
             parent_key,

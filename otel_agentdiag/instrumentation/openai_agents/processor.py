@@ -409,9 +409,12 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
         if seen == (len(tools), len(handoffs)):
             return
         run.extra["registered"] = (len(tools), len(handoffs))
-        self._names.register_valid("tool", tools)
-        self._names.register_valid("agent", handoffs)
-        self._names.register_valid("tool", (f"transfer_to_{target}" for target in handoffs))
+        names = self._names
+        names.register_valid("tool", tools)
+        names.register_valid("agent", handoffs)
+        # A transfer tool's name holds its target's, where the check may not see it ("transfer_to_Bearer ..."
+        # has no word boundary before "Bearer"): it is declared only for a target that passed the check itself.
+        names.register_valid("tool", (f"transfer_to_{target}" for target in handoffs if names.is_agent(target)))
 
     @staticmethod
     def _take_call_id(parent: Node | None, tool: str) -> str | None:
