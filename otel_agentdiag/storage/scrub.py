@@ -10,7 +10,7 @@ Deleting a row is not enough. Where SQLite leaves the bytes of a deleted row (WA
   rebuilds pages and copies cells between siblings; the old copy of a moved cell stays in the unused gap of the
   page it left, which ``secure_delete`` does not zero. That copy belongs to a live row then, and outlives the row
   when it is deleted later. Measured on SQLite 3.40 with ``secure_delete = ON``: after 3,000 random inserts and
-  deletes in an indexed table, 1 to 3 of about 2,200 deleted rows still had a copy in some page (with it OFF:
+  deletes in an indexed table, 0 to 3 of about 2,200 deleted rows still had a copy in some page (with it OFF:
   about 460).
 - **the WAL.** Every committed version of a page is a frame in ``-wal`` until the WAL is reset: the versions from
   before the delete too. A checkpoint copies frames into the database only as far as no reader still needs them
