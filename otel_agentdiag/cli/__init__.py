@@ -17,7 +17,7 @@ from otel_agentdiag.cli import ingest as _ingest
 from otel_agentdiag.cli import policy as _policy
 from otel_agentdiag.cli import push as _push
 from otel_agentdiag.cli import traces as _traces
-from otel_agentdiag.cli._common import EXIT_USAGE
+from otel_agentdiag.cli._common import EXIT_USAGE, CliIncomplete
 from otel_agentdiag.storage import StoreError
 from otel_agentdiag.version import __version__
 
@@ -27,7 +27,8 @@ _NoArgsIsHelp: type[click.UsageError] = getattr(
 
 
 class _Group(click.Group):
-    """Every error is one line on stderr (``agentdiag: error: ...``) and exit code 2."""
+    """Every error is one line on stderr (``agentdiag: error: ...``) and exit code 2 (1 for a command that did
+    part of its work: :class:`~otel_agentdiag.cli._common.CliIncomplete`)."""
 
     def main(
         self,
@@ -52,7 +53,7 @@ class _Group(click.Group):
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 hint = f" (see '{exc.ctx.command_path} --help')"
             click.echo(f"agentdiag: error: {_one_line(exc.format_message())}{_one_line(hint)}", err=True)
-            sys.exit(EXIT_USAGE)
+            sys.exit(exc.exit_code if isinstance(exc, CliIncomplete) else EXIT_USAGE)
         except (StoreError, sqlite3.DatabaseError) as exc:
             # A store that opened but fails on read (a damaged page, say) is still one line, not a traceback.
             click.echo(f"agentdiag: error: the trace store cannot be read: {_one_line(str(exc))}", err=True)

@@ -16,12 +16,20 @@ from otel_agentdiag.storage.store import default_store_path
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_USAGE = 2
+EXIT_INCOMPLETE = 1
 
 
 class CliError(click.ClickException):
     """A domain error: printed as one line on stderr, exit code 2."""
 
     exit_code = EXIT_USAGE
+
+
+class CliIncomplete(CliError):
+    """The command did part of its work and cannot promise the rest: one line on stderr saying what is not
+    done and what to do, exit code 1."""
+
+    exit_code = EXIT_INCOMPLETE
 
 
 def store_option(fn: F) -> F:

@@ -1,8 +1,9 @@
 """``agentdiag sessions``, ``receipt``, ``status``, ``prune`` and ``clear``: the health of stored sessions.
 
 Readers open the store with ``create=False`` and never write to it; ``prune`` and ``clear`` are the only
-commands here that delete. Arguments are checked before the store is opened, so a bad ``--as-of`` is
-reported the same way whether or not the store exists.
+commands here that delete, and both rewrite the file afterwards so that nothing deleted is left in it (exit 1
+when another process keeps that from happening). Arguments are checked before the store is opened, so a bad
+``--as-of`` is reported the same way whether or not the store exists.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import click
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.cli._common import (
     CliError,
+    CliIncomplete,
     format_option,
     iso_utc,
     open_store,
@@ -29,7 +31,7 @@ from otel_agentdiag.cli._common import (
 from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt, session_receipts, store_receipt
 from otel_agentdiag.diagnostics.status import DEFAULT_STALL_THRESHOLD_S, REPETITION_THRESHOLD, Status, session_status
 from otel_agentdiag.redaction import hashing
-from otel_agentdiag.storage import RetentionLimits, SpanStore, StoreError
+from otel_agentdiag.storage import RetentionLimits, ScrubIncomplete, SpanStore, StoreError
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _HEX = re.compile(r"[0-9a-f]{4,64}")
@@ -353,7 +355,11 @@ def prune(
     store_path: Path | None,
     output_format: str,
 ) -> None:
-    """Apply the retention limits now (the defaults unless given) and print what was pruned."""
+    """Apply the retention limits now (the defaults unless given) and print what was pruned.
+
+    Then the store is rewritten so that no byte of a pruned span (now or by an earlier write) is left in its
+    files; when another process keeps that from happening (an open read transaction), exit 1 with one line.
+    """
     defaults = RetentionLimits()
 
     def pick(value: float | None, default: Any) -> Any:
@@ -377,6 +383,12 @@ def prune(
         raise CliError(str(exc)) from None
     with store:
         result = store.prune()
+        report = store.scrub()
+    if not report.complete:
+        raise CliIncomplete(
+            f"pruned {result.spans} span(s), {result.bytes} byte(s) from {path}, but {report.problem};"
+            f" {report.advice('agentdiag prune')}"
+        )
     if output_format == "json":
         _echo_json({"pruned_spans": result.spans, "pruned_bytes": result.bytes})
         return
@@ -389,15 +401,25 @@ def prune(
 @store_option
 @format_option
 def clear(session_text: str, yes: bool, store_path: Path | None, output_format: str) -> None:
-    """Delete a session's spans; spans of it still in flight are dropped when they arrive (counted).
+    """Delete a session's spans and captured content; spans of it still in flight are dropped when they arrive
+    (counted).
 
-    On an interactive terminal it asks first (``--yes`` skips the question); in scripts it does what it is told.
+    Exit 0: no byte of them is left in the store's file, its -wal or -shm. Exit 1 (one line): they are deleted,
+    but another process holds a read transaction open on the store, so their bytes may remain; stop it and run
+    the same clear again. On an interactive terminal it asks first (``--yes`` skips the question); in scripts it
+    does what it is told.
     """
     with open_store(store_path) as store:
         session = resolve_session(store, session_text, resolve_store_path(store_path))
         if not yes and sys.stdin.isatty():
             click.confirm(f"delete every span of session {session}?", abort=True, err=True)
-        deleted = store.clear_session(session)
+        try:
+            deleted = store.clear_session(session)
+        except ScrubIncomplete as exc:
+            raise CliIncomplete(
+                f"session {session}: {exc.deleted} span(s) deleted, but {exc.report.problem};"
+                f" {exc.report.advice('agentdiag clear with the same --session')}"
+            ) from None
     if output_format == "json":
         _echo_json({"session": session, "cleared_spans": deleted})
         return

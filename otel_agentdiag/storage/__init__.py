@@ -1,4 +1,4 @@
-"""The local trace store: ``SpanStore`` (the one owner of the database), its migrations and retention."""
+"""The local trace store: ``SpanStore`` (the one owner of the database), its migrations, retention and scrubbing."""
 
 from otel_agentdiag.storage.migrations import LATEST_VERSION, StoreError
 from otel_agentdiag.storage.retention import (
@@ -6,6 +6,7 @@ from otel_agentdiag.storage.retention import (
     STORE_DROPPED_EVENTS,
     RetentionLimits,
 )
+from otel_agentdiag.storage.scrub import ScrubIncomplete, ScrubReport
 from otel_agentdiag.storage.store import (
     ALL_SESSIONS,
     DROP_CAUSES,
@@ -45,6 +46,8 @@ __all__ = [
     "ObserverInfo",
     "PruneResult",
     "RetentionLimits",
+    "ScrubIncomplete",
+    "ScrubReport",
     "SessionStats",
     "SessionSummary",
     "SpanRow",

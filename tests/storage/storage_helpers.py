@@ -120,3 +120,22 @@ def check_ledger(path: Path, *, sizes: bool = True) -> None:
         ),
     )
     assert mismatched == [(0,)]
+
+
+STORE_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def files_holding(path: Path, needles: dict[str, bytes]) -> dict[str, list[str]]:
+    """Which of the store's files (database, ``-wal``, ``-shm``, ``-journal``) hold each needle byte for byte,
+    read raw (not through SQLite): ``{label: [file, ...]}`` for the needles found anywhere."""
+    contents = {}
+    for suffix in STORE_FILES:
+        part = Path(f"{path}{suffix}")
+        if part.is_file():
+            contents[suffix or "db"] = part.read_bytes()
+    found: dict[str, list[str]] = {}
+    for label, needle in needles.items():
+        where = [name for name, data in contents.items() if needle in data]
+        if where:
+            found[label] = where
+    return found
