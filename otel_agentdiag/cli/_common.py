@@ -10,16 +10,35 @@ from typing import Any, TypeVar
 
 import click
 
+from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.storage import SpanStore, StoreError
 from otel_agentdiag.storage.store import default_store_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+__all__ = [
+    "EXIT_USAGE",
+    "CliError",
+    "can_encode",
+    "describe_input",
+    "duration_ms",
+    "format_option",
+    "human_duration",
+    "iso_utc",
+    "open_store",
+    "resolve_store_path",
+    "store_option",
+]
+
 EXIT_USAGE = 2
 
 
 class CliError(click.ClickException):
-    """A domain error: printed as one line on stderr, exit code 2."""
+    """A domain error: printed as one line on stderr, exit code 2.
+
+    A message about an id, a session, a time or a URL the user gave describes it with :func:`describe_input`
+    (its length and kind of characters), never repeats it: the text may be a raw id or hold a credential.
+    """
 
     exit_code = EXIT_USAGE
 
