@@ -3,10 +3,8 @@
 An id, a session name, a time or a URL given on the command line can hold a credential or personal data (a
 raw conversation id, a token pasted into an endpoint's path). Error lines end up in terminals, CI logs and
 issue reports, so they describe such input by its shape instead of echoing it: :func:`describe_input` says
-how long it is and what kind of characters it holds; :func:`safe_url` shows where an endpoint points (scheme,
-host, port and the path segments that are plain words) and never its user info, query, fragment or a path
-segment that could be a token; :func:`scrub` takes the values a user gave out of a message someone else
-(click) wrote.
+how long it is and what kind of characters it holds; :func:`scrub` takes the values a user gave out of a
+message someone else (click) wrote. (Where an endpoint points is shown by ``cli._common.safe_url``.)
 
 Paths of files given on the command line are not covered: naming the file is what makes an error about it
 useful, and it is the user's own.
@@ -16,13 +14,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
-__all__ = ["describe_input", "safe_url", "scrub"]
+__all__ = ["describe_input", "scrub"]
 
 _HEX = frozenset("0123456789abcdefABCDEF")
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9._\-]{0,15}")
-"""A path segment shown as it is: a short word (``v1``, ``traces``, ``otlp``, ``tenant-a``), no longer than 16."""
 _MIN_SCRUBBED = 4
 
 
@@ -44,32 +39,6 @@ def describe_input(value: object) -> str:
     else:
         kind = "non-printable characters too"
     return f"a value of {n} character{'' if n == 1 else 's'} ({kind})"
-
-
-def _segment(segment: str) -> str:
-    if not segment or _WORD.fullmatch(segment):
-        # A word can still be a credential (a short password used as a path): the recogniser decides.
-        from otel_agentdiag.redaction.policy import is_sensitive
-
-        return "…" if segment and is_sensitive(segment) else segment
-    return "…"
-
-
-def safe_url(url: str) -> str:
-    """Where ``url`` points, safe to print: ``scheme://host:port/path``, where only path segments that are
-    short words stay (any other segment, a token say, shows as ``…``); never user info, query or fragment.
-    ``<unparseable endpoint>`` when it is not a URL."""
-    try:
-        parts = urlsplit(url.strip())
-        host = parts.hostname or "?"
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "<unparseable endpoint>"
-    if ":" in host:
-        host = f"[{host}]"
-    scheme = parts.scheme if _WORD.fullmatch(parts.scheme or "") else "…"
-    path = "/".join(_segment(s) for s in parts.path.split("/"))
-    return f"{scheme}://{host}{port}{path}"
 
 
 def scrub(message: str, given: Iterable[str], keep: Iterable[str] = ()) -> str:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
 from otel_agentdiag._internal.inputs import describe_input
+from otel_agentdiag.redaction.policy import is_sensitive
 from otel_agentdiag.storage import SpanStore, StoreError
 from otel_agentdiag.storage.store import default_store_path
 
@@ -27,6 +30,7 @@ __all__ = [
     "iso_utc",
     "open_store",
     "resolve_store_path",
+    "safe_url",
     "store_option",
 ]
 
@@ -109,3 +113,32 @@ def can_encode(text: str) -> bool:
     except (UnicodeEncodeError, LookupError):
         return False
     return True
+
+
+# -- endpoints ---------------------------------------------------------------------------------------------------
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9._\-]{0,15}")
+"""A path segment shown as it is: a short word (``v1``, ``traces``, ``otlp``, ``tenant-a``), at most 16 long."""
+
+
+def _segment(segment: str) -> str:
+    if not segment:
+        return segment
+    # A word can still be a credential (a short password used as a path): the recogniser decides.
+    return segment if _WORD.fullmatch(segment) and not is_sensitive(segment) else "…"
+
+
+def safe_url(url: str) -> str:
+    """Where ``url`` points, safe to print: ``scheme://host:port/path``, where only path segments that are
+    short words stay (any other segment, a token say, shows as ``…``); never user info, query or fragment.
+    ``<unparseable endpoint>`` when it is not a URL."""
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<unparseable endpoint>"
+    if ":" in host:
+        host = f"[{host}]"
+    scheme = parts.scheme if _WORD.fullmatch(parts.scheme or "") else "…"
+    path = "/".join(_segment(s) for s in parts.path.split("/"))
+    return f"{scheme}://{host}{port}{path}"

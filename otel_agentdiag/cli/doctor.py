@@ -14,8 +14,7 @@ from typing import Any
 import click
 
 from otel_agentdiag import environment_variables as env
-from otel_agentdiag._internal.inputs import safe_url
-from otel_agentdiag.cli._common import CliError, format_option, store_option
+from otel_agentdiag.cli._common import CliError, format_option, safe_url, store_option
 from otel_agentdiag.redaction.policy import PolicyError
 
 EXIT_LEAKED = 1
@@ -31,7 +30,7 @@ _CONTENT_SWITCHES: dict[str, frozenset[str]] = {
 
 def _safe_endpoint(url: str) -> str:
     """Scheme, host, port and the plain-word path segments of an endpoint: never user info, query, fragment or
-    a token in its path (see :func:`~otel_agentdiag._internal.inputs.safe_url`)."""
+    a token in its path (see :func:`~otel_agentdiag.cli._common.safe_url`)."""
     return safe_url(url)
 
 

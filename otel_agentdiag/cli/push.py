@@ -23,13 +23,13 @@ from typing import Any
 
 import click
 
-from otel_agentdiag._internal.inputs import safe_url
 from otel_agentdiag.cli._common import (
     CliError,
     describe_input,
     format_option,
     open_store,
     resolve_store_path,
+    safe_url,
     store_option,
 )
 from otel_agentdiag.cli.health import parse_as_of, resolve_session
@@ -66,7 +66,7 @@ def parse_since(text: str) -> int:
 
 
 def display_endpoint(endpoint: str, protocol: str) -> str:
-    """Where the spans go, as the exporter will address it: :func:`~otel_agentdiag._internal.inputs.safe_url`
+    """Where the spans go, as the exporter will address it: :func:`~otel_agentdiag.cli._common.safe_url`
     (no user info, query, fragment, or path segment that is not a short word)."""
     text = endpoint.strip()
     bare = protocol == GRPC and "://" not in text

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from otel_agentdiag._internal.inputs import describe_input, safe_url, scrub
+from otel_agentdiag._internal.inputs import describe_input, scrub
 from otel_agentdiag.cli import cli
+from otel_agentdiag.cli._common import safe_url
 
 SENTINEL = "tok_HOSTILE_7f3a9c"
 HEX_SENTINEL = "deadbeefcafe7f3a9c01"
