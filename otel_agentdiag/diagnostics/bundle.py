@@ -188,9 +188,12 @@ def _read_session(store: SpanStore, session: str | None) -> tuple[Any, list[Stor
 
 
 def _newest_session(store: SpanStore) -> str | None:
+    """The session with the newest activity, observed sessions first (an imported one only when there is no
+    observed one: a file someone handed us cannot become the default bundle by carrying newer times)."""
     summaries = store.list_sessions()
     named = [s for s in summaries if s.session is not None]
-    return (named or summaries)[0].session if summaries else None
+    observed = [s for s in named if not is_imported(s.session)]
+    return (observed or named or summaries)[0].session if summaries else None
 
 
 @dataclass

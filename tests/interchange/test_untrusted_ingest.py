@@ -288,6 +288,9 @@ def test_a_forged_file_claiming_the_victims_observer_and_digest_changes_nothing_
     assert after == before  # receipt, status, the sessions row, the trace's observed spans, the bundle: as they were
     assert before["receipt"]["status"] == "valid" and before["receipt"]["provenance"] == "observed"
     assert after["default_status"]["session"] == session  # `status` without --session still shows the victim
+    default_bundle = tmp_path / "default-bundle.json"
+    assert invoke("export", "--out", default_bundle, "--store", victim).exit_code == 0
+    assert json.loads(default_bundle.read_text())["scope"]["sessions"] == [session]  # though the forgery is newer
 
     with SpanStore(victim, create=False) as opened:
         assert {s.span_id: s for s in opened.session_spans(session)} == rows_before  # not overwritten, nothing added
