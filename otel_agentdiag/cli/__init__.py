@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from otel_agentdiag._internal.inputs import scrub
 from otel_agentdiag.cli import demo as _demo
 from otel_agentdiag.cli import doctor as _doctor
 from otel_agentdiag.cli import export as _export
@@ -17,7 +18,7 @@ from otel_agentdiag.cli import ingest as _ingest
 from otel_agentdiag.cli import policy as _policy
 from otel_agentdiag.cli import push as _push
 from otel_agentdiag.cli import traces as _traces
-from otel_agentdiag.cli._common import EXIT_USAGE, CliIncomplete
+from otel_agentdiag.cli._common import EXIT_USAGE, CliError, CliIncomplete
 from otel_agentdiag.storage import StoreError
 from otel_agentdiag.version import __version__
 
@@ -52,7 +53,12 @@ class _Group(click.Group):
             hint = ""
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 hint = f" (see '{exc.ctx.command_path} --help')"
-            click.echo(f"agentdiag: error: {_one_line(exc.format_message())}{_one_line(hint)}", err=True)
+            message = exc.format_message()
+            if not isinstance(exc, CliError):
+                # click's own messages quote what was typed (a bad value, an unknown option, an extra argument):
+                # each word given is described instead, as our own messages do (describe_input).
+                message = scrub(message, _given_words(sys.argv[1:] if args is None else args), self._names())
+            click.echo(f"agentdiag: error: {_one_line(message)}{_one_line(hint)}", err=True)
             sys.exit(exc.exit_code if isinstance(exc, CliIncomplete) else EXIT_USAGE)
         except (StoreError, sqlite3.DatabaseError) as exc:
             # A store that opened but fails on read (a damaged page, say) is still one line, not a traceback.
@@ -66,6 +72,26 @@ class _Group(click.Group):
             sys.stderr.close()
             sys.exit(0)
         sys.exit(result if isinstance(result, int) else 0)
+
+    def _names(self) -> set[str]:
+        """Command and option names: words a message may repeat (they are ours, not the user's data)."""
+        names: set[str] = set(self.commands)
+        for command in (self, *self.commands.values()):
+            for param in command.params:
+                names.update(param.opts)
+                names.update(param.secondary_opts)
+        return names
+
+
+def _given_words(args: Any) -> list[str]:
+    """The words of the command line, and the value of each ``--option=value`` word."""
+    words: list[str] = []
+    for arg in args or ():
+        text = str(arg)
+        words.append(text)
+        if text.startswith("-") and "=" in text:
+            words.extend(text.split("=", 1))
+    return words
 
 
 def _one_line(text: str) -> str:

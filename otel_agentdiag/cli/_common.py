@@ -2,25 +2,48 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
+from otel_agentdiag._internal.inputs import describe_input
+from otel_agentdiag.redaction.policy import is_sensitive
 from otel_agentdiag.storage import SpanStore, StoreError
 from otel_agentdiag.storage.store import default_store_path
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = [
+    "EXIT_USAGE",
+    "CliError",
+    "can_encode",
+    "describe_input",
+    "duration_ms",
+    "format_option",
+    "human_duration",
+    "iso_utc",
+    "open_store",
+    "resolve_store_path",
+    "safe_url",
+    "store_option",
+]
 
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 1
 
 
 class CliError(click.ClickException):
-    """A domain error: printed as one line on stderr, exit code 2."""
+    """A domain error: printed as one line on stderr, exit code 2.
+
+    A message about an id, a session, a time or a URL the user gave describes it with :func:`describe_input`
+    (its length and kind of characters), never repeats it: the text may be a raw id or hold a credential.
+    """
 
     exit_code = EXIT_USAGE
 
@@ -98,3 +121,32 @@ def can_encode(text: str) -> bool:
     except (UnicodeEncodeError, LookupError):
         return False
     return True
+
+
+# -- endpoints ---------------------------------------------------------------------------------------------------
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9._\-]{0,15}")
+"""A path segment shown as it is: a short word (``v1``, ``traces``, ``otlp``, ``tenant-a``), at most 16 long."""
+
+
+def _segment(segment: str) -> str:
+    if not segment:
+        return segment
+    # A word can still be a credential (a short password used as a path): the recogniser decides.
+    return segment if _WORD.fullmatch(segment) and not is_sensitive(segment) else "…"
+
+
+def safe_url(url: str) -> str:
+    """Where ``url`` points, safe to print: ``scheme://host:port/path``, where only path segments that are
+    short words stay (any other segment, a token say, shows as ``…``); never user info, query or fragment.
+    ``<unparseable endpoint>`` when it is not a URL."""
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<unparseable endpoint>"
+    if ":" in host:
+        host = f"[{host}]"
+    scheme = parts.scheme if _WORD.fullmatch(parts.scheme or "") else "…"
+    path = "/".join(_segment(s) for s in parts.path.split("/"))
+    return f"{scheme}://{host}{port}{path}"

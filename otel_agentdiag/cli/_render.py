@@ -41,6 +41,8 @@ def span_json(span: StoredSpan) -> dict[str, Any]:
     }
     if span.corrupt:
         out["corrupt"] = True  # a stored column could not be decoded; what could be read is shown
+    if span.imported:
+        out["imported"] = True  # from `agentdiag ingest`, not observed here (its session is imported:<digest>)
     return out
 
 
@@ -181,6 +183,8 @@ def _details(span: StoredSpan) -> list[str]:
         out.append(f"redacted={redacted}")
     if span.corrupt:
         out.append("CORRUPT ROW")
+    if span.imported:
+        out.append("IMPORTED")
     return out
 
 

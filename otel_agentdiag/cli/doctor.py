@@ -10,12 +10,11 @@ import json
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import click
 
 from otel_agentdiag import environment_variables as env
-from otel_agentdiag.cli._common import CliError, format_option, store_option
+from otel_agentdiag.cli._common import CliError, format_option, safe_url, store_option
 from otel_agentdiag.redaction.policy import PolicyError
 
 EXIT_LEAKED = 1
@@ -30,14 +29,9 @@ _CONTENT_SWITCHES: dict[str, frozenset[str]] = {
 
 
 def _safe_endpoint(url: str) -> str:
-    """Scheme, host, port and path of an endpoint: never user-info, query or fragment."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "?"
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "<unparseable endpoint>"
-    return f"{parts.scheme}://{host}{port}{parts.path}"
+    """Scheme, host, port and the plain-word path segments of an endpoint: never user info, query, fragment or
+    a token in its path (see :func:`~otel_agentdiag.cli._common.safe_url`)."""
+    return safe_url(url)
 
 
 def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, dict[str, Any]]:

@@ -22,6 +22,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.cli._common import (
     CliError,
     CliIncomplete,
+    describe_input,
     format_option,
     iso_utc,
     open_store,
@@ -32,6 +33,13 @@ from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt, session
 from otel_agentdiag.diagnostics.status import DEFAULT_STALL_THRESHOLD_S, REPETITION_THRESHOLD, Status, session_status
 from otel_agentdiag.redaction import hashing
 from otel_agentdiag.storage import RetentionLimits, ScrubIncomplete, SpanStore, StoreError
+from otel_agentdiag.storage.provenance import (
+    IMPORTED_PREFIX,
+    imported_session,
+    is_imported,
+    observed_digest,
+    provenance_of,
+)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _HEX = re.compile(r"[0-9a-f]{4,64}")
@@ -51,9 +59,9 @@ def parse_as_of(text: str) -> int:
     try:
         moment = datetime.fromisoformat(raw)
     except ValueError:
-        raise ValueError(f"{text!r} is not an ISO-8601 time (e.g. 2025-01-31T12:00:00Z)") from None
+        raise ValueError(f"{describe_input(text)} is not an ISO-8601 time (e.g. 2025-01-31T12:00:00Z)") from None
     if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError(f"{text!r} has no timezone; add one, e.g. Z or +02:00")
+        raise ValueError(f"{describe_input(text)} is a time without a timezone; add one, e.g. Z or +02:00")
     delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
 
@@ -69,7 +77,7 @@ def _as_of_option(ctx: click.Context, param: click.Parameter, value: str | None)
 
 def _threshold_option(ctx: click.Context, param: click.Parameter, value: float) -> float:
     if not (math.isfinite(value) and value > 0):
-        raise click.BadParameter(f"{value!r} is not a positive number of seconds", ctx=ctx, param=param)
+        raise click.BadParameter(f"{describe_input(value)} is not a positive number of seconds", ctx=ctx, param=param)
     return value
 
 
@@ -82,9 +90,11 @@ def _limit_option(ctx: click.Context, param: click.Parameter, value: str | None)
     try:
         number = float(value) if param.name == "max_session_age" else int(value)
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a positive number or 'none'", ctx=ctx, param=param) from None
+        raise click.BadParameter(
+            f"{describe_input(value)} is not a positive number or 'none'", ctx=ctx, param=param
+        ) from None
     if not (math.isfinite(number) and number > 0):
-        raise click.BadParameter(f"{value!r} is not a positive number or 'none'", ctx=ctx, param=param)
+        raise click.BadParameter(f"{describe_input(value)} is not a positive number or 'none'", ctx=ctx, param=param)
     return number
 
 
@@ -92,6 +102,7 @@ def _limit_option(ctx: click.Context, param: click.Parameter, value: str | None)
 def _known_sessions(store: SpanStore) -> set[str]:
     found = {s.session for s in store.list_sessions() if s.session}
     found.update(s.session for s in store.session_stats() if s.session)
+    found.update(s for s in store.violation_counts() if s)  # known only from a rejected ingest line
     return found
 
 
@@ -108,15 +119,28 @@ def _raw_id_digests(text: str, store_path: Path) -> list[str] | None:
     ]
 
 
-def resolve_session(store: SpanStore, text: str, store_path: Path) -> str:
-    """The stored session digest ``text`` names: a digest, a unique prefix of one (with or without the
-    ``hmac-sha256:<key id>:`` part), or a raw conversation/session id hashed with the store's key.
+def _prefer_observed(matches: set[str]) -> set[str]:
+    """A session this machine observed and its imported namesake (``imported:<digest>``) are one name: the
+    observed one is meant (the imported copy is named by its full key)."""
+    observed = {m for m in matches if not is_imported(m)}
+    if observed and all(observed_digest(m) in observed for m in matches):
+        return observed
+    return matches
 
-    Every reading is tried; two readings naming different sessions are an error, never a guess.
+
+def resolve_session(store: SpanStore, text: str, store_path: Path) -> str:
+    """The stored session key ``text`` names: a key (a digest, or ``imported:<digest>`` for an imported
+    session), a unique prefix of one (with or without the ``hmac-sha256:<key id>:`` part), or a raw
+    conversation/session id hashed with the store's key.
+
+    Every reading is tried; two readings naming different sessions are an error, never a guess, except that a
+    digest names the session observed here before its imported namesake. Errors describe ``text`` without
+    repeating it (it may be a raw id).
     """
     needle = text.strip()
     if not needle:
         raise CliError("--session is empty; give a session digest, a unique prefix of one, or a raw session id")
+    shown = describe_input(text)
     known = _known_sessions(store)
     matches: set[str] = set()
     if needle in known:
@@ -125,34 +149,45 @@ def resolve_session(store: SpanStore, text: str, store_path: Path) -> str:
         matches.add(store.resolve_session(needle))
     except StoreError:
         pass  # not a stored digest or prefix: the text may still be a raw id, tried below
-    prefix_hits = [s for s in known if s.startswith(needle)] if len(needle) >= 4 else []
+    if imported_session(needle) in known:
+        matches.add(imported_session(needle))
+    prefix_hits = _prefer_observed({s for s in known if s.startswith(needle)} if len(needle) >= 4 else set())
     if len(prefix_hits) > 1:
-        raise CliError(f"session prefix {needle!r} is ambiguous ({len(prefix_hits)} sessions); give more of it")
+        raise CliError(f"the --session prefix ({shown}) is ambiguous ({len(prefix_hits)} sessions); give more of it")
     matches.update(prefix_hits)
     lowered = needle.lower()
     if _HEX.fullmatch(lowered):
-        tail_hits = [s for s in known if s.rsplit(":", 1)[-1].startswith(lowered)]
+        tail_hits = _prefer_observed({s for s in known if s.rsplit(":", 1)[-1].startswith(lowered)})
         if len(tail_hits) > 1:
-            raise CliError(f"session prefix {needle!r} is ambiguous ({len(tail_hits)} sessions); give more of it")
+            raise CliError(f"the --session prefix ({shown}) is ambiguous ({len(tail_hits)} sessions); give more of it")
         matches.update(tail_hits)
     digests = _raw_id_digests(needle, store_path)
     if digests is not None:
-        matches.update(d for d in digests if d in known)
+        for digest in digests:
+            matches.update(key for key in (digest, imported_session(digest)) if key in known)
+    matches = _prefer_observed(matches)
     if len(matches) > 1:
-        raise CliError(f"{needle!r} names more than one session (as a digest prefix and as a raw id); give the digest")
+        raise CliError(
+            f"the --session value ({shown}) names more than one session (as a digest prefix and as a raw id);"
+            " give the digest"
+        )
     if matches:
         return matches.pop()
     if digests is None:
         raise CliError(
-            f"no session {needle!r} in {store.path}; it is not a stored digest or prefix, and a raw session id "
-            "cannot be resolved without the store's hash key (AGENTDIAG_HASH_KEY, or hash.key beside the store)"
+            f"no session in {store.path} matches the --session value ({shown}); it is not a stored digest or"
+            " prefix, and a raw session id cannot be resolved without the store's hash key (AGENTDIAG_HASH_KEY,"
+            " or hash.key beside the store)"
         )
-    raise CliError(f"no session {needle!r} in {store.path}")
+    raise CliError(f"no session in {store.path} matches the --session value ({shown})")
 
 
 def _short(session: str | None) -> str:
     if session is None:
         return "(no session)"
+    if is_imported(session):
+        digest = observed_digest(session)
+        return IMPORTED_PREFIX + (_short(digest) if digest is not None else "(no session)")
     if session.count(":") == 2:
         return session[: session.rindex(":") + 13]
     return session[:24]
@@ -163,9 +198,12 @@ def _echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
+_COLOURS = {"valid": "green", "imported": "cyan", "degraded": "yellow", "quarantined": "magenta", "invalid": "red"}
+
+
 def _receipt_lines(receipt: Receipt, *, title: str) -> list[str]:
     c = receipt.counts
-    colour = {"valid": "green", "degraded": "yellow", "quarantined": "magenta", "invalid": "red"}[receipt.status]
+    colour = _COLOURS.get(receipt.status, "red")
     lines = [
         f"{title}: {click.style(receipt.status, fg=colour, bold=True)}",
         f"  reasons: {', '.join(receipt.reasons) if receipt.reasons else 'none'}",
@@ -179,6 +217,7 @@ def _receipt_lines(receipt: Receipt, *, title: str) -> list[str]:
         f"  redactor errors {c['rejected_redactor_error']}, public-safety removals {c['public_safety_violations']},"
         f" malformed rows {c['malformed_rows']}",
         f"  observers: {', '.join(receipt.observers) if receipt.observers else 'none'}",
+        f"  provenance: {receipt.provenance}",
     ]
     if receipt.status == "invalid" and not receipt.reasons:
         lines.insert(1, "  (nothing to judge)" if c["spans"] == 0 else "  (malformed rows)")
@@ -237,6 +276,7 @@ def sessions(store_path: Path | None, output_format: str) -> None:
                 "generation": s.generation,
                 "pruned_spans": s.pruned_spans,
                 "receipt_status": receipt.status if receipt is not None else "invalid",
+                "provenance": provenance_of(s.session),
             }
         )
     if output_format == "json":

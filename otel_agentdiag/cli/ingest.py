@@ -1,4 +1,5 @@
-"""``agentdiag ingest``: OTLP-JSON into the store, through the local policy; rejected lines are recorded."""
+"""``agentdiag ingest``: OTLP-JSON into the store, re-checked through the local policy and filed as imported
+(never as observed); rejected lines are recorded."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import click
 
-from otel_agentdiag.cli._common import CliError, format_option, resolve_store_path, store_option
+from otel_agentdiag.cli._common import CliError, describe_input, format_option, resolve_store_path, store_option
 from otel_agentdiag.interchange.ingest import IngestError, IngestResult, UnusableInput, ingest_otlp_json
 from otel_agentdiag.storage import RetentionLimits
 
@@ -36,6 +37,7 @@ def _summary_json(result: IngestResult) -> dict[str, Any]:
         "duplicates": result.duplicates,
         "pruned": result.pruned,
         "numbered": result.numbered,
+        "claimed_observers": result.claimed_observers,
         "redaction_failures": result.redaction_failures,
     }
 
@@ -46,6 +48,7 @@ def _summary_lines(result: IngestResult) -> list[str]:
         f" into {result.store} (policy {result.policy})",
         f"  {result.inserted} new, {result.duplicates} already stored; {result.numbered} numbered by this ingest"
         f" (observer {result.observer})",
+        "  filed as imported (sessions imported:<digest>): their receipts say imported, never valid",
     ]
     if result.pruned:
         lines.append(
@@ -75,10 +78,12 @@ def _age_option(ctx: click.Context, param: click.Parameter, value: str | None) -
         seconds = float(value)
     except ValueError:
         raise click.BadParameter(
-            f"{value!r} is not a positive number of seconds or 'none'", ctx=ctx, param=param
+            f"{describe_input(value)} is not a positive number of seconds or 'none'", ctx=ctx, param=param
         ) from None
     if not (math.isfinite(seconds) and seconds > 0):
-        raise click.BadParameter(f"{value!r} is not a positive number of seconds or 'none'", ctx=ctx, param=param)
+        raise click.BadParameter(
+            f"{describe_input(value)} is not a positive number of seconds or 'none'", ctx=ctx, param=param
+        )
     return seconds
 
 
@@ -88,8 +93,8 @@ def _age_option(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option(
     "--trust-names",
     is_flag=True,
-    help="Keep the tool and agent names of every span (default: only of spans an otel-agentdiag pipeline "
-    "numbered; other names become _OTHER).",
+    help="Keep the identifier-like tool and agent names that pass the public-safety check (default: every name "
+    "in the file becomes _OTHER, whatever the file claims).",
 )
 @click.option(
     "--max-session-age",
@@ -107,11 +112,13 @@ def ingest(
     max_session_age: float | None,
     output_format: str,
 ) -> None:
-    """Ingest an OTLP-JSON FILE (one request per line, or one document) into the store.
+    """Ingest an OTLP-JSON FILE (one request per line, or one document) into the store, as imported spans.
 
-    Spans go through the store's local policy and hash key, as live spans do. A line that is malformed or
-    rejected is recorded in the store (never its content), so the store's receipts say invalid. Exit 0 when
-    every line was taken, 1 when some were rejected, 2 when the file is unusable.
+    Nothing in the file is trusted: every span goes through the store's local policy and hash key, whatever
+    observer it claims, and is filed under an imported session (imported:<digest>) that never touches a
+    session this machine observed. A line that is malformed or rejected is recorded in the store (never its
+    content), so the store's receipts say invalid. Exit 0 when every line was taken, 1 when some were
+    rejected, 2 when the file is unusable.
     """
     path = resolve_store_path(store_path)
     try:

@@ -20,12 +20,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import click
 
-from otel_agentdiag.cli._common import CliError, format_option, open_store, resolve_store_path, store_option
-from otel_agentdiag.cli.doctor import _safe_endpoint
+from otel_agentdiag.cli._common import (
+    CliError,
+    describe_input,
+    format_option,
+    open_store,
+    resolve_store_path,
+    safe_url,
+    store_option,
+)
 from otel_agentdiag.cli.health import parse_as_of, resolve_session
 from otel_agentdiag.diagnostics.projection import load_store_hasher
 from otel_agentdiag.diagnostics.push import (
@@ -50,7 +56,7 @@ def parse_since(text: str) -> int:
     if _UNIX_SECONDS.fullmatch(raw):
         seconds = float(raw)
         if not math.isfinite(seconds):
-            raise ValueError(f"{text!r} is not a time")
+            raise ValueError(f"{describe_input(text)} is not a time")
         whole, _, fraction = raw.partition(".")
         return int(whole) * 1_000_000_000 + int((fraction + "000000000")[:9])
     try:
@@ -60,17 +66,12 @@ def parse_since(text: str) -> int:
 
 
 def display_endpoint(endpoint: str, protocol: str) -> str:
-    """Where the spans go, as the exporter will address it, without user info, query or fragment."""
+    """Where the spans go, as the exporter will address it: :func:`~otel_agentdiag.cli._common.safe_url`
+    (no user info, query, fragment, or path segment that is not a short word)."""
     text = endpoint.strip()
     bare = protocol == GRPC and "://" not in text
     url = ("grpc://" + text) if bare else text if protocol == GRPC else traces_url(text)
-    shown = _safe_endpoint(url)
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        host = ""
-    if ":" in host:  # an IPv6 address: _safe_endpoint prints it without its brackets
-        shown = shown.replace(f"://{host}", f"://[{host}]", 1)
+    shown = safe_url(url)
     if protocol == GRPC:  # the exporter uses host and port only
         scheme, rest = shown.split("://", 1)
         shown = rest.split("/", 1)[0] if bare else f"{scheme}://{rest.split('/', 1)[0]}"
@@ -221,7 +222,7 @@ def push(
         except ValueError as exc:
             raise CliError(f"--since: {exc}") from None
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise CliError(f"--timeout must be a positive number of seconds, not {timeout!r}")
+        raise CliError(f"--timeout must be a positive number of seconds, not {describe_input(timeout)}")
     where = display_endpoint(endpoint, protocol)
     path = resolve_store_path(store_path)
     with open_store(store_path) as store:

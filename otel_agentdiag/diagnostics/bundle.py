@@ -20,7 +20,8 @@ Document (``schema_version`` 1)::
       "pruned": 0,                           # spans pruned by retention, cumulative for the whole store
       "omitted": 0,                          # rows of the scope that failed re-validation
       "sessions": [
-        {"session": "hmac-sha256:...",
+        {"session": "hmac-sha256:...",       # "imported:hmac-sha256:..." for a session agentdiag ingest imported
+         "provenance": "observed",           # or "imported"
          "availability": {"spans_stored": 12, "spans_included": 12},
          "omitted": 0, "omitted_reasons": {},
          "dropped": {},                      # reason -> spans left out by a limit (DROP_REASONS)
@@ -56,12 +57,14 @@ from opentelemetry.trace import StatusCode
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.files import write_private_file
 from otel_agentdiag._internal.jsonsafe import finite
+from otel_agentdiag.diagnostics.parents import spans_elsewhere
 from otel_agentdiag.diagnostics.projection import strict_projection
 from otel_agentdiag.diagnostics.receipt import session_receipt
 from otel_agentdiag.diagnostics.status import iso_utc, project
 from otel_agentdiag.redaction.hashing import IdHasher, ephemeral_key
 from otel_agentdiag.redaction.policy import STRICT
 from otel_agentdiag.storage import SpanStore, StoredSpan
+from otel_agentdiag.storage.provenance import imported_session, is_imported, observed_digest
 from otel_agentdiag.version import __version__
 
 __all__ = [
@@ -185,9 +188,12 @@ def _read_session(store: SpanStore, session: str | None) -> tuple[Any, list[Stor
 
 
 def _newest_session(store: SpanStore) -> str | None:
+    """The session with the newest activity, observed sessions first (an imported one only when there is no
+    observed one: a file someone handed us cannot become the default bundle by carrying newer times)."""
     summaries = store.list_sessions()
     named = [s for s in summaries if s.session is not None]
-    return (named or summaries)[0].session if summaries else None
+    observed = [s for s in named if not is_imported(s.session)]
+    return (observed or named or summaries)[0].session if summaries else None
 
 
 @dataclass
@@ -225,9 +231,12 @@ def build_bundle(
     keyed = hasher if hasher is not None else IdHasher(ephemeral_key(), algorithm=STRICT.hash_function)
 
     def label(session: str | None) -> str | None:
-        """A session as the bundle names it: its digest, the way the projection turns the span's id."""
+        """A session as the bundle names it: its digest, the way the projection turns the span's id (an
+        imported session as ``imported:`` and that)."""
         if session is None or keyed.is_digest(session):
             return session
+        if is_imported(session):
+            return imported_session(label(observed_digest(session)))
         return keyed.digest(sc.ID_KIND_CONVERSATION, session)
 
     entries: list[_Entry] = []
@@ -236,7 +245,8 @@ def build_bundle(
         receipt, rows = _read_session(store, session)
         projection = strict_projection(_newest_first(rows), hasher=keyed, policy=STRICT)
         omitted_total += projection.omitted
-        status = project(rows, receipt, session=label(session), as_of_ns=now).to_json()
+        elsewhere = spans_elsewhere(store, session, rows)
+        status = project(rows, receipt, session=label(session), as_of_ns=now, elsewhere=elsewhere).to_json()
         receipt_json = receipt.to_json()
         receipt_json["session"] = label(session)
         kept_tools = {s.attributes.get(sc.GEN_AI_TOOL_NAME) for s in projection.spans if s.attributes is not None}
@@ -254,6 +264,7 @@ def build_bundle(
                 spans.append((span.start_time or 0, text))
         doc = {
             "session": label(session),
+            "provenance": receipt.provenance,
             "availability": {"spans_stored": len(rows), "spans_included": len(spans)},
             "omitted": projection.omitted,
             "omitted_reasons": dict(sorted(projection.omitted_reasons.items())),

@@ -14,9 +14,10 @@ A row that cannot take part is **omitted and counted, never serialized**:
 Tool and agent names: the strict policy keeps only registered names. A store is read by a process that did not
 register the capturing program's names, so by default the registry is rebuilt from the rows themselves: a
 name a row carries is taken if it is registrable (an identifier-like token, as
-:data:`~otel_agentdiag._internal.names.NAME_PATTERN` says). Both presets stored only registered names, so this
-restores the capture-time registry; pass ``names`` to decide otherwise (an empty registry turns every tool
-and agent name into ``_OTHER``).
+:data:`~otel_agentdiag._internal.names.NAME_PATTERN` says, that passes the public-safety check: a row is
+re-validated, not trusted, and one written by hand may hold a token shaped like a name). Both presets stored
+only registered names, so this restores the capture-time registry; pass ``names`` to decide otherwise (an
+empty registry turns every tool and agent name into ``_OTHER``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NAME_KEYS, NAME_PATTERN, NameRegistry
 from otel_agentdiag.redaction import hashing
 from otel_agentdiag.redaction.hashing import IdHasher
-from otel_agentdiag.redaction.policy import STRICT, Policy
+from otel_agentdiag.redaction.policy import STRICT, Policy, is_sensitive
 from otel_agentdiag.redaction.processor import SpanRedactor
 from otel_agentdiag.storage import StoredSpan
 
@@ -192,14 +193,20 @@ def _shared(cache: dict[Any, Any] | None, key: Any, make: Callable[[], Any]) -> 
 
 
 def stored_names(spans: Iterable[StoredSpan]) -> NameRegistry:
-    """A name registry of the registrable tool and agent names the rows carry (see the module docstring)."""
+    """A name registry of the registrable tool and agent names the rows carry that pass the public-safety check
+    (see the module docstring)."""
     found: dict[str, set[str]] = {kind: set() for kind in NameRegistry.KINDS}
     for span in spans:
         if span.corrupt:
             continue
         for key, kind in NAME_KEYS.items():
             value = span.attributes.get(key)
-            if isinstance(value, str) and value != sc.OTHER_VALUE and NAME_PATTERN.fullmatch(value):
+            if (
+                isinstance(value, str)
+                and value != sc.OTHER_VALUE
+                and NAME_PATTERN.fullmatch(value)
+                and not is_sensitive(value)
+            ):
                 found[kind].add(value)
     registry = NameRegistry()
     try:

@@ -31,10 +31,11 @@ from opentelemetry.sdk.environment_variables import OTEL_EXPORTER_OTLP_TIMEOUT, 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.diagnostics.projection import strict_projection
 from otel_agentdiag.exporters.otlp import GRPC, HTTP_PROTOBUF, otlp_span_exporter, traces_url
 from otel_agentdiag.redaction.hashing import IdHasher
-from otel_agentdiag.redaction.policy import STRICT, Policy
+from otel_agentdiag.redaction.policy import STRICT
 from otel_agentdiag.storage import SpanStore, StoredSpan
 
 __all__ = [
@@ -68,14 +69,28 @@ def endpoint_key(endpoint: str, protocol: str) -> str:
     a bad port, an http/protobuf URL with a query or fragment (``/v1/traces`` would be appended after it), a
     gRPC target with user info; and for an unknown protocol. The message never repeats the endpoint.
     """
+    try:
+        return _endpoint_key(endpoint, protocol)
+    except _Unusable:
+        raise
+    except ValueError:
+        # urllib's own messages can quote the URL (an IPv6 address it cannot read, say): say what, not which.
+        raise _Unusable("the endpoint is not a URL the exporter can read (its host or port)") from None
+
+
+class _Unusable(ValueError):
+    """Why an endpoint cannot be used, in words of our own that never quote it."""
+
+
+def _endpoint_key(endpoint: str, protocol: str) -> str:
     text = endpoint.strip()
     if protocol == HTTP_PROTOBUF:
         parts = urlsplit(text)
         scheme = parts.scheme.lower()
         if scheme not in _DEFAULT_PORTS:
-            raise ValueError("an http/protobuf endpoint must be an http:// or https:// URL")
+            raise _Unusable("an http/protobuf endpoint must be an http:// or https:// URL")
         if parts.query or parts.fragment or text.endswith(("?", "#")):
-            raise ValueError(
+            raise _Unusable(
                 "an OTLP/HTTP base URL takes no query or fragment (send tokens as headers: "
                 "OTEL_EXPORTER_OTLP_TRACES_HEADERS)"
             )
@@ -84,18 +99,21 @@ def endpoint_key(endpoint: str, protocol: str) -> str:
         parts = urlsplit(text if "://" in text else "grpc://" + text)
         scheme = parts.scheme.lower()
         if scheme not in ("grpc", *_DEFAULT_PORTS):
-            raise ValueError("a gRPC endpoint must be host:port, http://host:port or https://host:port")
+            raise _Unusable("a gRPC endpoint must be host:port, http://host:port or https://host:port")
         if "@" in parts.netloc:
-            raise ValueError(
+            raise _Unusable(
                 "a gRPC endpoint takes no user info (send credentials as headers: OTEL_EXPORTER_OTLP_TRACES_HEADERS)"
             )
         path = ""
     else:
-        raise ValueError(f"protocol must be one of {HTTP_PROTOBUF}, {GRPC}, not {protocol!r}")
+        raise _Unusable(f"protocol must be one of {HTTP_PROTOBUF}, {GRPC}, not {describe_input(protocol)}")
     host = parts.hostname  # lower-cased, without user info or brackets
     if not host:
-        raise ValueError("the endpoint names no host")
-    port = parts.port  # raises ValueError for a port that is not a number in range
+        raise _Unusable("the endpoint names no host")
+    try:
+        port = parts.port  # raises ValueError for a port that is not a number in range (quoting it)
+    except ValueError:
+        raise _Unusable("the endpoint's port is not a number from 0 to 65535") from None
     if port is None:
         port = _DEFAULT_PORTS.get(scheme, 4317)
     if ":" in host:
@@ -144,7 +162,7 @@ def push_exporter(endpoint: str, protocol: str, *, timeout: float | None = None)
             return OTLPSpanExporter(endpoint=traces_url(endpoint), timeout=timeout)
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
-    raise ValueError(f"protocol must be one of {HTTP_PROTOBUF}, {GRPC}, not {protocol!r}")
+    raise ValueError(f"protocol must be one of {HTTP_PROTOBUF}, {GRPC}, not {describe_input(protocol)}")
 
 
 @dataclass
@@ -221,7 +239,6 @@ def push_spans(
     sessions: Sequence[str] | None = None,
     since_ns: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
-    policy: Policy = STRICT,
     on_batch: Callable[[int], None] | None = None,
 ) -> PushResult:
     """Push the selected, not yet pushed spans of ``store`` through ``exporter``; see the module docstring.
@@ -239,7 +256,9 @@ def push_spans(
     number = 0
     for rows in store.unpushed_spans(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size):
         number += 1
-        projection = strict_projection(rows, hasher=hasher, policy=policy)
+        # Always the strict preset, whatever policy wrote the rows or the agent's OTLP branch uses: what is stored
+        # is re-validated, not trusted (a row may have been written by a looser policy, an import, or by hand).
+        projection = strict_projection(rows, hasher=hasher, policy=STRICT)
         result.omitted += projection.omitted
         for reason, n in projection.omitted_reasons.items():
             result.omitted_reasons[reason] = result.omitted_reasons.get(reason, 0) + n

@@ -23,8 +23,18 @@ Status, worst first (the first rule that applies wins):
 ``degraded``
     Spans are missing or doubled: ``sequence_gap``, ``duplicate_sequence``, ``backpressure_drop`` (queue full,
     or still queued at shutdown), ``export_failure``, ``unfinished_span`` (started, never ended).
+``imported``
+    None of the above, but the spans were imported (``agentdiag ingest``), not observed here: their numbers
+    and ledger come from a file nothing authenticates, so the copy is judged against its own numbering and
+    never called ``valid``. Every receipt of an imported session carries the reason ``imported``.
 ``valid``
-    None of the above.
+    None of the above, for spans this machine observed.
+
+Provenance (:mod:`otel_agentdiag.storage.provenance`): imported spans are filed under ``imported:<digest>``
+session keys, so the receipt of a session this machine observed reads only what it observed (its rows, its
+ledger rows, its violations, and, to tell a missing parent, the observed spans of its traces): nothing an
+ingest writes changes it. :attr:`Receipt.provenance` says which (``observed`` or ``imported``; a store
+receipt says ``mixed`` when it holds both).
 
 Spans dropped because their session was cleared while they were in flight are counted
 (``dropped_cleared``) but do not degrade a receipt: the user asked for them to go.
@@ -38,10 +48,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag.diagnostics.parents import spans_elsewhere
 from otel_agentdiag.storage import SessionStats, SessionSummary, SpanStore, StoredSpan
+from otel_agentdiag.storage.provenance import IMPORTED as IMPORTED_PROVENANCE
+from otel_agentdiag.storage.provenance import OBSERVED, is_imported
 
 __all__ = [
     "COUNT_KEYS",
+    "PROVENANCES",
     "REASONS",
     "STATUSES",
     "Receipt",
@@ -54,11 +68,15 @@ __all__ = [
 ]
 
 VALID = "valid"
+IMPORTED = "imported"
 DEGRADED = "degraded"
 QUARANTINED = "quarantined"
 INVALID = "invalid"
-STATUSES = (VALID, DEGRADED, QUARANTINED, INVALID)
+STATUSES = (VALID, IMPORTED, DEGRADED, QUARANTINED, INVALID)
 """From best to worst."""
+MIXED = "mixed"
+PROVENANCES = (OBSERVED, IMPORTED_PROVENANCE, MIXED)
+"""Values of :attr:`Receipt.provenance` (``mixed``: a store receipt over observed and imported sessions)."""
 
 SEQUENCE_GAP = "sequence_gap"
 DUPLICATE_SEQUENCE = "duplicate_sequence"
@@ -74,6 +92,7 @@ REASONS = (
     BACKPRESSURE_DROP,
     DUPLICATE_SEQUENCE,
     EXPORT_FAILURE,
+    IMPORTED,
     INGEST_VIOLATION,
     LEDGER_INVALID,
     PUBLIC_SAFETY_VIOLATION,
@@ -138,15 +157,19 @@ class Receipt:
     session: str | None
     scope: str = "session"
     """``session`` or ``store``."""
+    provenance: str = OBSERVED
+    """``observed`` (spans this machine recorded), ``imported`` (``agentdiag ingest``), or for the store
+    ``mixed``: see :data:`PROVENANCES`."""
 
     def to_json(self) -> dict[str, Any]:
-        """The documented JSON shape: ``{"session", "status", "reasons", "counts", "observers"}``."""
+        """The documented JSON shape: ``{"session", "status", "reasons", "counts", "observers", "provenance"}``."""
         return {
             "session": self.session,
             "status": self.status,
             "reasons": list(self.reasons),
             "counts": dict(self.counts),
             "observers": list(self.observers),
+            "provenance": self.provenance,
         }
 
 
@@ -188,6 +211,8 @@ def _status_for(reasons: Iterable[str], *, spans: int, malformed: int) -> str:
         return QUARANTINED
     if found & _DEGRADED_REASONS:
         return DEGRADED
+    if IMPORTED in found:
+        return IMPORTED
     return VALID
 
 
@@ -211,6 +236,7 @@ def judge(data: ReceiptInput) -> Receipt:
     - ``ledger_invalid``: a ledger row with ``observed != accepted + sum(rejected) + sum(dropped)``, or
       ``sum(stored) - pruned_spans - cleared_spans`` different from the number of stored rows.
     - ``ingest_violation``: ``data.violations > 0`` (counted as ``ingest_violations``).
+    - ``imported``: the session key is an imported one (``imported:...``): the best verdict is ``imported``.
     """
     spans = data.spans
     stats = data.stats
@@ -299,6 +325,9 @@ def judge(data: ReceiptInput) -> Receipt:
         reasons.add(UNFINISHED_SPAN)
     if counts["ingest_violations"]:
         reasons.add(INGEST_VIOLATION)
+    imported = is_imported(data.session)
+    if imported:
+        reasons.add(IMPORTED)
     if row_observers - set(by_observer):
         reasons.add(STATS_MISSING)
     elif data.cleared_spans is None:
@@ -315,7 +344,8 @@ def judge(data: ReceiptInput) -> Receipt:
     observers = sorted((set(by_observer) | row_observers) - {NO_OBSERVER})
     ordered = {key: int(counts[key]) for key in COUNT_KEYS}
     status = _status_for(reasons, spans=ordered["spans"], malformed=ordered["malformed_rows"])
-    return Receipt(status=status, reasons=sorted(reasons), counts=ordered, observers=observers, session=data.session)
+    provenance = IMPORTED_PROVENANCE if imported else OBSERVED
+    return Receipt(status, sorted(reasons), ordered, observers, data.session, provenance=provenance)
 
 
 def _unfinished(
@@ -407,11 +437,7 @@ def _input_for(
 ) -> ReceiptInput:
     """``summary``: the session's entry of ``store.list_sessions()``; ``named_pruned()``: the pruned counts of
     every named session there, summed (asked only for the spans outside any session, when all were pruned)."""
-    ids = {(s.trace_id, s.span_id) for s in spans}
-    outside: dict[str, frozenset[str]] = {}
-    traces = {s.trace_id for s in spans if s.parent_span_id is not None and (s.trace_id, s.parent_span_id) not in ids}
-    for trace_id in traces:
-        outside[trace_id] = frozenset(s.span_id for s in store.get_trace(trace_id) if s.session != session)
+    outside = spans_elsewhere(store, session, spans)
     if summary is not None:
         pruned = summary.pruned_spans
     elif session is None and stats:
@@ -527,4 +553,6 @@ def combine(receipts: Sequence[Receipt], *, malformed_rows: int = 0, violations:
     reasons = sorted(found)
     observers = sorted({o for r in receipts for o in r.observers})
     status = _status_for(reasons, spans=counts["spans"], malformed=counts["malformed_rows"])
-    return Receipt(status=status, reasons=reasons, counts=counts, observers=observers, session=None, scope="store")
+    kinds = {r.provenance for r in receipts}
+    provenance = MIXED if len(kinds) > 1 or MIXED in kinds else (kinds.pop() if kinds else OBSERVED)
+    return Receipt(status, reasons, counts, observers, None, scope="store", provenance=provenance)

@@ -5,10 +5,17 @@ inferred: a span of the session that started (it holds a sequence number) but wa
 that stored spans name as their parent, is open — see :func:`otel_agentdiag.diagnostics.receipt.judge`
 (``unfinished_spans``). A session with such a span is **active**: its run started and has not finished.
 
+A session whose top was never seen to end is never ``finished`` either: when a span of it (other than an
+agent run or an entry span, whose caller may be in another process) names a parent stored nowhere in its
+trace (:func:`otel_agentdiag.diagnostics.parents.unseen_parents`) and the session lost no rows on purpose
+(retention or ``clear`` could have deleted that parent), its stage is ``unfinished``: the run that parent
+belongs to never ended (a writer killed mid-run) or was lost, and the rows cannot tell which.
+
 - ``stage``: ``idle`` (nothing stored), ``running`` / ``llm_running`` / ``tool_running`` (active; the last two
   are inferred from the last finished step: an LLM call that asked for tools is followed by a tool call, a
-  finished tool call or iteration by the next LLM call), ``errored`` (not active, and the newest run ended
-  with an error) or ``finished``.
+  finished tool call or iteration by the next LLM call), ``unfinished`` (not active, but the top of the
+  session's work was never seen to end: see above), ``errored`` (not active, and the newest run ended with
+  an error) or ``finished``.
 - ``counts``: finished spans by kind, error origins (error spans with no erroring child: one exception that
   propagates from a tool through its iteration and run is one error), and tokens from LLM spans only
   (``agentdiag.kind == "llm"``: the leaves; rollups on other spans would count twice).
@@ -23,12 +30,13 @@ that stored spans name as their parent, is open — see :func:`otel_agentdiag.di
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag.diagnostics.parents import spans_elsewhere, unseen_parents
 from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt
 from otel_agentdiag.storage import SpanStore, StoredSpan
 
@@ -44,7 +52,7 @@ __all__ = [
 
 DEFAULT_STALL_THRESHOLD_S = 300.0
 REPETITION_THRESHOLD = 3
-STAGES = ("idle", "running", "llm_running", "tool_running", "errored", "finished")
+STAGES = ("idle", "running", "llm_running", "tool_running", "unfinished", "errored", "finished")
 SIGNALS = ("stall_suspected", "repetition_suspected", "unrecovered_error", "event_loss", "integrity_not_valid")
 AS_OF_ARGUMENT = "argument"
 AS_OF_LAST_EVENT = "last_event"
@@ -100,6 +108,7 @@ class Status:
             },
             "recovery": {"errors": self.errors, "recovered": self.recovered, "unrecovered": self.unrecovered},
             "signals": list(self.signals),
+            "provenance": self.receipt.provenance,
         }
         if with_receipt:
             out["receipt"] = self.receipt.to_json()
@@ -145,8 +154,13 @@ def project(
     session: str | None,
     as_of_ns: int | None,
     stall_threshold_s: float = DEFAULT_STALL_THRESHOLD_S,
+    elsewhere: Mapping[str, frozenset[str]] | None = None,
 ) -> Status:
-    """The status of a session from its stored spans and its receipt. Pure."""
+    """The status of a session from its stored spans and its receipt. Pure.
+
+    ``elsewhere`` (:func:`~otel_agentdiag.diagnostics.parents.spans_elsewhere`): span ids stored outside the
+    session per trace, where a parent the session's spans name may be; None: nowhere.
+    """
     if not stall_threshold_s > 0 or stall_threshold_s == float("inf"):
         raise ValueError("stall_threshold_s must be a positive, finite number of seconds")
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.span_id))
@@ -188,10 +202,14 @@ def project(
     # -- activity and stage -----------------------------------------------------------------------------
     runs = [s for s in ordered if s.kind == sc.KIND_RUN]
     active = receipt.counts.get("unfinished_spans", 0) > 0 or any(r.end_ns is None for r in runs)
+    lost_on_purpose = receipt.counts.get("pruned_spans", 0) > 0 or receipt.counts.get("cleared_spans", 0) > 0
+    top_unseen = not active and not lost_on_purpose and unseen_parents(ordered, elsewhere or {}) > 0
     if not ordered:
         stage = "idle"
     elif active:
         stage = _active_stage(ordered)
+    elif top_unseen:
+        stage = "unfinished"
     else:
         tops = runs or [s for s in ordered if s.parent_span_id is None] or ordered
         stage = "errored" if tops[-1].status == "error" else "finished"
@@ -263,4 +281,7 @@ def session_status(
     if len(spans) != receipt.counts["spans"]:
         receipt = session_receipt(store, session)
         spans = store.session_spans(session)
-    return project(spans, receipt, session=session, as_of_ns=as_of_ns, stall_threshold_s=stall_threshold_s)
+    elsewhere = spans_elsewhere(store, session, spans)
+    return project(
+        spans, receipt, session=session, as_of_ns=as_of_ns, stall_threshold_s=stall_threshold_s, elsewhere=elsewhere
+    )

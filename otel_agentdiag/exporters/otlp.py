@@ -24,6 +24,7 @@ import os
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_agentdiag import environment_variables as env
+from otel_agentdiag._internal.inputs import describe_input
 
 _logger = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def check_protocol(argument: str | None) -> str | None:
             "otlp_protocol 'http/json' is not supported by the OpenTelemetry Python SDK; use 'http/protobuf'"
         )
     if protocol not in PROTOCOLS:
-        raise ValueError(f"otlp_protocol must be one of {', '.join(PROTOCOLS)}, not {argument!r}")
+        raise ValueError(f"otlp_protocol must be one of {', '.join(PROTOCOLS)}, not {describe_input(argument)}")
     return protocol
 
 
@@ -115,7 +116,7 @@ def otlp_span_exporter(endpoint: str | None, protocol: str = DEFAULT_PROTOCOL) -
         _logger.debug("otel-agentdiag: OTLP branch exports over gRPC")
         return GrpcSpanExporter() if endpoint is None else GrpcSpanExporter(endpoint=endpoint)
     if protocol != HTTP_PROTOBUF:
-        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {describe_input(protocol)}")
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError as exc:

@@ -3,7 +3,8 @@
 - :func:`write_otlp_json` / :func:`read_otlp_json`: the OTLP ``ExportTraceServiceRequest`` JSON encoding, one
   document per line (the Collector's ``file`` exporter and ``otlpjsonfile`` receiver format).
 - :func:`write_jaeger_json`: the format Jaeger UI's "upload JSON" and Grafana's Jaeger "Import trace" accept.
-- :func:`ingest_otlp_json`: OTLP-JSON into a store, through the same local policy as live spans.
+- :func:`ingest_otlp_json`: OTLP-JSON into a store: untrusted input, re-checked through the local policy and
+  filed as imported (never as observed; see :mod:`otel_agentdiag.storage.provenance`).
 
 Writers take spans as given: hand them the strict-policy projection
 (:func:`otel_agentdiag.diagnostics.projection.strict_projection`), never raw spans.

@@ -1,28 +1,33 @@
-"""Ingest OTLP-JSON into a store, through the same local policy as live spans.
+"""Ingest OTLP-JSON into a store: untrusted input, re-checked through the local policy, filed as imported.
+
+Nothing a file says is taken on trust: a file can claim any ``agentdiag.observer.id`` (one of this machine's
+pipelines, say), carry digests made with the store's key (copied from a support bundle), forge sequence
+numbers, error spans or span ids. So:
+
+- **Everything is re-checked.** Every span goes through the store's local policy (``AGENTDIAG_LOCAL_POLICY``,
+  else the ``local`` preset) with the store's hash key (``AGENTDIAG_HASH_KEY``, else ``hash.key`` beside the
+  store, created if missing, as ``configure()`` does): name, attributes, events, links, status, resource and
+  scope (schema URLs included), whatever observer it claims. A digest made with the store's key passes
+  unchanged (it is what the raw id would hash to, and it can carry nothing else); raw ids and digests of
+  other keys are hashed.
+- **Names are data.** Tool and agent names in a file become ``_OTHER``: a file's claim that a pipeline
+  checked them proves nothing. ``trust_names`` keeps the identifier-like names that also pass the
+  public-safety check.
+- **Imported, never observed.** Spans are written with ``imported=True`` (see
+  :mod:`otel_agentdiag.storage.provenance`): filed under ``imported:<digest>`` session keys, so no span, ledger
+  entry, violation or retention decision of an import touches a session this machine observed, and their
+  receipts say ``imported``, never ``valid``. A claimed observer id is re-keyed with the store's key
+  (``imported_observer`` digest kind, 16 hex digits) and recorded as imported; spans that claim one keep
+  their ``agentdiag.sequence``, so the imported copy is judged against its own numbering (a missing number
+  is a ``sequence_gap``, a span ingested twice a ``duplicate_sequence``). Other spans are numbered by the
+  ingest itself, as one more (imported) observer: per session, in start order within each document.
 
 Each document (a line, or the whole file when it is one pretty-printed document) is validated on its own
-and taken whole or not at all:
-
-- a document that is not JSON, not an ``ExportTraceServiceRequest``, or holds a span that cannot be one
-  (ids that are not hex or all zeros, no start time, an end before the start, an undefined kind or status) is
-  **rejected**: a violation record (source ``ingest``, the reason code, ``line N``; never the content; the
-  session digest when its spans name one) is appended to the store, so every later receipt of the store,
-  and of that session, is ``invalid`` (``ingest_violation``);
-- the spans of an accepted document go through the store's local policy (``AGENTDIAG_LOCAL_POLICY``, else the
-  ``local`` preset) with the store's hash key (``AGENTDIAG_HASH_KEY``, else ``hash.key`` beside the store,
-  created if missing, as ``configure()`` does), then into the store in one transaction per document, with
-  the accounting a live pipeline keeps (``observed = accepted + rejected + dropped`` per observer and session).
-
-A clean ingest is a transparent copy: the same trace, span and parent ids, names, kinds, times, status and
-attributes, after the policy. Digests made with the store's key pass unchanged; other correlation ids are
-hashed with it. Spans that an otel-agentdiag pipeline numbered (they carry ``agentdiag.observer.id``) keep
-their observer and ``agentdiag.sequence``, so the receipt judges them as it judged the original: a missing
-number is a ``sequence_gap``, a span ingested twice a ``duplicate_sequence``. Other spans are numbered by
-the ingest itself, as one more observer (per session, in start order within each document).
-
-Tool and agent names: the policy keeps registered names only. The names on spans an otel-agentdiag pipeline
-numbered were checked against the capturing program's registry, so they are registered here (if they are
-identifier-like tokens); names on other spans become ``_OTHER`` unless ``trust_names`` is set.
+and taken whole or not at all. A document that is not JSON, not an ``ExportTraceServiceRequest``, or holds
+a span that cannot be one (ids that are not hex or all zeros, no start time, an end before the start, an
+undefined kind or status) is **rejected**: a violation record (source ``ingest``, the reason code, ``line
+N``; never the content; the imported session key when its spans name a session) is appended to the store,
+so every later receipt of the store, and of that imported session, is ``invalid`` (``ingest_violation``).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NAME_KEYS, NAME_PATTERN, NameRegistry
-from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
+from otel_agentdiag.exporters.sqlite import span_to_row
 from otel_agentdiag.interchange.otlp_json import (
     InvalidRequest,
     MissingDependency,
@@ -50,8 +55,11 @@ from otel_agentdiag.interchange.otlp_json import (
     request_to_spans,
 )
 from otel_agentdiag.pipeline.sequence import SessionSequencer, session_key
+from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.policy import is_sensitive
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore, StoreError
+from otel_agentdiag.storage.provenance import imported_session
 
 __all__ = ["INGEST_SOURCE", "IngestError", "IngestResult", "Rejection", "UnusableInput", "ingest_otlp_json"]
 
@@ -61,6 +69,8 @@ INGEST_SOURCE = "ingest"
 """The ``source`` of the violation records ingest appends."""
 
 _OBSERVER_ID = re.compile(r"[0-9a-f]{16}")
+ID_KIND_IMPORTED_OBSERVER = "imported_observer"
+"""The digest kind a claimed ``agentdiag.observer.id`` is re-keyed with (the first 16 hex digits are kept)."""
 _STORE_ERRORS = (sqlite3.Error, StoreError, OSError)
 
 
@@ -83,7 +93,7 @@ class Rejection:
     location: str
     reason: str
     sessions: tuple[str, ...] = ()
-    """Digests of the sessions its spans named (empty: not known)."""
+    """The imported session keys (``imported:<digest>``) of the sessions its spans named (empty: not known)."""
 
 
 @dataclass
@@ -112,6 +122,8 @@ class IngestResult:
     """Rows retention deleted during the ingest (spans older than the age limit go at once)."""
     numbered: int = 0
     """Spans that carried no ``agentdiag.observer.id`` and were numbered by this ingest."""
+    claimed_observers: int = 0
+    """Distinct ``agentdiag.observer.id`` values the file claimed (each re-keyed as an imported observer)."""
     redaction_failures: int = 0
     """Spans the redactor could not rebuild (stored as a tombstone, or dropped, per the policy's ``on_error``)."""
 
@@ -172,9 +184,16 @@ def _with_attributes(span: ReadableSpan, attributes: dict[str, Any]) -> Readable
     )
 
 
-def _numbered_by_agentdiag(span: ReadableSpan) -> bool:
+def _claimed_observer(span: ReadableSpan) -> str | None:
+    """The ``agentdiag.observer.id`` a span claims (16 hex digits), or None. A claim, never a proof."""
     observer = (span.attributes or {}).get(sc.AGENTDIAG_OBSERVER_ID)
-    return isinstance(observer, str) and _OBSERVER_ID.fullmatch(observer) is not None
+    return observer if isinstance(observer, str) and _OBSERVER_ID.fullmatch(observer) is not None else None
+
+
+def imported_observer(hasher: IdHasher, claimed: str) -> str:
+    """The observer id a claimed ``agentdiag.observer.id`` is filed under: 16 hex digits of its keyed digest,
+    so a file cannot choose an id of this machine's pipelines (the store also refuses one it recorded)."""
+    return hasher.digest(ID_KIND_IMPORTED_OBSERVER, claimed)[-64:][:16]
 
 
 class _Ingest:
@@ -190,8 +209,10 @@ class _Ingest:
         self._names_full = False
         self._pending: list[Rejection] = []
         self._store: SpanStore | None = None
-        self._exporter: SQLiteSpanExporter | None = None
         self._processor: RedactingSpanProcessor | None = None
+        self._hasher: IdHasher | None = None
+        self._observers: dict[str, str] = {}
+        """Claimed observer id -> the imported observer id it is filed under."""
         self._collect = _Collect()
 
     # -- the store, opened at the first document that is OTLP ------------------------------------------------
@@ -212,7 +233,7 @@ class _Ingest:
         (local,) = resolve_destinations(options, create_key_file=True)
         self.result.policy = local.policy.name
         self.result.key_source = local.key_source
-        self._exporter = SQLiteSpanExporter(self._store, owns_store=True)
+        self._hasher = local.hasher
         self._processor = RedactingSpanProcessor(
             self._collect, policy=local.policy, hasher=local.hasher, names=self.names, propagate_conversation=False
         )
@@ -220,9 +241,7 @@ class _Ingest:
         self._record(pending)
 
     def close(self) -> None:
-        if self._exporter is not None:
-            self._exporter.shutdown()
-        elif self._store is not None:
+        if self._store is not None:
             self._store.close()
 
     # -- violations ---------------------------------------------------------------------------------------------
@@ -239,6 +258,8 @@ class _Ingest:
         entries: list[tuple[str | None, str, str]] = []
         for rejection in rejections:
             for session in rejection.sessions or (None,):
+                # Filed under the imported session key: a rejected line never counts against a session
+                # this machine observed (the store's receipt counts it whatever its session).
                 entries.append((session, rejection.reason, rejection.location))
         try:
             self._store.record_violations(INGEST_SOURCE, entries)
@@ -246,7 +267,8 @@ class _Ingest:
             raise IngestError(f"could not record a rejected line in {self.store_path}: {exc}", self.result) from None
 
     def _session_digests(self, raw_ids: Iterable[str | int]) -> tuple[str, ...]:
-        """The stored session digests of raw session ids, under the store's policy and key."""
+        """The imported session keys (``imported:<digest>``) of raw session ids, under the store's policy and
+        key."""
         assert self._processor is not None
         redactor = self._processor.redactor
         found: set[str] = set()
@@ -254,18 +276,33 @@ class _Ingest:
             kept = redactor.accounting_attributes(ReadableSpan(name="", attributes={sc.GEN_AI_CONVERSATION_ID: raw}))
             digest = kept.get(sc.GEN_AI_CONVERSATION_ID)
             if isinstance(digest, str):
-                found.add(digest)
+                found.add(imported_session(digest))
         return tuple(sorted(found))
 
     # -- spans --------------------------------------------------------------------------------------------------
+    def _observer_for(self, claimed: str) -> str:
+        found = self._observers.get(claimed)
+        if found is None:
+            assert self._hasher is not None
+            found = self._observers[claimed] = imported_observer(self._hasher, claimed)
+            self.result.claimed_observers = len(self._observers)
+        return found
+
     def _number(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
-        """Spans not numbered by an otel-agentdiag pipeline get this ingest's observer id and the next number of
-        their session, in start order (as a live sequencer numbers them at start)."""
+        """Every span gets an imported observer id: a claimed one is re-keyed (its sequence number kept, so the
+        copy is judged against its own numbering); a span that claims none gets this ingest's observer id and
+        the next number of its session, in start order (as a live sequencer numbers spans at start)."""
         out = list(spans)
-        unnumbered = sorted(
-            (i for i, span in enumerate(spans) if not _numbered_by_agentdiag(span)),
-            key=lambda i: (spans[i].start_time or 0, i),
-        )
+        unnumbered: list[int] = []
+        for i, span in enumerate(spans):
+            claimed = _claimed_observer(span)
+            if claimed is None:
+                unnumbered.append(i)
+                continue
+            attributes = dict(span.attributes or {})
+            attributes[sc.AGENTDIAG_OBSERVER_ID] = self._observer_for(claimed)
+            out[i] = _with_attributes(span, attributes)
+        unnumbered.sort(key=lambda i: (spans[i].start_time or 0, i))
         for i in unnumbered:
             span = spans[i]
             attributes = dict(span.attributes or {})
@@ -280,16 +317,21 @@ class _Ingest:
         return out
 
     def _register_names(self, spans: Sequence[ReadableSpan]) -> None:
-        if self._names_full:
+        """With ``trust_names``: register the identifier-like tool and agent names of the spans that pass the
+        public-safety check. Without it nothing is registered, whatever the spans claim: names become _OTHER."""
+        if not self.trust_names or self._names_full:
             return
         found: dict[str, set[str]] = {kind: set() for kind in NameRegistry.KINDS}
         for span in spans:
-            if not (self.trust_names or _numbered_by_agentdiag(span)):
-                continue
             attributes = span.attributes or {}
             for key, kind in NAME_KEYS.items():
                 value = attributes.get(key)
-                if isinstance(value, str) and value != sc.OTHER_VALUE and NAME_PATTERN.fullmatch(value):
+                if (
+                    isinstance(value, str)
+                    and value != sc.OTHER_VALUE
+                    and NAME_PATTERN.fullmatch(value)
+                    and not is_sensitive(value)
+                ):
                     found[kind].add(value)
         try:
             self.names.register_found(found)
@@ -298,8 +340,8 @@ class _Ingest:
             _logger.warning("otel-agentdiag: too many distinct tool or agent names; the rest are stored as _OTHER")
 
     def _take(self, spans: list[ReadableSpan]) -> None:
-        assert self._processor is not None and self._exporter is not None
-        self._register_names(spans)  # before numbering: only spans numbered elsewhere are trusted
+        assert self._processor is not None and self._store is not None
+        self._register_names(spans)
         processor = self._processor
         failed_before = processor.failed
         for span in self._number(spans):
@@ -307,13 +349,13 @@ class _Ingest:
         clean, rejected = self._collect.take()
         self.result.redaction_failures += processor.failed - failed_before
         accounting = Accounting(observer=self.sequencer.observer_id, rejected=rejected, started_ns=self.started_ns)
-        if not self._exporter.export_with_accounting(clean, accounting):
-            raise IngestError(f"could not write to the store {self.store_path}", self.result)
-        written = self._exporter.last_result
-        if written is not None:
-            self.result.inserted += written.inserted
-            self.result.duplicates += written.duplicates
-            self.result.pruned += written.pruned
+        try:
+            written = self._store.write_batch([span_to_row(span) for span in clean], accounting, imported=True)
+        except _STORE_ERRORS as exc:
+            raise IngestError(f"could not write to the store {self.store_path}: {exc}", self.result) from None
+        self.result.inserted += written.inserted
+        self.result.duplicates += written.duplicates
+        self.result.pruned += written.pruned
         self.result.spans += len(spans)
         self.result.accepted += 1
 

@@ -200,6 +200,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             END""",
         ),
     ),
+    Migration(
+        6,
+        "provenance",
+        (
+            # Which observers wrote spans `agentdiag ingest` imported (1) rather than spans a live pipeline observed
+            # here (0). Imported spans are filed under `imported:<digest>` session keys (see storage/provenance.py),
+            # so rows, ledger rows, retention and violations are kept apart per provenance; observers are kept
+            # apart by this column: an imported write naming an observer recorded as observed is refused. Rows
+            # written before this version carry no provenance and read as observed.
+            "ALTER TABLE observers ADD COLUMN imported INTEGER NOT NULL DEFAULT 0",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -21,12 +21,21 @@ from typing import Any
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.files import make_private_folders
+from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag._internal.jsonsafe import finite
 from otel_agentdiag._internal.spans import attribute_items
 from otel_agentdiag.storage.migrations import StoreError, check_not_newer, check_ownership, is_empty, migrate
+from otel_agentdiag.storage.provenance import (
+    IMPORTED_PREFIX,
+    displace_imported,
+    imported_accounting,
+    imported_rows,
+    is_imported,
+)
 from otel_agentdiag.storage.retention import (
     Pruned,
     RetentionLimits,
+    delete_rows,
     fit_span,
     nbytes,
     prune_by_age,
@@ -107,6 +116,12 @@ class SpanRow:
     """``agentdiag.observer.id`` of the pipeline that saw the span (None: unknown)."""
     sequence: int | None = None
     """``agentdiag.sequence``: the span's number within (observer, session), from 0 (None: not numbered)."""
+
+    @property
+    def imported(self) -> bool:
+        """Whether the span was imported (``agentdiag ingest``), not observed here: its session key is
+        ``imported:...`` (see :mod:`otel_agentdiag.storage.provenance`)."""
+        return is_imported(self.session)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +270,8 @@ class ObserverInfo:
     queue_limit: int
     flush_attempts: int
     flush_failures: int
+    imported: bool = False
+    """Whether the observer wrote imported spans (``agentdiag ingest``), not spans observed here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -517,6 +534,7 @@ class SpanStore:
         *,
         now_ns: int | None = None,
         content: Sequence[Sequence[ContentRow] | None] | None = None,
+        imported: bool = False,
     ) -> WriteResult:
         """Write ``rows`` and the pipeline's ``accounting`` deltas in ONE transaction (``BEGIN IMMEDIATE``).
 
@@ -532,11 +550,20 @@ class SpanStore:
         each row, written only with a row that is new (a duplicate keeps what it has); its bytes count in the
         span's ``size``, so retention covers them.
 
+        ``imported=True`` (``agentdiag ingest``): the rows and the accounting are filed under imported session
+        keys (``imported:<digest>``) and their observers are recorded as imported; a batch naming an observer
+        the store recorded as observed raises :class:`StoreError` with nothing written. An observed row whose
+        ids an imported row holds displaces it (see :mod:`otel_agentdiag.storage.provenance`).
+
         Raises ``sqlite3.Error`` (or :class:`StoreError`) with the whole transaction rolled back: stats are
         then unchanged too, and the caller may retry the same batch.
         """
         if content is not None and len(content) != len(rows):
             raise ValueError("content must be parallel to rows")
+        if imported:
+            if content is not None:
+                raise ValueError("imported spans carry no captured content")
+            rows, accounting = imported_rows(rows), imported_accounting(accounting)
         now = time.time_ns() if now_ns is None else now_ns
         default_observer = accounting.observer if accounting is not None else ""
         limits = self.retention
@@ -626,6 +653,8 @@ class SpanStore:
                 )
                 pending.append((tally, session, size, _TOMBSTONE in attributes))
             inserted_flags = self._insert(params)
+            if not imported and not all(inserted_flags):
+                inserted_flags = displace_imported(self._conn, params, inserted_flags, _INSERT_SPAN, delete_rows)
             if pending_content:
                 self._insert_content(
                     [pending_content[at] for at, new in zip(content_of, inserted_flags, strict=True) if new and at >= 0]
@@ -652,7 +681,7 @@ class SpanStore:
             if accounting is not None:
                 _add_accounting(tallies, accounting)
             self._upsert_stats(tallies)
-            self._upsert_observers(accounting, {obs for obs, _session in tallies if obs}, now)
+            self._upsert_observers(accounting, {obs for obs, _session in tallies if obs}, now, imported=imported)
             pruned = self._apply_written(added, now)
         return WriteResult(
             inserted=inserted,
@@ -925,12 +954,25 @@ class SpanStore:
                 plain,
             )
 
-    def _upsert_observers(self, accounting: Accounting | None, seen: set[str], now: int) -> None:
+    def _upsert_observers(
+        self, accounting: Accounting | None, seen: set[str], now: int, *, imported: bool = False
+    ) -> None:
         conn = self._conn
+        if imported:
+            names = sorted(seen | ({accounting.observer} if accounting is not None and accounting.observer else set()))
+            for start in range(0, len(names), 500):
+                chunk = names[start : start + 500]
+                if conn.execute(
+                    f"SELECT 1 FROM observers WHERE imported = 0 AND observer IN ({','.join('?' * len(chunk))})"
+                    " LIMIT 1",
+                    chunk,
+                ).fetchone():
+                    raise StoreError("imported spans name an observer this store recorded as observed; none written")
+        flag = 1 if imported else 0
         if accounting is not None and accounting.observer:
             conn.execute(
                 "INSERT INTO observers (observer, pid, started_ns, last_seen_ns, peak_queue, queue_limit,"
-                " flush_attempts, flush_failures) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                f" flush_attempts, flush_failures, imported) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {flag})"
                 " ON CONFLICT (observer) DO UPDATE SET pid = excluded.pid, started_ns = excluded.started_ns,"
                 " last_seen_ns = excluded.last_seen_ns, peak_queue = excluded.peak_queue,"
                 " queue_limit = excluded.queue_limit, flush_attempts = excluded.flush_attempts,"
@@ -949,7 +991,7 @@ class SpanStore:
             seen = seen - {accounting.observer}
         for observer in seen:
             conn.execute(
-                "INSERT INTO observers (observer, last_seen_ns) VALUES (?, ?)"
+                f"INSERT INTO observers (observer, last_seen_ns, imported) VALUES (?, ?, {flag})"
                 " ON CONFLICT (observer) DO UPDATE SET last_seen_ns = excluded.last_seen_ns"
                 # at most once a second: an unchanged row dirties no page
                 " WHERE excluded.last_seen_ns >= coalesce(last_seen_ns, 0) + 1000000000",
@@ -1084,10 +1126,11 @@ class SpanStore:
         return [trace_id for trace_id, _first in ordered[:limit]]
 
     def resolve_trace_id(self, text: str) -> str:
-        """The full trace id for ``text`` (a full id or a unique prefix of at least 4 hex digits)."""
+        """The full trace id for ``text`` (a full id or a unique prefix of at least 4 hex digits). Raises
+        :class:`StoreError` with a message that describes ``text`` without repeating it."""
         needle = text.strip().lower()
         if not (4 <= len(needle) <= 32) or any(c not in "0123456789abcdef" for c in needle):
-            raise StoreError(f"not a trace id: {text!r} (expected 4 to 32 hex digits)")
+            raise StoreError(f"not a trace id: {describe_input(text)}; a trace id is 4 to 32 hex digits")
         with self._lock:
             matches: list[str] = [
                 row[0]
@@ -1097,9 +1140,9 @@ class SpanStore:
                 )
             ]
         if not matches:
-            raise StoreError(f"no trace {text} in {self.path}")
+            raise StoreError(f"no trace in {self.path} matches the given id ({describe_input(text)})")
         if len(matches) > 1:
-            raise StoreError(f"trace id prefix {text} is ambiguous; give more digits")
+            raise StoreError(f"the given trace id prefix ({describe_input(text)}) is ambiguous; give more digits")
         return str(matches[0])
 
     def get_trace(self, trace_id: str) -> list[StoredSpan]:
@@ -1214,32 +1257,35 @@ class SpanStore:
         return _session_summary(key, count, size if count else 0, first, last, traces, known)
 
     def latest_session(self) -> str | None:
-        """The first named session :meth:`list_sessions` lists (newest activity; ties: the smallest digest), or
-        None when it lists none: what ``agentdiag status`` shows by default.
+        """The first named session :meth:`list_sessions` lists (newest activity; ties: the smallest digest),
+        observed sessions first: an imported session (``imported:...``) only when no observed session has rows;
+        None when it lists none. What ``agentdiag status`` shows by default.
 
         Read through the start and end indexes: the newest activity of any span is its end or its start, so
         it is the larger of the newest end and the newest start among spans of a named session.
         """
+        observed = f"session <> '' AND substr(session, 1, {len(IMPORTED_PREFIX)}) <> '{IMPORTED_PREFIX}'"
         with self._lock:
             conn = self._conn
-            newest: int | None = None
-            for column in ("end_ns", "start_ns"):
-                found = conn.execute(
-                    f"SELECT {column} FROM spans WHERE {column} IS NOT NULL AND session <> ''"
-                    f" ORDER BY {column} DESC LIMIT 1"
-                ).fetchone()
-                if found is not None and (newest is None or found[0] > newest):
-                    newest = found[0]
-            if newest is None:
-                # No named session has rows: those left are cleared or pruned empty, listed by digest.
-                (session,) = conn.execute("SELECT MIN(session) FROM sessions WHERE session <> ''").fetchone()
-                return None if session is None else str(session)
-            # A span that ends or starts at the newest moment has it as its activity (nothing is newer).
-            (session,) = conn.execute(
-                "SELECT MIN(session) FROM spans WHERE session <> '' AND (end_ns = ? OR start_ns = ?)",
-                (newest, newest),
-            ).fetchone()
-        return str(session)
+            for named in (observed, "session <> ''"):
+                newest: int | None = None
+                for column in ("end_ns", "start_ns"):
+                    found = conn.execute(
+                        f"SELECT {column} FROM spans WHERE {column} IS NOT NULL AND {named}"
+                        f" ORDER BY {column} DESC LIMIT 1"
+                    ).fetchone()
+                    if found is not None and (newest is None or found[0] > newest):
+                        newest = found[0]
+                if newest is not None:
+                    # A span that ends or starts at the newest moment has it as its activity (nothing is newer).
+                    (session,) = conn.execute(
+                        f"SELECT MIN(session) FROM spans WHERE {named} AND (end_ns = ? OR start_ns = ?)",
+                        (newest, newest),
+                    ).fetchone()
+                    return str(session)
+            # No named session has rows: those left are cleared or pruned empty, listed by digest.
+            (session,) = conn.execute("SELECT MIN(session) FROM sessions WHERE session <> ''").fetchone()
+        return None if session is None else str(session)
 
     def session_stats(self, session: str | _AllSessions | None = ALL_SESSIONS) -> list[SessionStats]:
         """Cumulative stats rows, of one session (None: outside any session) or of all (the default)."""
@@ -1269,7 +1315,7 @@ class SpanStore:
         with self._lock:
             rows = self._conn.execute(
                 "SELECT observer, pid, started_ns, last_seen_ns, peak_queue, queue_limit, flush_attempts,"
-                " flush_failures FROM observers ORDER BY coalesce(started_ns, 0), observer"
+                " flush_failures, imported FROM observers ORDER BY coalesce(started_ns, 0), observer"
             ).fetchall()
         return [
             ObserverInfo(
@@ -1281,6 +1327,7 @@ class SpanStore:
                 queue_limit=int(row[5] or 0),
                 flush_attempts=int(row[6] or 0),
                 flush_failures=int(row[7] or 0),
+                imported=bool(row[8]),
             )
             for row in rows
         ]
@@ -1325,7 +1372,8 @@ class SpanStore:
 
     def resolve_session(self, text: str) -> str:
         """The stored session digest for ``text``: the digest itself, or a unique prefix of at least 4 characters
-        of the digest or of its hex part (after the last ``:``). Raises :class:`StoreError` otherwise."""
+        of the digest or of its hex part (after the last ``:``). Raises :class:`StoreError` otherwise, with a
+        message that describes ``text`` without repeating it."""
         needle = text.strip() if isinstance(text, str) else ""
         if not needle:
             raise StoreError("no session given")
@@ -1340,13 +1388,18 @@ class SpanStore:
         if needle in known:
             return needle
         if len(needle) < 4:
-            raise StoreError(f"session prefix {text!r} is too short; give at least 4 characters")
+            raise StoreError(
+                f"the given session prefix ({describe_input(text)}) is too short; give at least 4 characters"
+            )
         lowered = needle.lower()
         matches = sorted(s for s in known if s.startswith(needle) or s.rsplit(":", 1)[-1].startswith(lowered))
         if not matches:
-            raise StoreError(f"no session {text} in {self.path}")
+            raise StoreError(f"no session in {self.path} matches the given value ({describe_input(text)})")
         if len(matches) > 1:
-            raise StoreError(f"session prefix {text} is ambiguous ({len(matches)} sessions); give more characters")
+            raise StoreError(
+                f"the given session prefix ({describe_input(text)}) is ambiguous ({len(matches)} sessions);"
+                " give more characters"
+            )
         return str(matches[0])
 
     def close(self) -> None:

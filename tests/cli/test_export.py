@@ -120,7 +120,8 @@ def test_the_bundle_is_replaced_atomically_and_tightened(store: Path, tmp_path: 
 def test_an_unknown_session_exits_2(store: Path, tmp_path: Path) -> None:
     out = tmp_path / "bundle.json"
     line = one_error_line(invoke("export", "--out", out, "--session", "no-such-session", "--store", store))
-    assert "no session 'no-such-session'" in line
+    assert "matches the --session value (a value of 15 characters (printable characters))" in line
+    assert "no-such-session" not in line
     assert not out.exists()
 
 

@@ -26,7 +26,7 @@ from otel_agentdiag.storage import SpanStore
 
 COMMANDS = ["sessions", "receipt", "status", "prune", "clear"]
 TEXT_KEY = "cli-health-tests-key-0123456789"
-RECEIPT_KEYS = {"session", "status", "reasons", "counts", "observers"}
+RECEIPT_KEYS = {"session", "status", "reasons", "counts", "observers", "provenance"}
 STATUS_KEYS = {
     "session",
     "stage",
@@ -39,6 +39,7 @@ STATUS_KEYS = {
     "repetition",
     "recovery",
     "signals",
+    "provenance",
 }
 SESSION_KEYS = {
     "session",
@@ -51,6 +52,7 @@ SESSION_KEYS = {
     "generation",
     "pruned_spans",
     "receipt_status",
+    "provenance",
 }
 COUNT_KEYS = {
     "spans",

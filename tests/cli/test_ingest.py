@@ -28,6 +28,7 @@ from click.testing import CliRunner, Result
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.cli import cli
 from otel_agentdiag.diagnostics.receipt import session_receipts
+from otel_agentdiag.interchange.ingest import imported_observer
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.storage import SpanStore, StoredSpan
 
@@ -58,6 +59,11 @@ def ingest(file: Path, store: Path, *extra: str) -> Result:
 def digest_of(store: Path, raw: str) -> str:
     """The session digest of a raw conversation id under the store's key file."""
     return IdHasher((store.parent / "hash.key").read_bytes()).digest(sc.ID_KIND_CONVERSATION, raw)
+
+
+def imported_key(store: Path, raw: str) -> str:
+    """The session key the store files imported spans of a raw conversation id under."""
+    return "imported:" + digest_of(store, raw)
 
 
 def rows(store: Path) -> dict[str, StoredSpan]:
@@ -99,6 +105,7 @@ def test_a_faulty_file_is_taken_except_its_bad_lines_and_every_later_receipt_say
         "  4 new, 1 already stored; 0 numbered by this ingest (observer "
         + result.stdout.split("(observer ", 1)[1].split(")", 1)[0]
         + ")",
+        "  filed as imported (sessions imported:<digest>): their receipts say imported, never valid",
         "rejected 2 document(s): invalid_id 1, malformed_json 1",
         "  line 3: malformed_json",
         "  line 5: invalid_id",
@@ -108,24 +115,28 @@ def test_a_faulty_file_is_taken_except_its_bad_lines_and_every_later_receipt_say
 
     stored = rows(store)
     assert sorted(stored) == ["1000000000000001", "1000000000000002", "1000000000000004", "1000000000000005"]
-    assert {s.observer for s in stored.values()} == {"0123456789abcdef"}
+    hasher = IdHasher((store.parent / "hash.key").read_bytes())
+    # The claimed observer is re-keyed (never taken as one of this machine's); its numbers are kept.
+    assert {s.observer for s in stored.values()} == {imported_observer(hasher, "0123456789abcdef")}
+    with SpanStore(store, create=False) as opened:
+        assert "0123456789abcdef" not in {o.observer for o in opened.observers()}
     assert sorted(s.sequence for s in stored.values() if s.sequence is not None) == [0, 1, 3, 4]
-    assert stored["1000000000000004"].name == "execute_tool lookup_order"  # checked by the capturing pipeline
-    session = digest_of(store, FAULTY_CONVERSATION)
+    assert stored["1000000000000004"].name == "execute_tool _OTHER"  # a file's names are data
+    session = imported_key(store, FAULTY_CONVERSATION)
     assert {s.session for s in stored.values()} == {session}
 
     whole = receipt_json(store)
     assert whole["status"] == "invalid"
-    assert whole["reasons"] == ["duplicate_sequence", "ingest_violation", "sequence_gap"]
+    assert whole["reasons"] == ["duplicate_sequence", "imported", "ingest_violation", "sequence_gap"]
     counts = whole["counts"]
     assert (counts["spans"], counts["sequence_gaps"], counts["duplicate_sequences"]) == (4, 1, 1)
     assert counts["ingest_violations"] == 2
     assert counts["observed"] == counts["accepted"] == 5 and counts["stored"] == 4
 
     by_raw_id = receipt_json(store, FAULTY_CONVERSATION)  # the line-5 violation named this session
-    assert by_raw_id["session"] == session
+    assert by_raw_id["session"] == session and by_raw_id["provenance"] == "imported"
     assert by_raw_id["status"] == "invalid"
-    assert by_raw_id["reasons"] == ["duplicate_sequence", "ingest_violation", "sequence_gap"]
+    assert by_raw_id["reasons"] == ["duplicate_sequence", "imported", "ingest_violation", "sequence_gap"]
     assert by_raw_id["counts"]["ingest_violations"] == 1
 
     with SpanStore(store, create=False) as s:
@@ -159,12 +170,12 @@ def test_a_session_known_only_from_a_rejected_line_has_an_invalid_receipt(tmp_pa
     path.write_text(f"{good}\n{other}\n")
     store = tmp_path / "s" / "traces.db"
     assert ingest(path, store, "--max-session-age", "none").exit_code == 1
-    lost = digest_of(store, "only-in-a-rejected-line")
+    lost = imported_key(store, "only-in-a-rejected-line")
     with SpanStore(store, create=False) as s:
         receipts = {r.session: r for r in session_receipts(s)[0]}
     assert receipts[lost].status == "invalid"
-    assert receipts[lost].reasons == ["ingest_violation"] and receipts[lost].counts["spans"] == 0
-    kept = receipts[digest_of(store, FAULTY_CONVERSATION)]
+    assert receipts[lost].reasons == ["imported", "ingest_violation"] and receipts[lost].counts["spans"] == 0
+    kept = receipts[imported_key(store, FAULTY_CONVERSATION)]
     assert "ingest_violation" not in kept.reasons  # the rejected line named another session
 
 
@@ -173,7 +184,7 @@ def test_the_json_summary_lists_every_rejection(tmp_path: Path) -> None:
     result = ingest(FAULTY, store, "--max-session-age", "none", "--format", "json")
     assert result.exit_code == 1
     summary = json.loads(result.stdout)
-    session = digest_of(store, FAULTY_CONVERSATION)
+    session = imported_key(store, FAULTY_CONVERSATION)
     assert summary["rejections"] == [
         {"location": "line 3", "reason": "malformed_json", "sessions": []},
         {"location": "line 5", "reason": "invalid_id", "sessions": [session]},
@@ -188,6 +199,7 @@ def test_the_json_summary_lists_every_rejection(tmp_path: Path) -> None:
         "duplicates": 1,
     }
     assert summary["policy"] == "local" and summary["pruned"] == 0 and summary["numbered"] == 0
+    assert summary["claimed_observers"] == 1
 
 
 def test_exit_codes_from_a_real_process(tmp_path: Path) -> None:
@@ -227,7 +239,7 @@ def test_sentinels_in_a_foreign_file_do_not_reach_the_store(tmp_path: Path) -> N
 
     stored = rows(store)
     root, chat, tool = stored["a1a1a1a1a1a1a1a1"], stored["b2b2b2b2b2b2b2b2"], stored["c3c3c3c3c3c3c3c3"]
-    session = digest_of(store, FOREIGN_CONVERSATION)
+    session = imported_key(store, FOREIGN_CONVERSATION)
     assert {s.session for s in stored.values()} == {session}  # the raw id, hashed with the store's key
     assert root.name == "invoke_agent _OTHER" and root.attributes[sc.GEN_AI_AGENT_NAME] == "_OTHER"
     assert tool.name == "execute_tool _OTHER" and tool.attributes[sc.GEN_AI_TOOL_NAME] == "_OTHER"
@@ -249,10 +261,10 @@ def test_sentinels_in_a_foreign_file_do_not_reach_the_store(tmp_path: Path) -> N
 
     receipt = receipt_json(store, FOREIGN_CONVERSATION)
     # The numbers the ingest gave are complete; a URL where a host name belongs was removed and says so.
-    assert receipt["status"] == "quarantined" and receipt["reasons"] == ["public_safety_violation"]
+    assert receipt["status"] == "quarantined" and receipt["reasons"] == ["imported", "public_safety_violation"]
 
 
-def test_trust_names_keeps_the_names_of_spans_from_other_pipelines(tmp_path: Path) -> None:
+def test_trust_names_keeps_the_names_of_a_file(tmp_path: Path) -> None:
     store = tmp_path / "s" / "traces.db"
     assert ingest(FOREIGN, store, "--max-session-age", "none", "--trust-names").exit_code == 0
     tool = rows(store)["c3c3c3c3c3c3c3c3"]
@@ -279,7 +291,7 @@ def test_export_then_ingest_is_clean_and_a_second_ingest_is_a_duplicate(tmp_path
     exported = invoke("export", "--out", out, "--format", "otlp-json", "--store", source)
     assert exported.exit_code == 0, exported.output
     copy = tmp_path / "copy" / "traces.db"
-    first = ingest(out, copy)
+    first = ingest(out, copy, "--trust-names")
     assert first.exit_code == 0, first.output
     before = rows(source)
     after = rows(copy)
@@ -294,13 +306,13 @@ def test_export_then_ingest_is_clean_and_a_second_ingest_is_a_duplicate(tmp_path
             original.end_ns,
             original.status,
         )
-    assert receipt_json(copy)["status"] == "valid"
+    assert receipt_json(copy)["status"] == "imported"  # complete by its own numbers, never "valid"
 
-    second = ingest(out, copy)
+    second = ingest(out, copy, "--trust-names")
     assert second.exit_code == 0, second.output
     assert f"0 new, {len(before)} already stored" in second.stdout
     again = receipt_json(copy)
-    assert again["status"] == "degraded" and again["reasons"] == ["duplicate_sequence"]
+    assert again["status"] == "degraded" and again["reasons"] == ["duplicate_sequence", "imported"]
     assert again["counts"]["ingest_violations"] == 0
 
 

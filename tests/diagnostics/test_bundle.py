@@ -58,7 +58,17 @@ TOP_KEYS = [
     "omitted",
     "sessions",
 ]
-SESSION_KEYS = ["session", "availability", "omitted", "omitted_reasons", "dropped", "receipt", "status", "spans"]
+SESSION_KEYS = [
+    "session",
+    "provenance",
+    "availability",
+    "omitted",
+    "omitted_reasons",
+    "dropped",
+    "receipt",
+    "status",
+    "spans",
+]
 SPAN_KEYS = [
     "trace_id",
     "span_id",
@@ -301,6 +311,7 @@ def test_the_bundle_document(agent_store: Path) -> None:
     assert (bundle["pruned"], bundle["omitted"]) == (0, 0)
     (entry,) = bundle["sessions"]
     assert list(entry) == SESSION_KEYS
+    assert entry["provenance"] == entry["receipt"]["provenance"] == entry["status"]["provenance"] == "observed"
     assert entry["receipt"]["session"] == entry["status"]["session"] == session
     assert entry["receipt"]["status"] == "valid"
     assert entry["status"]["as_of"] == bundle["exported_at"]

@@ -108,7 +108,8 @@ def test_a_complete_session_is_valid_and_every_count_key_is_there() -> None:
     assert r.counts["spans"] == 4
     assert r.counts["observed"] == r.counts["accepted"] == r.counts["stored"] == 4
     assert r.observers == [OBS]
-    assert set(r.to_json()) == {"session", "status", "reasons", "counts", "observers"}
+    assert set(r.to_json()) == {"session", "status", "reasons", "counts", "observers", "provenance"}
+    assert r.provenance == "observed"
 
 
 def test_a_missing_number_in_the_middle_is_a_gap() -> None:
@@ -269,6 +270,7 @@ def test_reason_codes_are_the_documented_ones() -> None:
         "stats_missing",
         "ledger_invalid",
         "ingest_violation",
+        "imported",
     }
 
 

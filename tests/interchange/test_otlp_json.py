@@ -30,7 +30,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.diagnostics.projection import load_store_hasher, strict_projection
 from otel_agentdiag.diagnostics.receipt import session_receipt, store_receipt
 from otel_agentdiag.interchange import otlp_json
-from otel_agentdiag.interchange.ingest import ingest_otlp_json
+from otel_agentdiag.interchange.ingest import imported_observer, ingest_otlp_json
 from otel_agentdiag.interchange.otlp_json import (
     INVALID_ID,
     INVALID_SPAN,
@@ -220,48 +220,70 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(dict(value or {})))
 
 
-def test_store_to_otlp_json_to_a_fresh_store_is_a_transparent_copy(source: Path, tmp_path: Path) -> None:
+def test_store_to_otlp_json_to_a_fresh_store_is_a_transparent_copy_filed_as_imported(
+    source: Path, tmp_path: Path
+) -> None:
     spans = projection_of(source)
     out = tmp_path / "export.otlp.jsonl"
     write_otlp_json(spans, out)
     copy = tmp_path / "copy" / "traces.db"
-    result = ingest_otlp_json(out, copy)
+    result = ingest_otlp_json(out, copy, trust_names=True)  # names are data unless trusted (see below)
     assert result.clean and result.rejected == []
     assert result.spans == result.inserted == len(spans) == 14
-    assert result.numbered == 0  # every span kept the observer and number it had
+    assert result.numbered == 0  # every span kept the number it had, under its re-keyed observer
+    assert result.claimed_observers == len({r.observer for r in all_rows(source)}) == 2
     assert result.duplicates == result.pruned == result.redaction_failures == 0
 
     original = {(r.trace_id, r.span_id): r for r in all_rows(source)}
     copied = {(r.trace_id, r.span_id): r for r in all_rows(copy)}
     assert copied.keys() == original.keys()
+    hasher = load_store_hasher(copy)
+    assert hasher is not None
     for key, row in copied.items():
         before = original[key]
-        for name in ("parent_span_id", "name", "kind", "span_kind", "start_ns", "end_ns", "status", "session"):
+        for name in ("parent_span_id", "name", "kind", "span_kind", "start_ns", "end_ns", "status"):
             assert getattr(row, name) == getattr(before, name), name
-        assert (row.observer, row.sequence) == (before.observer, before.sequence)
+        assert row.session == f"imported:{before.session}" and row.imported and not before.imported
+        assert before.observer is not None and row.observer == imported_observer(hasher, before.observer)
+        assert row.observer != before.observer and row.sequence == before.sequence
         assert row.scope == before.scope
     projected = {(f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}"): s for s in spans if s.context}
     for key, row in copied.items():
-        # The copy holds what the strict projection exported, after the local policy: the same attributes.
+        # The copy holds what the strict projection exported, after the local policy: the same attributes, but
+        # for the observer id, re-keyed (a file's claim to be one of this machine's pipelines proves nothing).
         span = projected[key]
-        assert row.attributes == _jsonable(span.attributes)
+        assert row.attributes == {**_jsonable(span.attributes), sc.AGENTDIAG_OBSERVER_ID: row.observer}
         assert row.events == [
             {"name": e.name, "time_ns": e.timestamp, "attributes": _jsonable(e.attributes)} for e in span.events
         ]
         assert row.resource == _jsonable(span.resource.attributes)
     tools = [r for r in copied.values() if r.kind == "tool"]
-    assert {r.name for r in tools} == {f"execute_tool {TOOL}"}  # names an agentdiag pipeline checked are kept
+    assert {r.name for r in tools} == {f"execute_tool {TOOL}"}  # trusted names are kept
     assert any(r.attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS) == 12 for r in copied.values())
 
     with SpanStore(source, create=False) as a, SpanStore(copy, create=False) as b:
         sessions = sorted(s.session for s in a.list_sessions() if s.session)
         assert len(sessions) == 2
-        assert sorted(s.session for s in b.list_sessions() if s.session) == sessions
+        assert sorted(s.session for s in b.list_sessions() if s.session) == [f"imported:{s}" for s in sessions]
         for session in sessions:
-            receipt = session_receipt(b, session)
-            assert receipt.status == "valid", receipt
-            assert receipt.observers == session_receipt(a, session).observers
-        assert store_receipt(b).status == "valid"
+            receipt = session_receipt(b, f"imported:{session}")
+            # Complete by its own numbering, and never "valid": nothing here observed it.
+            assert (receipt.status, receipt.reasons, receipt.provenance) == ("imported", ["imported"], "imported")
+            assert receipt.observers == [imported_observer(hasher, o) for o in session_receipt(a, session).observers]
+        whole = store_receipt(b)
+        assert (whole.status, whole.provenance) == ("imported", "imported")
+        recorded = {o.observer: o.imported for o in b.observers()}
+        assert set(whole.observers) <= set(recorded) and all(recorded.values())  # the ingest's own one too
+
+
+def test_without_trust_names_the_names_of_a_file_are_data(source: Path, tmp_path: Path) -> None:
+    out = tmp_path / "export.otlp.jsonl"
+    write_otlp_json(projection_of(source), out)
+    copy = tmp_path / "copy" / "traces.db"
+    assert ingest_otlp_json(out, copy).clean
+    rows = all_rows(copy)
+    assert {r.name for r in rows if r.kind == "tool"} == {"execute_tool _OTHER"}
+    assert {r.attributes.get(sc.GEN_AI_AGENT_NAME) for r in rows if r.kind == "run"} == {"_OTHER"}
 
 
 def test_with_another_key_the_tree_is_the_same_and_the_digests_are_rekeyed(
@@ -272,7 +294,7 @@ def test_with_another_key_the_tree_is_the_same_and_the_digests_are_rekeyed(
     write_otlp_json(spans, out)
     monkeypatch.delenv("AGENTDIAG_HASH_KEY")
     copy = tmp_path / "other" / "traces.db"
-    result = ingest_otlp_json(out, copy)
+    result = ingest_otlp_json(out, copy, trust_names=True)
     assert result.clean
     assert (copy.parent / "hash.key").is_file()  # the store's own key, created as configure() would
     original = {(r.trace_id, r.span_id): r for r in all_rows(source)}
@@ -287,10 +309,10 @@ def test_with_another_key_the_tree_is_the_same_and_the_digests_are_rekeyed(
             before.end_ns,
         )
         assert row.session is not None and before.session is not None
-        assert row.session != before.session  # re-keyed: the copy cannot be joined with the source
-        assert row.session.split(":")[1] == load_store_hasher(copy).key_id  # type: ignore[union-attr]
+        assert row.session != f"imported:{before.session}"  # re-keyed: the copy cannot be joined with the source
+        assert row.session.split(":")[2] == load_store_hasher(copy).key_id  # type: ignore[union-attr]
     with SpanStore(copy, create=False) as b:
-        assert store_receipt(b).status == "valid"
+        assert store_receipt(b).status == "imported"
 
 
 # -- an independent receiver reads it --------------------------------------------------------------------------
