@@ -32,10 +32,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agentdiag._internal.inputs import describe_input
-from otel_agentdiag.diagnostics.projection import strict_projection
+from otel_agentdiag.diagnostics.projection import stored_names, strict_projection
 from otel_agentdiag.exporters.otlp import GRPC, HTTP_PROTOBUF, otlp_span_exporter, traces_url
-from otel_agentdiag.redaction.hashing import IdHasher
-from otel_agentdiag.redaction.policy import STRICT
+from otel_agentdiag.redaction.hashing import IdHasher, ephemeral_key
+from otel_agentdiag.redaction.policy import STRICT, Policy
+from otel_agentdiag.redaction.processor import SpanRedactor
 from otel_agentdiag.storage import SpanStore, StoredSpan
 
 __all__ = [
@@ -240,12 +241,15 @@ def push_spans(
     since_ns: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     on_batch: Callable[[int], None] | None = None,
+    policy: Policy = STRICT,
 ) -> PushResult:
     """Push the selected, not yet pushed spans of ``store`` through ``exporter``; see the module docstring.
 
     ``endpoint`` is the mark key (:func:`endpoint_key`). ``sessions`` (stored session digests; None: every span,
     those outside any session included) and ``since_ns`` (spans that started at or after it) select.
-    ``on_batch(rows)`` is called after each page with the number of rows it held. The exporter is not shut
+    ``on_batch(rows)`` is called after each page with the number of rows it held. Every row is re-validated
+    under the strict preset whatever wrote it; a ``policy`` other than the strict preset is applied after it and
+    can only remove more (it cannot let out what the strict preset drops). The exporter is not shut
     down here. An export that fails (or raises) stops the push and is reported in the result, never raised. A
     store error while reading or marking propagates (``sqlite3.Error`` or ``StoreError``); marks written
     before it stay.
@@ -254,11 +258,17 @@ def push_spans(
     result = PushResult()
     result.selected, result.already_pushed = store.push_backlog(endpoint, sessions=sessions, since_ns=since_ns)
     number = 0
+    second_hasher: IdHasher | None = None
     for rows in store.unpushed_spans(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size):
         number += 1
         # Always the strict preset, whatever policy wrote the rows or the agent's OTLP branch uses: what is stored
         # is re-validated, not trusted (a row may have been written by a looser policy, an import, or by hand).
         projection = strict_projection(rows, hasher=hasher, policy=STRICT)
+        if policy is not STRICT and projection.spans:
+            if second_hasher is None:
+                second_hasher = hasher or IdHasher(ephemeral_key(), algorithm=policy.hash_function)
+            second = SpanRedactor(policy, second_hasher, stored_names(rows))
+            projection.spans = [second.redact(span) for span in projection.spans]
         result.omitted += projection.omitted
         for reason, n in projection.omitted_reasons.items():
             result.omitted_reasons[reason] = result.omitted_reasons.get(reason, 0) + n
