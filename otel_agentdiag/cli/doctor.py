@@ -16,7 +16,7 @@ import click
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag.cli._common import CliError, format_option, store_option
-from otel_agentdiag.redaction.policy import PolicyError
+from otel_agentdiag.redaction.policy import PolicyError, open_patterns
 
 EXIT_LEAKED = 1
 
@@ -92,6 +92,7 @@ def _destination_info(destination: Any) -> dict[str, Any]:
         "exception_fingerprint": policy.exception_fingerprint,
         "on_error": policy.on_error,
         "blocked_values": len(policy.blocked_values),
+        "open_patterns": list(open_patterns(policy)),
     }
 
 
@@ -196,6 +197,8 @@ def _print_text(result: dict[str, Any]) -> None:
         click.echo(f"  policy         {info['policy']} ({info['policy_source']})")
         click.echo(f"  allowed keys   {info['allowed_keys']}; events: {', '.join(info['allowed_events']) or 'none'}")
         click.echo(f"  resource keys  {', '.join(info['resource_keys']) or 'none'}")
+        if info["open_patterns"]:
+            click.echo(f"  open patterns  {', '.join(info['open_patterns'])} (keys under them may carry data)")
         click.echo(f"  summary        {info['summary']}; on error: {info['on_error']}")
         key = info["key_id"] or "none (unkeyed)"
         click.echo(f"  hashing        {info['hash_function']}, key id {key}, from {info['key_source']}")
