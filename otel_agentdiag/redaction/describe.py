@@ -34,7 +34,8 @@ def markdown(local: Policy = LOCAL, strict: Policy = STRICT) -> str:
     out = [BEGIN, ""]
     out.append(
         "Span, event and link attributes. Anything not listed is dropped; a listed value that breaks its rule is "
-        "dropped; every kept string also passes the public-safety check (no credential, e-mail address, URL or "
+        "dropped (except under a closed set, such as finish reasons, where an unknown item becomes `_OTHER` in "
+        "its place); every kept string also passes the public-safety check (no credential, e-mail address, URL or "
         "absolute path)."
     )
     out.append("")
