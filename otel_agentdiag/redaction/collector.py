@@ -36,7 +36,7 @@ What it cannot mirror (our SDK does these before export; the Collector is a seco
 - value rules: types, ranges, enumerations, token shapes, lengths; registered tool/agent names (``_OTHER``);
 - span names (its ``url_sanitizer``/``db_sanitizer`` only rewrite URL- and SQL-shaped names; both are off
   here), event names (it filters event *attributes*, not events), status descriptions, link attributes,
-  instrumentation-scope attributes and W3C ``tracestate``;
+  instrumentation-scope attributes, resource and scope schema URLs and W3C ``tracestate``;
 - keyed digests in our format: its HMAC is plain ``hex(HMAC-SHA256(key, value))``, with no kind separation, no
   key id and no ``hmac-sha256:`` tag. Use a different key from the SDK's.
 """
