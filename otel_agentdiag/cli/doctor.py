@@ -15,7 +15,7 @@ import click
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag.cli._common import CliError, format_option, safe_url, store_option
-from otel_agentdiag.redaction.policy import PolicyError
+from otel_agentdiag.redaction.policy import PolicyError, open_patterns
 
 EXIT_LEAKED = 1
 
@@ -86,6 +86,7 @@ def _destination_info(destination: Any) -> dict[str, Any]:
         "exception_fingerprint": policy.exception_fingerprint,
         "on_error": policy.on_error,
         "blocked_values": len(policy.blocked_values),
+        "open_patterns": list(open_patterns(policy)),
     }
 
 
@@ -190,6 +191,8 @@ def _print_text(result: dict[str, Any]) -> None:
         click.echo(f"  policy         {info['policy']} ({info['policy_source']})")
         click.echo(f"  allowed keys   {info['allowed_keys']}; events: {', '.join(info['allowed_events']) or 'none'}")
         click.echo(f"  resource keys  {', '.join(info['resource_keys']) or 'none'}")
+        if info["open_patterns"]:
+            click.echo(f"  open patterns  {', '.join(info['open_patterns'])} (keys under them may carry data)")
         click.echo(f"  summary        {info['summary']}; on error: {info['on_error']}")
         key = info["key_id"] or "none (unkeyed)"
         click.echo(f"  hashing        {info['hash_function']}, key id {key}, from {info['key_source']}")

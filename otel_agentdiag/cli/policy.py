@@ -13,7 +13,7 @@ from otel_agentdiag.redaction.collector import (
     collector_redaction_config,
     unexpanded_patterns,
 )
-from otel_agentdiag.redaction.policy import Policy, PolicyError, policy_to_dict, resolve_policy
+from otel_agentdiag.redaction.policy import Policy, PolicyError, open_patterns, policy_to_dict, resolve_policy
 
 
 @click.command()
@@ -40,6 +40,13 @@ def policy(policy_spec: str, collector: bool) -> None:
     """
     try:
         resolved = resolve_policy(policy_spec)
+        for pattern in open_patterns(resolved):
+            click.echo(
+                f"agentdiag: warning: {pattern!r} lets any key-shaped key under it leave, keys that carry data "
+                "(an id or an e-mail address written into the key) too; name the keys, or list them as a "
+                "{a,b} set",
+                err=True,
+            )
         if collector:
             text = _collector_yaml(resolved)
         else:

@@ -7,8 +7,10 @@ the resource, the instrumentation scope — through the redacting processors of 
 place of the SQLite store or the OTLP exporter. It then searches everything that came out for every
 sentinel, wherever it went, and reports per surface.
 
-Sentinels are random per run and only ever placed where the policy must remove them (unknown keys, values
-that break their rule, raw IDs, unregistered names, free text): a sentinel that survives is a leak.
+Sentinels are random per run and only ever placed where the policy must remove them (unknown keys, keys that
+carry data under an allowed family such as ``gen_ai.usage.<sentinel>``, values that break their rule, a finish
+reason no provider documents, raw IDs, unregistered names, free text, schema URLs that are not OpenTelemetry's):
+a sentinel that survives is a leak.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ def _sentinels() -> dict[str, dict[str, str]]:
             "path": f"/home/{s('pathuser')}/secrets.txt",
             "error_type": f"ValueError: {s('errortext')}",
             "unknown_key_name": s("keyname"),
+            # a data-carrying key under an allowed family, and a finish reason no provider documents
+            "usage_key_name": s("usagekey"),
+            "finish_reason": s("finishreason"),
         },
         "ids": {
             "conversation": s("conversation"),
@@ -83,8 +88,14 @@ def _sentinels() -> dict[str, dict[str, str]]:
             "host": s("host"),
             "command_line": f"python agent.py --api-key {s('commandline')}",
             "namespace": f"{s('namespace')}@example.com",
+            "sdk_key_name": s("sdkkey"),
+            "schema_url": f"https://opentelemetry.io.{s('resourceschema')}.example/schemas/1.37.0",
         },
-        "scope": {"scope_value": s("scopevalue"), "scope_name": f"/home/{s('scopename')}/lib"},
+        "scope": {
+            "scope_value": s("scopevalue"),
+            "scope_name": f"/home/{s('scopename')}/lib",
+            "schema_url": f"https://opentelemetry.io/schemas/1.37.0/{s('scopeschema')}",
+        },
     }
 
 
@@ -136,8 +147,9 @@ class CanaryReport:
 def _emit(provider: TracerProvider, sentinels: Mapping[str, Mapping[str, str]]) -> int:
     """Record the canary spans on ``provider``; returns how many were made."""
     attrs, ids, names = sentinels["attributes"], sentinels["ids"], sentinels["names"]
+    scope = sentinels["scope"]
     tracer = provider.get_tracer(
-        sentinels["scope"]["scope_name"], "1.0", attributes={"canary.scope": sentinels["scope"]["scope_value"]}
+        scope["scope_name"], "1.0", scope["schema_url"], attributes={"canary.scope": scope["scope_value"]}
     )
     remote = SpanContext(
         trace_id=0x0AF7651916CD43DD8448EB211C80319C,
@@ -174,6 +186,8 @@ def _emit(provider: TracerProvider, sentinels: Mapping[str, Mapping[str, str]]) 
                 sc.GEN_AI_REQUEST_MODEL: attrs["credential"],
                 sc.GEN_AI_RESPONSE_ID: ids["response"],
                 sc.ERROR_TYPE: attrs["error_type"],
+                sc.GEN_AI_USAGE_PREFIX + attrs["usage_key_name"]: 7,
+                sc.GEN_AI_RESPONSE_FINISH_REASONS: ("stop", attrs["finish_reason"]),
             },
         ):
             pass
@@ -215,7 +229,7 @@ def _output_surfaces(span: ReadableSpan) -> dict[str, str]:
         "events": json.dumps([[e.name, dict(e.attributes or {})] for e in span.events], default=str),
         "status": span.status.description or "",
         "links": " ".join(link_parts),
-        "resource": json.dumps(dict(span.resource.attributes), default=str),
+        "resource": json.dumps([dict(span.resource.attributes), span.resource.schema_url], default=str),
         "scope": scope_text,
         "trace_state": span.context.trace_state.to_header() if span.context.trace_state else "",
         "everything": span.to_json(),
@@ -263,14 +277,16 @@ def run_canary(destinations: Iterable[Destination], resource: Resource | None = 
     for destination in destinations:
         sentinels = _sentinels()
         res = sentinels["resource"]
-        canary_resource = (resource or Resource.create({})).merge(
-            Resource(
-                {
-                    "host.name": res["host"],
-                    "process.command_line": res["command_line"],
-                    "service.namespace": res["namespace"],
-                }
-            )
+        # Built whole rather than merged: Resource.merge() keeps the first schema URL when both have one.
+        canary_resource = Resource(
+            {
+                **(resource or Resource.create({})).attributes,
+                "host.name": res["host"],
+                "process.command_line": res["command_line"],
+                "service.namespace": res["namespace"],
+                "telemetry.sdk." + res["sdk_key_name"]: "1.0",
+            },
+            res["schema_url"],
         )
         sink = InMemorySpanExporter()
         processor = RedactingSpanProcessor(

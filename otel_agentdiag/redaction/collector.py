@@ -9,11 +9,12 @@ What the processor can mirror, and how:
 
 - ``allow_all_keys: false`` and ``allowed_keys``: an attribute whose key is not listed is removed. The processor
   applies one list to resource, span and span-event attributes, so the list is the union of our span/event keys
-  and our resource keys. It matches keys *exactly*: each ``*`` pattern of the policy is expanded into the
-  concrete keys of :data:`KNOWN_PATTERN_KEYS` (the names our instrumentation and the common OpenAI
-  instrumentations emit). A key a pattern would allow but the catalogue does not name is removed by the
-  Collector: the limitation errs on the private side. :func:`unexpanded_patterns` lists the patterns of a custom
-  policy that the catalogue does not know (``agentdiag policy --collector`` warns about them).
+  and our resource keys. It matches keys *exactly*, as the presets do (they name every key, see
+  :mod:`~otel_agentdiag.redaction.keys`). A ``*`` pattern of a custom policy is expanded into the concrete keys
+  of :data:`KNOWN_PATTERN_KEYS` when it is one of the enumerated families (``gen_ai.usage.*`` and the like); a
+  key a pattern would allow but the catalogue does not name is removed by the Collector: the limitation errs on
+  the private side. :func:`unexpanded_patterns` lists the patterns of a custom policy that the catalogue does
+  not know (``agentdiag policy --collector`` warns about them).
 - ``blocked_values``: our public-safety check (credentials, e-mail addresses, URLs, absolute paths) as one
   RE2 expression per kind, plus the policy's own ``blocked_values``. Each flags the same strings as
   :func:`~otel_agentdiag.redaction.policy.is_sensitive` for ASCII text, but the processor *masks the match*
@@ -35,7 +36,7 @@ What it cannot mirror (our SDK does these before export; the Collector is a seco
 - value rules: types, ranges, enumerations, token shapes, lengths; registered tool/agent names (``_OTHER``);
 - span names (its ``url_sanitizer``/``db_sanitizer`` only rewrite URL- and SQL-shaped names; both are off
   here), event names (it filters event *attributes*, not events), status descriptions, link attributes,
-  instrumentation-scope attributes and W3C ``tracestate``;
+  instrumentation-scope attributes, resource and scope schema URLs and W3C ``tracestate``;
 - keyed digests in our format: its HMAC is plain ``hex(HMAC-SHA256(key, value))``, with no kind separation, no
   key id and no ``hmac-sha256:`` tag. Use a different key from the SDK's.
 """
@@ -47,6 +48,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag.redaction import keys as _keys
 from otel_agentdiag.redaction import policy as p
 
 COLLECTOR_CONTRIB_VERSION: Final = "0.165.0"
@@ -77,45 +79,15 @@ kind. A string is flagged by one of them exactly when ``is_sensitive`` flags it 
 and ``\\b`` are ASCII-only); each match is extended to the whole token because the Collector masks matches."""
 
 KNOWN_PATTERN_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
-    sc.AGENTDIAG_REDACTION_PREFIX + "*": tuple(sc.AGENTDIAG_REDACTION_PREFIX + reason for reason in p.REASONS),
-    sc.GEN_AI_USAGE_PREFIX + "*": (
-        sc.GEN_AI_USAGE_INPUT_TOKENS,
-        sc.GEN_AI_USAGE_OUTPUT_TOKENS,
-        sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
-        sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
-        sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
-        # Older semantic conventions and OpenLLMetry.
-        "gen_ai.usage.prompt_tokens",
-        "gen_ai.usage.completion_tokens",
-        "gen_ai.usage.total_tokens",
-        "gen_ai.usage.cache_read_input_tokens",
-        "gen_ai.usage.cache_creation_input_tokens",
-        "gen_ai.usage.reasoning_tokens",
-    ),
-    # Roll-ups on run and iteration spans (instrumentation/_framework.py): one per leaf usage key.
-    sc.AGENTDIAG_USAGE_PREFIX + "*": (
-        sc.AGENTDIAG_USAGE_PREFIX + "input_tokens",
-        sc.AGENTDIAG_USAGE_PREFIX + "output_tokens",
-        sc.AGENTDIAG_USAGE_PREFIX + "cache_read.input_tokens",
-        sc.AGENTDIAG_USAGE_PREFIX + "cache_creation.input_tokens",
-        sc.AGENTDIAG_USAGE_PREFIX + "reasoning.output_tokens",
-    ),
-    # OpenInference.
-    "llm.token_count.*": (
-        "llm.token_count.prompt",
-        "llm.token_count.completion",
-        "llm.token_count.total",
-        "llm.token_count.prompt_details.cache_read",
-        "llm.token_count.prompt_details.cache_write",
-        "llm.token_count.prompt_details.audio",
-        "llm.token_count.completion_details.reasoning",
-        "llm.token_count.completion_details.audio",
-    ),
-    # Resource attributes the OpenTelemetry SDKs set.
-    "telemetry.sdk.*": ("telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"),
-    "telemetry.distro.*": ("telemetry.distro.name", "telemetry.distro.version"),
+    sc.AGENTDIAG_REDACTION_PREFIX + "*": _keys.redaction_counter_keys(p.REASONS),
+    sc.GEN_AI_USAGE_PREFIX + "*": _keys.GEN_AI_USAGE_KEYS,
+    sc.AGENTDIAG_USAGE_PREFIX + "*": _keys.AGENTDIAG_USAGE_KEYS,
+    "llm.token_count.*": _keys.OPENINFERENCE_TOKEN_COUNT_KEYS,
+    "telemetry.sdk.*": tuple(k for k in _keys.TELEMETRY_RESOURCE_KEYS if k.startswith("telemetry.sdk.")),
+    "telemetry.distro.*": tuple(k for k in _keys.TELEMETRY_RESOURCE_KEYS if k.startswith("telemetry.distro.")),
 }
-"""The concrete keys each ``*`` pattern of the presets stands for in the Collector (which matches keys exactly)."""
+"""The concrete keys a ``*`` pattern over one of the enumerated families stands for in the Collector (which
+matches keys exactly): the same keys the presets name."""
 
 _DIGEST_SHAPES: Final[Mapping[str, str]] = {
     "hmac-sha256": r"^hmac-sha256:[0-9a-f]{8}:[0-9a-f]{64}$",

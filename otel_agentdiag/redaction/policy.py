@@ -26,12 +26,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag.redaction import keys as _keys
+from otel_agentdiag.redaction.finish_reasons import FINISH_REASONS
 
 # --- reason codes (the suffix of the ``agentdiag.redaction.*`` counters) ----------------------------------
 UNKNOWN_KEY: Final = "unknown_key"
 """The key is not in the policy."""
 INVALID_VALUE: Final = "invalid_value"
-"""The key is allowed but the value breaks its rule: wrong type, out of range, not in the enum, bad shape."""
+"""The key is allowed but the value breaks its rule: wrong type, out of range, not in the enum, bad shape. The
+value is dropped, except under a :class:`ClosedSet` rule, where an unknown string becomes ``_OTHER``."""
 TOO_LONG: Final = "too_long"
 """The value is longer (characters, or items of an array) than its rule allows."""
 PUBLIC_SAFETY_VIOLATION: Final = "public_safety_violation"
@@ -48,6 +51,9 @@ SPAN_NAME: Final = "span_name"
 """The span name was rebuilt from the redacted attributes or replaced by ``_OTHER``."""
 STATUS_DESCRIPTION: Final = "status_description"
 """A status description (free text, often the exception message) was removed."""
+SCHEMA_URL: Final = "schema_url"
+"""The span's resource or instrumentation scope named a schema URL other than an OpenTelemetry one
+(``https://opentelemetry.io/schemas/<version>``); it was removed. Counted on every span of that resource or scope."""
 
 REASONS: Final = (
     UNKNOWN_KEY,
@@ -60,6 +66,7 @@ REASONS: Final = (
     EVENT_DROPPED,
     SPAN_NAME,
     STATUS_DESCRIPTION,
+    SCHEMA_URL,
 )
 
 SUMMARY_MODES: Final = ("info", "silent", "debug")
@@ -275,6 +282,60 @@ class StringArray(Rule):
         }
 
 
+_NAMED_SETS: Final[Mapping[frozenset[str], str]] = {FINISH_REASONS: "the documented finish reasons"}
+"""Closed sets that ``describe()`` names instead of listing (the README lists them once)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedSet(Rule):
+    """A value from a closed vocabulary (finish reasons): a string in ``values`` or, with ``max_items``, a
+    sequence of at most that many strings. A string outside ``values`` becomes ``_OTHER`` in its place and is
+    counted as ``invalid_value``, so an array keeps its length and its order; another type, or an array longer
+    than ``max_items``, is dropped."""
+
+    values: frozenset[str]
+    max_items: int | None = None
+    """``None``: one string; else an array of at most this many."""
+
+    def __post_init__(self) -> None:
+        if not self.values or not all(isinstance(v, str) and v for v in self.values):
+            raise ValueError("a closed set needs non-empty string values")
+        if self.max_items is not None and (type(self.max_items) is not int or self.max_items < 1):
+            raise ValueError("max_items must be a positive integer or None")
+
+    def apply(self, value: Any, ctx: RedactionContext) -> Verdict:
+        values = self.values
+        if self.max_items is None:
+            if type(value) is not str:
+                return None, INVALID_VALUE
+            return (value, None) if value in values else (sc.OTHER_VALUE, INVALID_VALUE)
+        if not isinstance(value, (tuple, list)):
+            return None, INVALID_VALUE
+        if len(value) > self.max_items:
+            return None, TOO_LONG
+        known = True
+        for item in value:  # one plain loop: this runs on every LLM span
+            if type(item) is not str:
+                return None, INVALID_VALUE
+            if item not in values:
+                known = False
+        if known:
+            return value, None
+        return tuple(item if item in values else sc.OTHER_VALUE for item in value), INVALID_VALUE
+
+    def describe(self) -> str:
+        listed = _NAMED_SETS.get(self.values) or ", ".join(f"`{v}`" for v in sorted(self.values))
+        if self.max_items is None:
+            return f"one of {listed}; any other string becomes `_OTHER`"
+        return f"≤ {self.max_items} strings, each one of {listed}; any other item becomes `_OTHER`"
+
+    def to_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"type": "closed_set", "values": sorted(self.values)}
+        if self.max_items is not None:
+            spec["max_items"] = self.max_items
+        return spec
+
+
 @dataclass(frozen=True, slots=True)
 class Scalar(Rule):
     """Any bounded scalar: a bool, an integer, a finite float, or a string of at most ``max_length`` printable
@@ -432,18 +493,44 @@ class PolicyError(ValueError):
     """A policy (or a policy file) that cannot be used; the message says where and why."""
 
 
-_KEY_SEGMENTS = r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*"
 MAX_PATTERN_KEY_LENGTH: Final = 128
+_glob = _keys.key_pattern
+"""``*`` patterns are open (see :func:`~otel_agentdiag.redaction.keys.key_pattern`)."""
 
 
-def _glob(pattern: str) -> re.Pattern[str]:
-    """``*`` matches one or more dot-separated identifier segments; everything else is literal.
+def _expanded(keys: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """``keys`` with every ``{a,b}`` set spelled out (a later entry wins over an earlier one for the same key)."""
+    out: dict[str, Any] = {}
+    for key, rule in keys.items():
+        if not isinstance(key, str) or not key:
+            raise PolicyError(f"{what}: keys must be non-empty strings, not {key!r}")
+        try:
+            spelled = _keys.expand_key(key)
+        except ValueError as exc:
+            raise PolicyError(f"{what}: {exc}") from None
+        for one in spelled:
+            out[one] = rule
+    return out
 
-    What ``*`` matches becomes part of an exported key, so it is held to the shape of a key: no spaces, ``@``,
-    ``/``, ``:`` or other characters of prose, addresses, URLs or paths (and the whole key is length-bounded
-    and passes the public-safety check, see :meth:`Policy.rule_for`).
-    """
-    return re.compile(_KEY_SEGMENTS.join(re.escape(part) for part in pattern.split("*")))
+
+def _without(table: Mapping[str, Rule], key: str, what: str) -> dict[str, Rule]:
+    """``table`` without what ``key`` stands for: the keys of its ``{a,b}`` sets and, for a ``*`` pattern, the
+    pattern and every key it matches (``"gen_ai.usage.*" = false`` removes each enumerated usage key)."""
+    out = dict(table)
+    for one in _expanded({key: None}, what):
+        out.pop(one, None)
+        if "*" in one:
+            compiled = _glob(one)
+            for existing in [k for k in out if compiled.fullmatch(k)]:
+                del out[existing]
+    return out
+
+
+def open_patterns(policy: Policy) -> tuple[str, ...]:
+    """The ``*`` patterns of ``policy`` (span, resource and scope tables), sorted: each lets any key-shaped key
+    under its prefix leave, data-shaped ones too. Empty for the presets."""
+    tables = (policy.allowed_keys, policy.resource_keys, policy.scope_keys)
+    return tuple(sorted({key for table in tables for key in table if "*" in key}))
 
 
 _Table = tuple[dict[str, Rule], tuple[tuple[str, "re.Pattern[str]", Rule], ...]]
@@ -472,13 +559,15 @@ class Policy:
     """A fail-closed allowlist over the whole span.
 
     Option names follow the OpenTelemetry Collector's ``redaction`` processor where the concept is the same
-    (``allowed_keys``, ``blocked_values``, ``hash_function``, ``summary``). Keys containing ``*`` are patterns
-    (``gen_ai.usage.*``); an exact key wins over a pattern, a longer pattern over a shorter one.
+    (``allowed_keys``, ``blocked_values``, ``hash_function``, ``summary``). A key with ``{a,b}`` sets stands for
+    each key it spells (``gen_ai.usage.{input,output}_tokens``) and is stored spelled out. Keys containing ``*``
+    are open patterns (:func:`~otel_agentdiag.redaction.keys.key_pattern`: they let data-shaped keys out; the
+    presets have none); an exact key wins over a pattern, a longer pattern over a shorter one.
     """
 
     name: str
     allowed_keys: Mapping[str, Rule]
-    """Attribute key (or ``*`` pattern) → rule. Applies to span, event and link attributes."""
+    """Attribute key (``{a,b}`` set, or ``*`` pattern) → rule. Applies to span, event and link attributes."""
     allowed_span_names: frozenset[str] = frozenset()
     """Literal span names kept when a span's name cannot be rebuilt from its redacted attributes."""
     allowed_events: Mapping[str, frozenset[str]] = field(default_factory=dict)
@@ -516,12 +605,14 @@ class Policy:
             raise PolicyError(f"hash_function must be one of {', '.join(HASH_FUNCTIONS)}, not {self.hash_function!r}")
         if self.on_error not in ON_ERROR_MODES:
             raise PolicyError(f"on_error must be one of {', '.join(ON_ERROR_MODES)}, not {self.on_error!r}")
-        allowed = self.allowed_keys
+        allowed = _expanded(self.allowed_keys, "allowed_keys")
         if self.summary == "debug" and sc.AGENTDIAG_REDACTION_KEYS not in allowed:
             # The list of removed keys this policy writes must survive a second pass (idempotence); only
             # key-shaped names, so no other instrumentation can smuggle text through it.
-            allowed = {**allowed, sc.AGENTDIAG_REDACTION_KEYS: DEBUG_KEYS}
-            object.__setattr__(self, "allowed_keys", allowed)
+            allowed[sc.AGENTDIAG_REDACTION_KEYS] = DEBUG_KEYS
+        object.__setattr__(self, "allowed_keys", allowed)
+        object.__setattr__(self, "resource_keys", _expanded(self.resource_keys, "resource_keys"))
+        object.__setattr__(self, "scope_keys", _expanded(self.scope_keys, "scope_keys"))
         exact, patterns = _split(allowed, "allowed_keys")
         object.__setattr__(self, "_exact", exact)
         object.__setattr__(self, "_patterns", patterns)
@@ -573,14 +664,16 @@ class Policy:
 
     def derive(self, name: str, **changes: Any) -> Policy:
         """A copy with ``changes``; ``allowed_keys``/``resource_keys``/``scope_keys`` given here are *merged*
-        into this policy's (a value of ``None`` removes a key)."""
+        into this policy's. A value of ``None`` removes what its key stands for (the keys of a ``{a,b}`` set; a
+        ``*`` pattern and every key it matches); removals apply before the additions of the same call."""
         for table in ("allowed_keys", "resource_keys", "scope_keys"):
             if table in changes:
-                merged = dict(getattr(self, table))
+                merged: dict[str, Rule] = dict(getattr(self, table))
                 for key, rule in changes[table].items():
                     if rule is None:
-                        merged.pop(key, None)
-                    else:
+                        merged = _without(merged, key, table)
+                for key, rule in changes[table].items():
+                    if rule is not None:
                         merged[key] = rule
                 changes[table] = merged
         return replace(self, name=name, **changes)
@@ -596,7 +689,10 @@ PROVIDER_NAME = token(r"[a-z0-9][a-z0-9_.\-]*", 64)
 OPERATION_NAME = token(r"[a-z][a-z0-9_]*", 64)
 ERROR_TYPE = token(r"[A-Za-z_<][A-Za-z0-9_.<>]*|[1-5][0-9]{2}", 256)
 """An exception class name, or an HTTP status code (the HTTP conventions' error.type for a failed response)."""
-FINISH_REASON = token(r"[a-z][a-z0-9_]*", 32)
+FINISH_REASON = ClosedSet(FINISH_REASONS)
+"""One finish reason (OpenInference's ``llm.finish_reason``): a documented one, else ``_OTHER``."""
+FINISH_REASON_ARRAY = ClosedSet(FINISH_REASONS, 16)
+"""``gen_ai.response.finish_reasons``: up to 16 documented finish reasons, each unknown one ``_OTHER``."""
 IDENTIFIER = token(r"[A-Za-z_][A-Za-z0-9_.\-]*", 128)
 SERVICE_TIER = token(r"[a-z][a-z0-9_\-]*", 32)
 SYSTEM_FINGERPRINT = token(r"fp_[0-9a-f]{1,64}", 67)
@@ -635,7 +731,8 @@ def _strict() -> Policy:
         sc.AGENTDIAG_ITERATION_INDEX: IntRange(0, 10**9),
         sc.AGENTDIAG_SEQUENCE: IntRange(0, _INT64),
         sc.AGENTDIAG_OBSERVER_ID: token(r"[0-9a-f]{16}", 16),
-        sc.AGENTDIAG_REDACTION_PREFIX + "*": IntRange(0, 10**9),  # counts from an earlier redaction
+        # counts from an earlier redaction: one key per reason code, nothing else under the prefix
+        **{key: IntRange(0, 10**9) for key in _keys.redaction_counter_keys(REASONS)},
         sc.AGENTDIAG_EXCEPTION_FINGERPRINT: HashedId(sc.ID_KIND_EXCEPTION_MESSAGE),
         # GenAI semantic conventions
         sc.GEN_AI_OPERATION_NAME: OPERATION_NAME,
@@ -653,12 +750,13 @@ def _strict() -> Policy:
         sc.GEN_AI_REQUEST_FREQUENCY_PENALTY: FloatRange(-10.0, 10.0),
         sc.GEN_AI_REQUEST_PRESENCE_PENALTY: FloatRange(-10.0, 10.0),
         sc.GEN_AI_OUTPUT_TYPE: OPERATION_NAME,
-        sc.GEN_AI_RESPONSE_FINISH_REASONS: StringArray(FINISH_REASON, 16),
+        sc.GEN_AI_RESPONSE_FINISH_REASONS: FINISH_REASON_ARRAY,
         sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: FloatRange(0.0, 86_400.0),
         "gen_ai.is_streaming": Boolean(),
         "gen_ai.embeddings.dimension.count": IntRange(0, 10**6),
         "openai.api.type": Enum(frozenset({"chat_completions", "responses", "embeddings", "completions"})),
-        sc.GEN_AI_USAGE_PREFIX + "*": _TOKENS,
+        # Every key of a family is named (keys.py): what a "*" would match could be data.
+        **{key: _TOKENS for key in _keys.GEN_AI_USAGE_KEYS},
         sc.GEN_AI_AGENT_NAME: RegisteredName("agent"),
         sc.GEN_AI_TOOL_NAME: RegisteredName("tool"),
         sc.GEN_AI_TOOL_TYPE: Enum(frozenset({"function", "extension", "datastore"})),
@@ -668,7 +766,7 @@ def _strict() -> Policy:
         sc.HTTP_REQUEST_RESEND_COUNT: IntRange(0, 1000),
         sc.AGENTDIAG_STREAM_END: Enum(frozenset(sc.STREAM_ENDS)),
         # Framework integrations: roll-ups, why a run stopped, handoffs, guardrails
-        sc.AGENTDIAG_USAGE_PREFIX + "*": _TOKENS,
+        **{key: _TOKENS for key in _keys.AGENTDIAG_USAGE_KEYS},
         sc.AGENTDIAG_STOP_REASON: Enum(frozenset(sc.STOP_REASONS)),
         sc.AGENTDIAG_HANDOFF_SOURCE_AGENT: RegisteredName("agent"),
         sc.AGENTDIAG_HANDOFF_TARGET_AGENT: RegisteredName("agent"),
@@ -682,7 +780,7 @@ def _strict() -> Policy:
         "llm.model_name": MODEL_NAME,
         "llm.provider": PROVIDER_NAME,
         "llm.system": PROVIDER_NAME,
-        "llm.token_count.*": _TOKENS,
+        **{key: _TOKENS for key in _keys.OPENINFERENCE_TOKEN_COUNT_KEYS},
         "llm.finish_reason": FINISH_REASON,
         "embedding.model_name": MODEL_NAME,
         "tool.name": RegisteredName("tool"),
@@ -716,8 +814,7 @@ def _strict() -> Policy:
             "service.namespace": resource,
             "service.version": resource,
             "service.instance.id": resource,
-            "telemetry.sdk.*": resource,
-            "telemetry.distro.*": resource,
+            **{key: resource for key in _keys.TELEMETRY_RESOURCE_KEYS},
             "deployment.environment": resource,
             "deployment.environment.name": resource,
         },
@@ -770,6 +867,7 @@ PRESETS: Final[Mapping[str, Policy]] = {"strict": STRICT, "local": LOCAL}
 # --- policy files -----------------------------------------------------------------------------------------
 _RULE_FIELDS: Final[Mapping[str, frozenset[str]]] = {
     "enum": frozenset({"values"}),
+    "closed_set": frozenset({"values", "max_items"}),
     "bool": frozenset(),
     "int": frozenset({"min", "max"}),
     "float": frozenset({"min", "max"}),
@@ -822,6 +920,14 @@ def rule_from_spec(spec: Mapping[str, Any], where: str = "rule") -> Rule:
         if not values or not all(isinstance(v, (str, bool)) for v in values):
             raise PolicyError(f"{where}: 'values' must be a non-empty list of strings or booleans")
         return Enum(frozenset(values))
+    if kind == "closed_set":
+        values = _require(spec, "values", list, where)
+        if not values or not all(isinstance(v, str) and v for v in values):
+            raise PolicyError(f"{where}: 'values' must be a non-empty list of non-empty strings")
+        max_items = spec.get("max_items")
+        if max_items is not None and (type(max_items) is not int or max_items < 1):
+            raise PolicyError(f"{where}: 'max_items' must be a positive integer (omit it for a single string)")
+        return ClosedSet(frozenset(values), max_items)
     if kind == "bool":
         return Boolean()
     if kind in ("int", "float"):

@@ -8,7 +8,6 @@ neighbour. The original span is never forwarded. If redaction itself fails, the 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag._internal.spans import attribute_items, span_attributes
 from otel_agentdiag.redaction import policy as p
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.schema_url import allowed_schema_url
 
 if TYPE_CHECKING:
     from otel_agentdiag.content.recorder import ContentRecorder
@@ -65,8 +65,9 @@ class SpanRedactor:
         self.hasher = hasher
         self._ctx = p.RedactionContext(hasher, names if names is not None else default_registry)
         self._entries: dict[str, tuple[p.Rule | None, dict[str, tuple[Any, str | None]] | None]] = {}
-        self._resources: dict[int, tuple[Resource, Resource]] = {}
-        self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
+        # Per resource/scope object: the object, its clean copy, and how many schema URLs the copy lost.
+        self._resources: dict[int, tuple[Resource, Resource, int]] = {}
+        self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope | None, int]] = {}
         self._drift: dict[str, int] = {}
         self._drift_overflow = 0
         self._drift_lock = threading.Lock()
@@ -237,38 +238,37 @@ class SpanRedactor:
                 kept[key] = new_value
         return kept
 
-    def _resource(self, resource: Resource) -> Resource:
+    def _resource(self, resource: Resource) -> tuple[Resource, int]:
+        """The clean resource, and how many schema URLs it lost (0 or 1: counted on every span of it)."""
         cached = self._resources.get(id(resource))
         if cached is not None and cached[0] is resource:
-            return cached[1]
-        clean = Resource(
-            self._table(resource.attributes, self.policy.resource_rule_for), self._schema_url(resource.schema_url)
-        )
+            return cached[1], cached[2]
+        schema_url, dropped = _schema_url(resource.schema_url)
+        clean = Resource(self._table(resource.attributes, self.policy.resource_rule_for), schema_url)
         if len(self._resources) >= _CACHE_LIMIT:
             self._resources.clear()
-        self._resources[id(resource)] = (resource, clean)
-        return clean
+        self._resources[id(resource)] = (resource, clean, dropped)
+        return clean, dropped
 
-    def _scope(self, scope: InstrumentationScope | None) -> InstrumentationScope | None:
+    def _scope(self, scope: InstrumentationScope | None) -> tuple[InstrumentationScope | None, int]:
+        """The clean scope, and how many schema URLs it lost (0 or 1)."""
         if scope is None:
-            return None
+            return None, 0
         cached = self._scopes.get(id(scope))
         if cached is not None and cached[0] is scope:
-            return cached[1]
+            return cached[1], cached[2]
         # Scope name and version are code, still checked as bounded, non-sensitive strings.
         name, _ = self._decide(_SCOPE_STRING, scope.name)
         version, _ = self._decide(_SCOPE_STRING, scope.version) if scope.version else (None, None)
         attributes = self._table(getattr(scope, "attributes", None), self.policy.scope_rule_for)
+        schema_url, dropped = _schema_url(scope.schema_url)
         clean = InstrumentationScope(
-            name if isinstance(name, str) else sc.OTHER_VALUE,
-            version,
-            self._schema_url(scope.schema_url),
-            attributes or None,
+            name if isinstance(name, str) else sc.OTHER_VALUE, version, schema_url, attributes or None
         )
         if len(self._scopes) >= _CACHE_LIMIT:
             self._scopes.clear()
-        self._scopes[id(scope)] = (scope, clean)
-        return clean
+        self._scopes[id(scope)] = (scope, clean, dropped)
+        return clean, dropped
 
     # -- the span -------------------------------------------------------------------------------------
     def redact(self, span: ReadableSpan) -> ReadableSpan:
@@ -289,6 +289,10 @@ class SpanRedactor:
         if status.description:
             counts[p.STATUS_DESCRIPTION] = counts.get(p.STATUS_DESCRIPTION, 0) + 1
             status = Status(status.status_code)
+        resource, resource_dropped = self._resource(span.resource)
+        scope, scope_dropped = self._scope(span.instrumentation_scope)
+        if resource_dropped or scope_dropped:
+            counts[p.SCHEMA_URL] = resource_dropped + scope_dropped
         if counts and self.policy.summary != "silent":
             for reason, count in counts.items():
                 attributes[_COUNTER_KEYS[reason]] = count
@@ -298,7 +302,7 @@ class SpanRedactor:
             name=name,
             context=_bare_context(span.context),
             parent=_bare_context(span.parent),
-            resource=self._resource(span.resource),
+            resource=resource,
             attributes=attributes,
             events=events,
             links=links,
@@ -306,7 +310,7 @@ class SpanRedactor:
             status=status,
             start_time=span.start_time,
             end_time=span.end_time,
-            instrumentation_scope=self._scope(span.instrumentation_scope),
+            instrumentation_scope=scope,
         )
 
     def _debug_keys(self, removed: list[str]) -> tuple[str, ...]:
@@ -315,14 +319,6 @@ class SpanRedactor:
         item = p.DEBUG_KEYS.item
         names = {key if item.apply(key, self._ctx)[1] is None else sc.OTHER_VALUE for key in removed}
         return tuple(sorted(names)[:_DEBUG_KEYS_LIMIT])
-
-    def _schema_url(self, url: str | None) -> str | None:
-        """A schema URL is kept only if it is a plain https/http URL without user-info, query or fragment."""
-        if not url:
-            return None
-        if len(url) > 256 or _CONTROL.search(url) or not _SCHEMA_URL.fullmatch(url):
-            return None
-        return url
 
     def accounting_attributes(self, span: ReadableSpan) -> dict[str, Any]:
         """The attributes that file a span in the books, each through its own rule: session digest, observer
@@ -343,7 +339,7 @@ class SpanRedactor:
         """What replaces a span that could not be redacted: ids, timing, kind, status code, and its place in the
         books (session digest, observer id, sequence number; so the session's receipt sees it), nothing else."""
         try:
-            resource = self._resource(span.resource)
+            resource = self._resource(span.resource)[0]
         except Exception:  # noqa: BLE001 - the resource may be what failed
             resource = Resource.get_empty()
         attributes = self.accounting_attributes(span)
@@ -362,9 +358,13 @@ class SpanRedactor:
 
 
 _SCOPE_STRING = p.Scalar(256)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_SCHEMA_URL = re.compile(r"https?://[A-Za-z0-9.\-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._\-]+)*/?")
-"""Schema URLs name a published schema (``https://opentelemetry.io/schemas/1.37.0``): host and plain path only."""
+
+
+def _schema_url(url: str | None) -> tuple[str | None, int]:
+    """The schema URL to export and whether one was removed: only OpenTelemetry schema URLs leave."""
+    if not url:
+        return None, 0
+    return (url, 0) if allowed_schema_url(url) else (None, 1)
 
 
 class RedactingSpanProcessor(SpanProcessor):

@@ -181,6 +181,43 @@ def test_canary_detects_a_leak_in_each_surface_it_claims_to_cover(tmp_path: Path
         assert not outcome.ok
 
 
+def test_canary_catches_an_open_key_pattern_and_an_open_finish_reason(tmp_path: Path) -> None:
+    """Classes of issue 20: a ``*`` under an allowed family and finish reasons outside the documented set."""
+    options = _resolve(None, tmp_path / "t.db", None)
+    anything = p.Token(__import__("re").compile(r"(?s).*"), 10_000)
+    for policy in (
+        p.STRICT.derive("open-usage", allowed_keys={"gen_ai.usage.*": p.IntRange(0, 10**12)}),
+        p.STRICT.derive("open-reasons", allowed_keys={"gen_ai.response.finish_reasons": p.StringArray(anything, 16)}),
+        p.STRICT.derive("open-sdk", resource_keys={"telemetry.sdk.*": p.Scalar(256)}),
+    ):
+        (destination,) = resolve_destinations(options, local_policy=policy, create_key_file=False)
+        (outcome,) = run_canary([destination]).results
+        assert not outcome.ok, policy.name
+        assert set(outcome.leaks) == {"resource" if policy.name == "open-sdk" else "attributes"}, policy.name
+
+
+def test_canary_schema_url_sentinels_are_really_sent_and_searched() -> None:
+    """No policy setting opens schema URLs, so check the other way: unredacted, the canary finds its sentinels in
+    the resource and scope schema URLs."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_agentdiag.diagnostics import canary
+
+    sentinels = canary._sentinels()
+    sink = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource({}, sentinels["resource"]["schema_url"]), shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(sink))
+    canary._emit(provider, sentinels)
+    spans = list(sink.get_finished_spans())
+    only_schemas = {"resource": {"schema_url": sentinels["resource"]["schema_url"]}}
+    only_schemas["scope"] = {"schema_url": sentinels["scope"]["schema_url"]}
+    leaks = canary._search(spans, only_schemas)
+    assert "resource" in leaks["resource"] and "scope" in leaks["scope"], leaks
+
+
 def test_the_otlp_protocol_and_its_source_are_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from fakes import openai_server as fake
 from fakes.openai_server import FakeOpenAIServer, RecordedRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as OtlpStatus
 from otlp_receiver import OTLPReceiver, ReceivedSpan
 
@@ -583,6 +584,43 @@ def test_safe_genai_attributes_survive(run: Run) -> None:
                     lost.append(f"{where} {call} ({span['name']}): {key}={raw[key]!r} -> {kept!r}")
     assert not not_emitted, f"{run.library} no longer emits:\n" + "\n".join(not_emitted)
     assert not lost, f"{run.library}: safe attributes lost in redaction:\n" + "\n".join(lost)
+
+
+TOKEN_COUNT_PREFIXES = (sc.GEN_AI_USAGE_PREFIX, "llm.token_count.", "llm.usage.", sc.AGENTDIAG_USAGE_PREFIX)
+FINISH_REASON_KEYS = (sc.GEN_AI_RESPONSE_FINISH_REASONS, "llm.finish_reason")
+
+
+def test_every_token_count_and_finish_reason_the_library_emits_leaves_unchanged(run: Run) -> None:
+    """The presets name token-count keys one by one (no ``*``) and keep only documented finish reasons: every
+    such key and reason the library really emits must be among them, or its users would lose their usage."""
+    stored, received = _by_span_id(run)
+    emitted: set[str] = set()
+    lost: list[str] = []
+    for span in run.raw_spans:
+        span_id = _hex(span["context"]["span_id"])
+        for key, value in span["attributes"].items():
+            if not (key in FINISH_REASON_KEYS or (key.startswith(TOKEN_COUNT_PREFIXES) and type(value) is int)):
+                continue
+            emitted.add(key)
+            for where, attributes in (("store", stored[span_id].attributes), ("otlp", received[span_id].attributes)):
+                if _plain(attributes.get(key)) != _plain(value):
+                    lost.append(f"{where} {span['name']}: {key}={value!r} -> {attributes.get(key, '<dropped>')!r}")
+    assert any(key.startswith(TOKEN_COUNT_PREFIXES) for key in emitted), sorted(emitted)
+    assert set(FINISH_REASON_KEYS) & emitted, sorted(emitted)
+    assert not lost, f"{run.library}:\n" + "\n".join(lost)
+
+
+def test_opentelemetry_schema_urls_survive_and_no_other_leaves(run: Run) -> None:
+    emitted = {(span.get("scope") or {}).get("schema_url") or "" for span in run.raw_spans}
+    sent = set()
+    for body in run.decoded_bodies:
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource_spans in request.resource_spans:
+            sent.add(resource_spans.schema_url)
+            sent.update(scope_spans.schema_url for scope_spans in resource_spans.scope_spans)
+    official = {url for url in emitted if url.startswith("https://opentelemetry.io/schemas/")}
+    assert official <= sent  # e.g. the official GenAI instrumentation's schema
+    assert sent <= official | {""}
 
 
 def test_errors_keep_the_type_only(run: Run) -> None:

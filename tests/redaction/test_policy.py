@@ -19,6 +19,7 @@ from opentelemetry.trace import Link, SpanContext, Status, StatusCode, TraceFlag
 import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NameRegistry
+from otel_agentdiag.redaction import keys as enumerated
 from otel_agentdiag.redaction import policy as p
 from otel_agentdiag.redaction import processor as processor_module
 from otel_agentdiag.redaction.hashing import IdHasher, key_id_for
@@ -184,10 +185,13 @@ def team_policy(tmp_path: Path) -> p.Policy:
 def test_a_policy_file_extends_strict_by_default(team_policy: p.Policy) -> None:
     assert team_policy.name == "strict+team"
     assert team_policy.summary == "info" and team_policy.hash_function == "hmac-sha256"
-    assert set(p.STRICT.allowed_keys) - {"gen_ai.request.seed", "gen_ai.usage.*"} <= set(team_policy.allowed_keys)
+    removed = {"gen_ai.request.seed", *enumerated.GEN_AI_USAGE_KEYS}
+    assert set(p.STRICT.allowed_keys) - removed <= set(team_policy.allowed_keys)
     assert team_policy.rule_for(sc.GEN_AI_REQUEST_MODEL) is p.STRICT.rule_for(sc.GEN_AI_REQUEST_MODEL)
-    # `false` removes a key of the base policy, exact or pattern.
+    # `false` removes what a key stands for: an exact key, or a pattern and every key of the base it matches
+    # (the presets name each usage key; "gen_ai.usage.*" = false still removes them all).
     assert team_policy.rule_for("gen_ai.request.seed") is None
+    assert not [key for key in team_policy.allowed_keys if key.startswith("gen_ai.usage.")]
     assert team_policy.rule_for("gen_ai.usage.input_tokens") is None
     assert p.STRICT.rule_for("gen_ai.usage.input_tokens") is not None
     # The base policy is untouched.
@@ -242,9 +246,15 @@ def test_blocked_values_turn_a_kept_value_into_a_public_safety_violation(team_po
     assert sc.GEN_AI_REQUEST_MODEL not in out.attributes
     assert out.attributes[sc.GEN_AI_PROVIDER_NAME] == "openai"
     assert _counters(out) == {"public_safety_violation": 1}
-    # In arrays too: one blocked item drops the value.
-    out = _redact(team_policy, _span({sc.GEN_AI_RESPONSE_FINISH_REASONS: ("stop", "internal-")}))
+    # In arrays too: one blocked item drops the value (here a documented finish reason the policy blocks).
+    blocks_length = team_policy.derive("team+length", blocked_values=(*team_policy.blocked_values, "^length$"))
+    out = _redact(blocks_length, _span({sc.GEN_AI_RESPONSE_FINISH_REASONS: ("stop", "length")}))
     assert sc.GEN_AI_RESPONSE_FINISH_REASONS not in out.attributes
+    assert _counters(out) == {"public_safety_violation": 1}
+    # A finish reason outside the documented set never gets that far: it is `_OTHER` in its place.
+    out = _redact(team_policy, _span({sc.GEN_AI_RESPONSE_FINISH_REASONS: ("stop", "internal-")}))
+    assert out.attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop", "_OTHER")
+    assert _counters(out) == {"invalid_value": 1}
 
 
 def test_extends_local_and_none(tmp_path: Path) -> None:

@@ -412,6 +412,9 @@ def _valid_value(rule: p.Rule, policy: p.Policy) -> st.SearchStrategy[Any]:
         )
     if isinstance(rule, p.StringArray):
         return st.lists(_token_values(rule.item, policy), max_size=min(rule.max_items, 5)).map(tuple)
+    if isinstance(rule, p.ClosedSet):
+        member = st.sampled_from(sorted(rule.values)).filter(lambda s: _kept_string(policy, s))
+        return member if rule.max_items is None else st.lists(member, max_size=min(rule.max_items, 5)).map(tuple)
     if isinstance(rule, p.Token):
         return _token_values(rule, policy)
     if isinstance(rule, p.Scalar):

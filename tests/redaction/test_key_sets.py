@@ -1,0 +1,180 @@
+"""Policy keys: ``{a,b}`` sets are closed, ``*`` patterns are open (kept for old policy files, and warned about).
+
+A policy file that names a family of keys can write ``"vendor.metrics.{latency,queue_depth}"``: exactly those
+keys, stored spelled out, so ``agentdiag policy`` and ``policy_to_dict`` show each. A ``*`` still works as it
+did, but it lets any key-shaped key under its prefix leave (data-shaped ones too), and the CLI says so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hostile_vocabulary import DATA_SEGMENTS, SPELLING_SEGMENTS
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.names import NameRegistry
+from otel_agentdiag.cli import cli
+from otel_agentdiag.redaction import keys as enumerated
+from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.processor import SpanRedactor
+
+HASHER = IdHasher(b"key-sets-test-key-0123456789abcdef")
+FLOAT = {"type": "float", "min": 0.0, "max": 1e9}
+
+
+def _redact(policy: p.Policy, attributes: dict[str, Any], resource: Resource | None = None) -> ReadableSpan:
+    span = ReadableSpan(
+        name="agent.iteration",
+        context=SpanContext(0xABC, 0xDEF, False, TraceFlags(TraceFlags.SAMPLED)),
+        resource=resource or Resource({}),
+        attributes=attributes,
+        status=Status(StatusCode.UNSET),
+        start_time=1,
+        end_time=2,
+    )
+    return SpanRedactor(policy, HASHER, NameRegistry()).redact(span)
+
+
+def _file_policy(tmp_path: Path, text: str) -> p.Policy:
+    path = tmp_path / "team.toml"
+    path.write_text(text, encoding="utf-8")
+    return p.load_policy(path)
+
+
+# --- sets --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("key", "spelled"),
+    [
+        ("vendor.metrics.{latency,queue_depth}", ("vendor.metrics.latency", "vendor.metrics.queue_depth")),
+        ("gen_ai.usage.{input,output}_tokens", ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")),
+        ("a.{b,c}.{d,e}", ("a.b.d", "a.b.e", "a.c.d", "a.c.e")),
+        ("x.{cache_read.input_tokens, y}", ("x.cache_read.input_tokens", "x.y")),
+        ("x.{y,y}", ("x.y",)),
+        ("plain.key", ("plain.key",)),
+    ],
+)
+def test_a_key_set_stands_for_exactly_the_keys_it_spells(key: str, spelled: tuple[str, ...]) -> None:
+    assert enumerated.expand_key(key) == spelled
+    policy = p.STRICT.derive("sets", allowed_keys={key: p.IntRange(0, 9)})
+    for one in spelled:
+        assert policy.rule_for(one) == p.IntRange(0, 9)
+    assert not [k for k in policy.allowed_keys if "{" in k or "}" in k]  # stored spelled out
+
+
+def test_a_key_set_is_closed(tmp_path: Path) -> None:
+    policy = _file_policy(tmp_path, '[allowed_keys]\n"vendor.metrics.{latency,queue_depth}" = ' + _toml(FLOAT) + "\n")
+    near = [f"vendor.metrics.{segment}" for segment in DATA_SEGMENTS + SPELLING_SEGMENTS]
+    near += ["vendor.metrics.latency.jane_doe", "vendor.metrics.latency_4111111111111111", "vendor.metrics.{latency}"]
+    for key in near:
+        assert policy.rule_for(key) is None, key
+    out = _redact(policy, {"vendor.metrics.latency": 1.5, **dict.fromkeys(near, 2.0)})
+    assert out.attributes["vendor.metrics.latency"] == 1.5
+    assert out.attributes[sc.AGENTDIAG_REDACTION_PREFIX + p.UNKNOWN_KEY] == len(near)
+    assert not [key for key in out.attributes if key.startswith("vendor.") and key != "vendor.metrics.latency"]
+
+
+def test_key_sets_work_for_resource_and_scope_keys(tmp_path: Path) -> None:
+    policy = _file_policy(
+        tmp_path,
+        '[resource_keys]\n"cloud.{region,provider}" = { type = "scalar", max_length = 32 }\n'
+        '[scope_keys]\n"library.{component,tier}" = { type = "enum", values = ["db"] }\n',
+    )
+    assert policy.resource_rule_for("cloud.region") == policy.resource_rule_for("cloud.provider") == p.Scalar(32)
+    assert policy.resource_rule_for("cloud.region_jane") is None
+    assert policy.scope_rule_for("library.tier") == p.Enum(frozenset({"db"}))
+    resource = Resource({"cloud.region": "eu-west-1", "cloud.account.id": "4111111111111111"})
+    assert dict(_redact(policy, {}, resource).resource.attributes) == {"cloud.region": "eu-west-1"}
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("vendor.{}", "non-empty key segment"),
+        ("vendor.{a,,b}", "non-empty key segment"),
+        ("vendor.{a b}", "non-empty key segment"),
+        ("vendor.{a,*}", "non-empty key segment"),
+        ("vendor.{a@b}", "non-empty key segment"),
+        ("vendor.{a", "without its pair"),
+        ("vendor.a}", "without its pair"),
+        ("vendor.{a,{b}}", "set inside a set"),
+        ("v.{a,b,c,d,e,f,g,h}.{a,b,c,d,e,f,g,h}.{a,b,c,d,e,f,g,h}", "at most 256"),
+    ],
+)
+def test_a_malformed_key_set_is_an_error_naming_the_file_and_the_key(tmp_path: Path, key: str, message: str) -> None:
+    with pytest.raises(p.PolicyError) as raised:
+        _file_policy(tmp_path, f'[allowed_keys]\n"{key}" = {_toml(FLOAT)}\n')
+    text = str(raised.value)
+    assert text.startswith(str(tmp_path / "team.toml")), text
+    assert "allowed_keys" in text and message in text, text
+
+
+def test_a_policy_with_sets_round_trips_spelled_out(tmp_path: Path) -> None:
+    policy = _file_policy(
+        tmp_path,
+        '[allowed_keys]\n"vendor.metrics.{latency,queue_depth}" = ' + _toml(FLOAT) + "\n"
+        '"app.outcome" = { type = "closed_set", values = ["ok", "gave_up"] }\n',
+    )
+    table = p.policy_to_dict(policy)
+    assert {"vendor.metrics.latency", "vendor.metrics.queue_depth"} <= set(table["allowed_keys"])
+    assert not [key for key in table["allowed_keys"] if "{" in key]
+    again = p.policy_from_dict(json.loads(json.dumps(table)))
+    assert again.allowed_keys == policy.allowed_keys
+    assert again.resource_keys == policy.resource_keys
+
+
+# --- removing --------------------------------------------------------------------------------------------
+def test_false_removes_what_a_key_stands_for(tmp_path: Path) -> None:
+    policy = _file_policy(
+        tmp_path,
+        '[allowed_keys]\n"gen_ai.usage.{input_tokens,output_tokens}" = false\n"llm.token_count.*" = false\n'
+        '"llm.token_count.total" = { type = "int", min = 0, max = 100 }\n',
+    )
+    assert policy.rule_for("gen_ai.usage.input_tokens") is None
+    assert policy.rule_for("gen_ai.usage.output_tokens") is None
+    assert policy.rule_for("gen_ai.usage.cache_read.input_tokens") is not None  # not in the set
+    # A pattern removes every key it matches, before the file's own keys are added.
+    assert [key for key in policy.allowed_keys if key.startswith("llm.token_count.")] == ["llm.token_count.total"]
+    assert policy.rule_for("llm.token_count.total") == p.IntRange(0, 100)
+
+
+# --- open patterns ---------------------------------------------------------------------------------------
+def test_a_star_pattern_in_a_policy_file_still_works_and_is_open(tmp_path: Path) -> None:
+    """Compatibility: an old file's pattern keeps matching key-shaped keys, data-shaped ones included; that is
+    the documented risk (docs/policy.md), which is why the presets have none and the CLI warns."""
+    policy = _file_policy(tmp_path, '[allowed_keys]\n"vendor.metrics.*" = ' + _toml(FLOAT) + "\n")
+    assert p.open_patterns(policy) == ("vendor.metrics.*",)
+    assert policy.rule_for("vendor.metrics.p99") == p.FloatRange(0.0, 1e9)
+    assert policy.rule_for("vendor.metrics.customer_4111111111111111") is not None
+    # Still held to the shape of a key and the public-safety check.
+    for key in ("vendor.metrics.jane@example.com", "vendor.metrics.a b", "vendor.metrics." + "x" * 200):
+        assert policy.rule_for(key) is None, key
+
+
+def test_agentdiag_policy_warns_about_every_open_pattern(tmp_path: Path) -> None:
+    path = tmp_path / "open.toml"
+    path.write_text(
+        '[allowed_keys]\n"vendor.metrics.*" = ' + _toml(FLOAT) + '\n"app.{tier,plan}" = { type = "bool" }\n'
+        '[resource_keys]\n"cloud.*" = { type = "scalar" }\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(cli, ["policy", "--policy", str(path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 2
+    assert "'cloud.*'" in warnings[0] and "'vendor.metrics.*'" in warnings[1]
+    assert all("carry data" in line for line in warnings)
+    assert "app.tier" in json.loads(result.stdout)["allowed_keys"]
+    clean = CliRunner().invoke(cli, ["policy"], catch_exceptions=False)
+    assert clean.exit_code == 0 and clean.stderr == ""
+
+
+def _toml(spec: dict[str, Any]) -> str:
+    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in spec.items()) + " }"
