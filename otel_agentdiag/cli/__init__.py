@@ -18,6 +18,7 @@ from otel_agentdiag.cli import policy as _policy
 from otel_agentdiag.cli import push as _push
 from otel_agentdiag.cli import traces as _traces
 from otel_agentdiag.cli._common import EXIT_USAGE
+from otel_agentdiag.redaction.keys import REFUSED
 from otel_agentdiag.storage import StoreError
 from otel_agentdiag.version import __version__
 
@@ -52,6 +53,10 @@ class _Group(click.Group):
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 hint = f" (see '{exc.ctx.command_path} --help')"
             click.echo(f"agentdiag: error: {_one_line(exc.format_message())}{_one_line(hint)}", err=True)
+            sys.exit(EXIT_USAGE)
+        except REFUSED as exc:
+            # A store or key file that is not ours, or a weak key: it names the path (or variable) and the reason.
+            click.echo(f"agentdiag: error: {_one_line(str(exc))}", err=True)
             sys.exit(EXIT_USAGE)
         except (StoreError, sqlite3.DatabaseError) as exc:
             # A store that opened but fails on read (a damaged page, say) is still one line, not a traceback.
