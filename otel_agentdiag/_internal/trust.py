@@ -21,9 +21,11 @@ writers: a store planted by someone else could feed forged traces, and a planted
 Read bits are a different matter: a file of ours that others can read (an old store made under a loose umask) is
 tightened to 0600 by its owner's code (:func:`tighten`), with a warning, rather than refused.
 
-Not checked: the folders *above* the store folder. Whatever path leads to it, the folder reached must be ours and
-private, so a redirection can only lead to another private folder of ours. SQLite opens files by path, though, so
-see :func:`descriptor_path` for the one assumption that remains there.
+The folder above a checked folder must not be writable by others either (:func:`check_parent`: they could move
+the folder away and put theirs in its place), unless it is sticky (``/tmp``) or writable only by the user's own
+private group. Folders higher up are not checked: whatever path leads to the folder, the folder reached must be
+ours and private, so a redirection can only lead to another private folder of ours. SQLite opens files by path,
+though, so see :func:`descriptor_path` for the one assumption that remains there.
 
 On a platform without ``os.geteuid`` (Windows) nothing is checked: there is no POSIX owner or mode to check.
 """
@@ -116,11 +118,12 @@ def _refusal(
 
 
 def open_trusted_dir(path: str | os.PathLike[str], what: str = "store folder") -> int:
-    """Open the folder ``path`` (``O_DIRECTORY | O_NOFOLLOW``) and check it (:func:`check_trusted`).
+    """Open the folder ``path`` (``O_DIRECTORY | O_NOFOLLOW``) and check it (:func:`check_trusted`) and the folder
+    above it (:func:`check_parent`).
 
     Returns the descriptor (the caller closes it). Raises :class:`UntrustedPathError` for a folder that is not
-    ours, is writable by group or others, or is a symbolic link; ``FileNotFoundError`` when it does not exist,
-    ``NotADirectoryError`` when something else is in its place.
+    ours, is writable by group or others, or is a symbolic link, or whose parent others may write;
+    ``FileNotFoundError`` when it does not exist, ``NotADirectoryError`` when something else is in its place.
     """
     try:
         fd = os.open(path, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC)
@@ -131,10 +134,55 @@ def open_trusted_dir(path: str | os.PathLike[str], what: str = "store folder") -
         raise
     try:
         check_trusted(fd, path, what, folder=True)
+        check_parent(fd, path, what)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def check_parent(fd: int, path: str | os.PathLike[str], what: str) -> None:
+    """Raise :class:`UntrustedPathError` when others may write to the folder that holds the checked folder ``fd``:
+    they could move it away and put theirs in its place (the reason OpenSSH checks the folders above ``~/.ssh``).
+
+    Allowed: a sticky folder (``/tmp``: others cannot move what is ours), and a folder writable by group when
+    the group is the user's own private group (named as the user, the user's primary group, no other members,
+    not gid 0): the default on distributions whose umask is 002. The owner of the folder above is not checked
+    (a bind mount or a checkout owned by someone else is common, and only they and root could move the store).
+    """
+    if not CHECKS_APPLY:
+        return
+    here = descriptor_path(fd, path)
+    parent = os.path.dirname(here)
+    if not parent or parent == here:
+        return  # the root folder has no parent
+    try:
+        st = os.stat(parent)
+    except OSError:
+        return  # cannot look: nothing to judge (the folder itself was checked)
+    mode = stat.S_IMODE(st.st_mode)
+    if not mode & _GROUP_OTHER_WRITE or mode & stat.S_ISVTX:
+        return
+    if not mode & 0o002 and _private_group(st.st_gid):
+        return
+    raise UntrustedPathError(
+        what, path, f"the folder above it, {parent}, is writable by group or others (mode {mode:04o})"
+    )
+
+
+def _private_group(gid: int) -> bool:
+    """Whether ``gid`` is the effective user's own group and nobody else's (never gid 0)."""
+    if gid == 0:
+        return False
+    try:
+        import grp
+        import pwd
+
+        me = pwd.getpwuid(os.geteuid())
+        group = grp.getgrgid(gid)
+    except (ImportError, KeyError):
+        return False
+    return gid == me.pw_gid and group.gr_name == me.pw_name and set(group.gr_mem) <= {me.pw_name}
 
 
 def open_trusted_file(

@@ -108,7 +108,7 @@ def test_the_store_key_comes_from_the_environment_first_then_the_key_file(
 def test_a_key_file_too_short_to_be_a_key_is_refused(tmp_path: Path) -> None:
     # Refused, never silently skipped: a reader must not go on without the key the store was written with.
     (tmp_path / hashing.KEY_FILE_NAME).write_bytes(b"short")
-    with pytest.raises(hashing.WeakKeyError, match="key file .*hash.key: it holds 5 bytes; at least 32"):
+    with pytest.raises(hashing.WeakKeyError, match=r"key file .*hash\.key: it holds 5 bytes; at least 32"):
         load_store_hasher(tmp_path / "traces.db")
 
 
