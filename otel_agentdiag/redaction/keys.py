@@ -64,10 +64,10 @@ def environment_key(variable: str) -> bytes | None:
 
 
 def key_file_path(store_path: Path | None) -> Path:
-    """Where the key file of the store at ``store_path`` (default: ``AGENTDIAG_STORE``, ...) is."""
-    from otel_agentdiag.storage.store import default_store_path
-
-    return (store_path or default_store_path()).absolute().parent / hashing.KEY_FILE_NAME
+    """Where the key file of the store at ``store_path`` (default: ``AGENTDIAG_STORE``, else
+    ``./.agentdiag/traces.db``, as :func:`otel_agentdiag.storage.store.default_store_path`) is."""
+    store = store_path or Path(os.environ.get(env.AGENTDIAG_STORE) or env.DEFAULT_STORE)
+    return store.absolute().parent / hashing.KEY_FILE_NAME
 
 
 def store_key(store_path: Path | None, *, create_key_file: bool = True) -> tuple[bytes, str]:
