@@ -11,9 +11,9 @@ So a key is accepted only when it both has an accepted *form* and looks *random*
   ``secrets.token_urlsafe(32)``, ``openssl rand -hex 32``, ``openssl rand -base64 32``. Anything else (a
   word, a sentence, a name with dashes too short to be base64 of 32 bytes) is refused. The text's UTF-8 bytes
   stay the HMAC key, as before: accepting a key never changes its key id.
-- Bytes (an argument ``bytes``, the ``hash.key`` file): 32 bytes or more. Bytes that are all printable ASCII
-  without spaces are text typed as bytes and judged as text; a key file's one final line break is ignored
-  when it is judged (``openssl rand -hex 32 > hash.key`` works), though it stays part of the key.
+- Bytes (an argument ``bytes``, ``IdHasher(key)``, the ``hash.key`` file): 32 bytes or more. Bytes that are all
+  printable ASCII without spaces, apart from one final line break, are text typed as bytes and judged as text
+  (``openssl rand -hex 32 > hash.key`` works); the line break stays part of the key.
 
 **Looks random.** A key is refused when a fixed pattern coder describes it in at least ``MARGIN_BITS`` (40)
 bits fewer than a random key of its length and form needs (``8 * bytes`` bits; hex counts 4 bits a digit,
@@ -82,12 +82,18 @@ def check_text_key(text: str, source: str) -> bytes:
 
 
 def check_key_bytes(key: bytes, source: str) -> bytes:
-    """``key`` when it is strong; else :class:`WeakKeyError`. Printable ASCII is judged as text."""
-    if len(key) < MIN_KEY_BYTES:
-        raise WeakKeyError(source, f"it holds {len(key)} bytes; at least {MIN_KEY_BYTES} random bytes are needed")
-    if all(b in _PRINTABLE for b in key):
+    """``key`` when it is strong; else :class:`WeakKeyError`. Printable ASCII (with at most one final line
+    break, as a key file written by hand has) is judged as text; the line break stays part of the key."""
+    judged = key
+    for ending in (b"\r\n", b"\n"):
+        if key.endswith(ending) and all(b in _PRINTABLE for b in key[: -len(ending)]):
+            judged = key[: -len(ending)]
+            break
+    if len(judged) < MIN_KEY_BYTES:
+        raise WeakKeyError(source, f"it holds {len(judged)} bytes; at least {MIN_KEY_BYTES} random bytes are needed")
+    if all(b in _PRINTABLE for b in judged):
         try:
-            check_text_key(key.decode("ascii"), source)
+            check_text_key(judged.decode("ascii"), source)
         except WeakKeyError as exc:
             raise WeakKeyError(source, f"its bytes are printable text, so it is read as text: {exc.reason}") from None
         return key
@@ -96,14 +102,8 @@ def check_key_bytes(key: bytes, source: str) -> bytes:
 
 
 def check_key_file_bytes(data: bytes, source: str) -> bytes:
-    """A key file's contents when they are a strong key; a text file's one final line break is not judged."""
-    judged = data
-    for ending in (b"\r\n", b"\n"):
-        if data.endswith(ending) and all(b in _PRINTABLE for b in data[: -len(ending)]):
-            judged = data[: -len(ending)]
-            break
-    check_key_bytes(judged, source)
-    return data
+    """A key file's contents when they are a strong key (as :func:`check_key_bytes`)."""
+    return check_key_bytes(data, source)
 
 
 def _text_views(text: str, source: str) -> list[tuple[Sequence[str], _Alphabet, float]]:

@@ -138,12 +138,23 @@ def test_a_thousand_random_keys_of_each_form_are_never_refused() -> None:
         check_key_bytes(secrets.token_bytes(32), "test")
 
 
-def test_a_key_file_written_by_hand_may_end_in_a_line_break() -> None:
-    text = secrets.token_hex(32)
-    data = (text + "\n").encode()
-    assert check_key_file_bytes(data, "key file k") == data  # judged without the line break, kept as the key
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_a_key_file_written_by_hand_may_end_in_a_line_break(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, ending: str
+) -> None:
+    """``openssl rand -hex 32 > hash.key``: judged without the line break, which stays part of the key (its id)."""
+    data = (secrets.token_hex(32) + ending).encode()
+    assert check_key_file_bytes(data, "key file k") == data
     with pytest.raises(WeakKeyError):
-        check_key_file_bytes(b"deadbeef" * 8 + b"\n", "key file k")
+        check_key_file_bytes(b"deadbeef" * 8 + ending.encode(), "key file k")
+    key = tmp_path / hashing.KEY_FILE_NAME
+    key.write_bytes(data)
+    key.chmod(0o600)
+    hasher = load_store_hasher(tmp_path / "traces.db")
+    assert hasher is not None and hasher.key_id == key_id_for(data)
+    with agentdiag.configure(store=tmp_path / "traces.db", set_global=False) as diag:
+        assert [(d.name, d.hasher.key_id) for d in diag.destinations] == [("local", key_id_for(data))]
+    assert _error_lines(caplog) == []
 
 
 # -- through configure() -----------------------------------------------------------------------------------------
