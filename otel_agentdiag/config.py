@@ -41,7 +41,7 @@ from otel_agentdiag._internal.trust import UntrustedPathError
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer
 from otel_agentdiag.pipeline.batching import DEFAULT_MAX_EXPORT_BATCH, DEFAULT_MAX_QUEUE_SPANS, DEFAULT_SCHEDULE_DELAY_S
-from otel_agentdiag.redaction import hashing, keys
+from otel_agentdiag.redaction import hash_keys, hashing
 from otel_agentdiag.redaction.policy import LOCAL, STRICT, Policy, PolicyError, resolve_policy
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 from otel_agentdiag.storage import RetentionLimits
@@ -326,9 +326,9 @@ class Destination:
 def _hash_key(
     hash_key: str | bytes | None, store_path: Path | None, *, create_key_file: bool = True
 ) -> tuple[bytes, str]:
-    """The local key and where it came from (:func:`otel_agentdiag.redaction.keys.resolve_key`): raises for a
+    """The local key and where it came from (:func:`otel_agentdiag.redaction.hash_keys.resolve_key`): raises for a
     refused key, never replaces one."""
-    return keys.resolve_key(hash_key, store_path, create_key_file=create_key_file)
+    return hash_keys.resolve_key(hash_key, store_path, create_key_file=create_key_file)
 
 
 def _policy(
@@ -410,7 +410,7 @@ def resolve_destinations(
     local_policy: Policy | str | os.PathLike[str] | None = None,
     otlp_policy: Policy | str | os.PathLike[str] | None = None,
     create_key_file: bool = True,
-    refusals: list[keys.Refusal] | None = None,
+    refusals: list[hash_keys.Refusal] | None = None,
 ) -> tuple[Destination, ...]:
     """The destinations ``configure()`` builds for ``options``: policy and key per branch.
 
@@ -436,8 +436,8 @@ def resolve_destinations(
         found.setdefault(str(exc), set()).update(destinations)
 
     # Arguments first: a bad one raises before anything else is looked at.
-    local_argument = keys.argument_key(hash_key, "hash_key")
-    otlp_argument = keys.argument_key(otlp_hash_key, "otlp_hash_key")
+    local_argument = hash_keys.argument_key(hash_key, "hash_key")
+    otlp_argument = hash_keys.argument_key(otlp_hash_key, "otlp_hash_key")
     local_wanted = options.store_path is not None
     if local_wanted:
         assert options.store_path is not None
@@ -453,8 +453,8 @@ def resolve_destinations(
             otlp_key = (otlp_argument, "argument")
         else:
             try:
-                from_env = keys.environment_key(env.AGENTDIAG_OTLP_HASH_KEY)
-            except keys.REFUSED as exc:
+                from_env = hash_keys.environment_key(env.AGENTDIAG_OTLP_HASH_KEY)
+            except hash_keys.REFUSED as exc:
                 refuse(exc, {OTLP_DESTINATION})
                 otlp_refused = True
             else:
@@ -466,13 +466,13 @@ def resolve_destinations(
     if local_wanted or OTLP_DESTINATION in users:
         try:
             key = (local_argument, "argument") if local_argument is not None else None
-            key = key or keys.resolve_key(None, options.store_path, create_key_file=create_key_file)
-        except keys.REFUSED as exc:
+            key = key or hash_keys.resolve_key(None, options.store_path, create_key_file=create_key_file)
+        except hash_keys.REFUSED as exc:
             refuse(exc, users)
     if first and refusals is None:
         raise first[0]
     if refusals is not None:
-        refusals.extend(keys.Refusal(reason, tuple(sorted(names))) for reason, names in found.items())
+        refusals.extend(hash_keys.Refusal(reason, tuple(sorted(names))) for reason, names in found.items())
     cache: dict[tuple[bytes, str], hashing.IdHasher] = {}
     destinations = []
     if local_wanted and key is not None:
@@ -559,7 +559,7 @@ def configure(
         raise ValueError("tracer_provider must be an opentelemetry-sdk TracerProvider")
     if retention is not None and not isinstance(retention, RetentionLimits):
         raise ValueError("retention must be a RetentionLimits")
-    refusals: list[keys.Refusal] = []
+    refusals: list[hash_keys.Refusal] = []
     destinations = resolve_destinations(
         options,
         hash_key=hash_key,

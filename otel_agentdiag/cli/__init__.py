@@ -18,7 +18,7 @@ from otel_agentdiag.cli import policy as _policy
 from otel_agentdiag.cli import push as _push
 from otel_agentdiag.cli import traces as _traces
 from otel_agentdiag.cli._common import EXIT_USAGE
-from otel_agentdiag.redaction.keys import REFUSED
+from otel_agentdiag.redaction.hash_keys import REFUSED
 from otel_agentdiag.storage import StoreError
 from otel_agentdiag.version import __version__
 

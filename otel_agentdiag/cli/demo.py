@@ -9,7 +9,7 @@ import click
 from otel_agentdiag.cli._common import CliError, resolve_store_path, store_option
 from otel_agentdiag.cli.traces import emit_trace, read_content
 from otel_agentdiag.diagnostics.receipt import session_receipt
-from otel_agentdiag.redaction.keys import resolve_key
+from otel_agentdiag.redaction.hash_keys import resolve_key
 from otel_agentdiag.storage import SpanStore, StoreError
 
 

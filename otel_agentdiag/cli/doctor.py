@@ -17,7 +17,7 @@ import click
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag.cli._common import CliError, format_option, store_option
-from otel_agentdiag.redaction.keys import Refusal
+from otel_agentdiag.redaction.hash_keys import Refusal
 from otel_agentdiag.redaction.policy import PolicyError
 
 EXIT_LEAKED = 1

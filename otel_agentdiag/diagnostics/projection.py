@@ -37,7 +37,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NAME_KEYS, NAME_PATTERN, NameRegistry
-from otel_agentdiag.redaction import hashing, keys
+from otel_agentdiag.redaction import hash_keys, hashing
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.policy import STRICT, Policy
 from otel_agentdiag.redaction.processor import SpanRedactor
@@ -79,10 +79,10 @@ def load_store_hasher(store_path: Path) -> IdHasher | None:
     A refused key raises, never falls back: :class:`~otel_agentdiag.redaction.WeakKeyError` for a weak variable
     or file, :class:`~otel_agentdiag._internal.trust.UntrustedPathError` for a key file (or folder) that is not
     ours, is writable by others or is a symbolic link (someone else would know that key)."""
-    from_env = keys.environment_key(env.AGENTDIAG_HASH_KEY)
+    from_env = hash_keys.environment_key(env.AGENTDIAG_HASH_KEY)
     if from_env is not None:
         return IdHasher(from_env)
-    key_path = keys.key_file_path(Path(store_path))
+    key_path = hash_keys.key_file_path(Path(store_path))
     try:
         key = hashing.read_key_file(key_path)
     except OSError as exc:
