@@ -51,7 +51,11 @@ def measure(*, runs: int, repetitions: int, chunk: int) -> dict[str, Any]:
     # Generous retention: the benchmark must not measure pruning.
     diags = {
         name: otel_agentdiag.configure(
-            service_name="content-bench", store=path, hash_key=b"k" * 32, set_global=False, capture_content=name == "on"
+            service_name="content-bench",
+            store=path,
+            hash_key=b"3d335240f970e481f291935feef988b68d29b20346c967e99e19119a5d865b7a",
+            set_global=False,
+            capture_content=name == "on",
         )
         for name, path in stores.items()
     }

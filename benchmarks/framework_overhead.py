@@ -191,7 +191,12 @@ def measure(framework: str, *, runs: int, repetitions: int, chunk: int) -> dict[
     plain.add_span_processor(BatchSpanProcessor(exporter))
     folder = tempfile.TemporaryDirectory()
     store = Path(folder.name) / "traces.db"
-    diag = otel_agentdiag.configure(service_name="framework-bench", store=store, hash_key=b"k" * 32, set_global=False)
+    diag = otel_agentdiag.configure(
+        service_name="framework-bench",
+        store=store,
+        hash_key=b"edbaf4464730428896444fb94284378ef432447d96a85f1ac2ea5d1b8f526baf",
+        set_global=False,
+    )
     # variant -> (instrument, provider); the baseline instruments nothing.
     variants: dict[str, tuple[Instrument | None, Any]] = {"baseline": (None, None)}
     unavailable: dict[str, str] = {}

@@ -66,7 +66,7 @@ from otel_agentdiag.redaction import policy as policies
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 
-HASH_KEY = b"redaction-vs-logfire-bench-key32"
+HASH_KEY = b"c5a771b228473597dc0eb38cbf15928313c9af12d231655f682d447eea39141c"
 """A fixed 32-byte HMAC key (the benchmark's digests are reproducible)."""
 
 SEED = 20240917

@@ -79,7 +79,7 @@ from otel_agentdiag.storage import RetentionLimits, SpanStore
 MIB = 1024 * 1024
 AGENT = "soak-agent"
 TOOLS = ("search_docs", "get_weather", "run_sql")
-HASH_KEY = b"soak-benchmark-hash-key-32-bytes"
+HASH_KEY = b"b733db1dc9caa5067db66f33073ab00337d117c30624812c1ef0e94a8e801b79"
 RSS_SLOPE_LIMIT_MIB_PER_MIN = 0.5
 RSS_GROWTH_LIMIT_MIB = 16.0
 RUNS_PER_SESSION = (1, 1, 2, 2, 3, 3, 1, 2, 3, 60)

@@ -37,14 +37,16 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.fork import reinit_after_fork
+from otel_agentdiag._internal.trust import UntrustedPathError
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer
 from otel_agentdiag.pipeline.batching import DEFAULT_MAX_EXPORT_BATCH, DEFAULT_MAX_QUEUE_SPANS, DEFAULT_SCHEDULE_DELAY_S
-from otel_agentdiag.redaction import hashing
+from otel_agentdiag.redaction import hash_keys, hashing
 from otel_agentdiag.redaction.policy import LOCAL, STRICT, Policy, PolicyError, resolve_policy
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 from otel_agentdiag.storage import RetentionLimits
 from otel_agentdiag.storage.store import default_store_path
+from otel_agentdiag.storage.trusted import check_store_files
 
 if TYPE_CHECKING:
     from otel_agentdiag.content.recorder import ContentRecorder
@@ -126,8 +128,11 @@ class AgentDiag:
 
     @property
     def store_path(self) -> Path | None:
-        """Absolute path of the SQLite store (``None`` when disabled or when the local branch is off)."""
-        return self.options.store_path if self.enabled else None
+        """Absolute path of the SQLite store (``None`` when disabled or when the local branch is off, e.g.
+        because the store or its key was refused)."""
+        if not self.enabled or not any(d.name == LOCAL_DESTINATION for d in self.destinations):
+            return None
+        return self.options.store_path
 
     def drift_report(self, candidates: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
         """Per destination, the attribute keys its policy dropped as unknown and how often, value-free.
@@ -318,41 +323,12 @@ class Destination:
     or ``ephemeral`` (this process only)."""
 
 
-def _given_key(value: str | bytes | None, name: str, variable: str) -> tuple[bytes, str] | None:
-    """A key from an argument (``str`` or ``bytes``) or its environment variable, with where it came from."""
-    if isinstance(value, bytes):
-        if len(value) < hashing.MIN_KEY_BYTES:
-            raise ValueError(f"{name} must be at least {hashing.MIN_KEY_BYTES} bytes")
-        return value, "argument"
-    if isinstance(value, str):
-        return hashing.key_from_text(value), "argument"
-    if value is not None:
-        raise ValueError(f"{name} must be str or bytes")
-    from_env = os.environ.get(variable)
-    if from_env:
-        return hashing.key_from_text(from_env), variable
-    return None
-
-
 def _hash_key(
     hash_key: str | bytes | None, store_path: Path | None, *, create_key_file: bool = True
 ) -> tuple[bytes, str]:
-    given = _given_key(hash_key, "hash_key", env.AGENTDIAG_HASH_KEY)
-    if given is not None:
-        return given
-    key_path = (store_path or default_store_path()).absolute().parent / hashing.KEY_FILE_NAME
-    if not create_key_file and not key_path.exists():
-        return hashing.ephemeral_key(), f"ephemeral (a key file would be created at {key_path})"
-    try:
-        return hashing.load_or_create_key_file(key_path), f"key file {key_path}"
-    except (OSError, ValueError) as exc:
-        _logger.warning(
-            "otel-agentdiag: cannot use the hash key file %s (%s); using a key for this process only, so "
-            "digests will differ between runs",
-            key_path,
-            exc,
-        )
-        return hashing.ephemeral_key(), "ephemeral"
+    """The local key and where it came from (:func:`otel_agentdiag.redaction.hash_keys.resolve_key`): raises for a
+    refused key, never replaces one."""
+    return hash_keys.resolve_key(hash_key, store_path, create_key_file=create_key_file)
 
 
 def _policy(
@@ -434,27 +410,79 @@ def resolve_destinations(
     local_policy: Policy | str | os.PathLike[str] | None = None,
     otlp_policy: Policy | str | os.PathLike[str] | None = None,
     create_key_file: bool = True,
+    refusals: list[hash_keys.Refusal] | None = None,
 ) -> tuple[Destination, ...]:
     """The destinations ``configure()`` builds for ``options``: policy and key per branch.
 
     ``create_key_file=False`` (used by ``agentdiag doctor``) never writes a key file: a missing one is
     replaced by a key for this process only, and the source says so.
+
+    Fail closed: a store that is not ours (:mod:`otel_agentdiag.storage.trusted`) turns the local destination
+    off; a key that is refused (weak, from ``AGENTDIAG_HASH_KEY``/``AGENTDIAG_OTLP_HASH_KEY``, or a key file that
+    is weak or not ours) turns off every destination that would have used it. A refused key is never replaced
+    by another. Each refusal is appended to ``refusals`` (one per cause) when it is given; otherwise the first
+    one is raised (:class:`~otel_agentdiag._internal.trust.UntrustedPathError` or
+    :class:`~otel_agentdiag.redaction.WeakKeyError`, both ``ValueError``). A weak or mistyped key *argument*
+    always raises ``ValueError``.
     """
     wants_otlp = options.otlp_endpoint is not None or options.otlp_from_env
     if options.store_path is None and not wants_otlp:
         return ()
-    key, key_source = _hash_key(hash_key, options.store_path, create_key_file=create_key_file)
+    found: dict[str, set[str]] = {}
+    first: list[Exception] = []
+
+    def refuse(exc: Exception, destinations: set[str]) -> None:
+        first.append(exc)
+        found.setdefault(str(exc), set()).update(destinations)
+
+    # Arguments first: a bad one raises before anything else is looked at.
+    local_argument = hash_keys.argument_key(hash_key, "hash_key")
+    otlp_argument = hash_keys.argument_key(otlp_hash_key, "otlp_hash_key")
+    local_wanted = options.store_path is not None
+    if local_wanted:
+        assert options.store_path is not None
+        try:
+            check_store_files(options.store_path)
+        except UntrustedPathError as exc:
+            refuse(exc, {LOCAL_DESTINATION})
+            local_wanted = False
+    otlp_key: tuple[bytes, str] | None = None
+    otlp_refused = False
+    if wants_otlp:
+        if otlp_argument is not None:
+            otlp_key = (otlp_argument, "argument")
+        else:
+            try:
+                from_env = hash_keys.environment_key(env.AGENTDIAG_OTLP_HASH_KEY)
+            except hash_keys.REFUSED as exc:
+                refuse(exc, {OTLP_DESTINATION})
+                otlp_refused = True
+            else:
+                otlp_key = None if from_env is None else (from_env, env.AGENTDIAG_OTLP_HASH_KEY)
+    users = ({LOCAL_DESTINATION} if options.store_path is not None else set()) | (
+        {OTLP_DESTINATION} if wants_otlp and otlp_key is None and not otlp_refused else set()
+    )
+    key: tuple[bytes, str] | None = None
+    if local_wanted or OTLP_DESTINATION in users:
+        try:
+            key = (local_argument, "argument") if local_argument is not None else None
+            key = key or hash_keys.resolve_key(None, options.store_path, create_key_file=create_key_file)
+        except hash_keys.REFUSED as exc:
+            refuse(exc, users)
+    if first and refusals is None:
+        raise first[0]
+    if refusals is not None:
+        refusals.extend(hash_keys.Refusal(reason, tuple(sorted(names))) for reason, names in found.items())
     cache: dict[tuple[bytes, str], hashing.IdHasher] = {}
     destinations = []
-    if options.store_path is not None:
+    if local_wanted and key is not None:
         policy, source = _policy(LOCAL_DESTINATION, local_policy, env.AGENTDIAG_LOCAL_POLICY, LOCAL)
-        destinations.append(Destination(LOCAL_DESTINATION, policy, source, _hasher(key, policy, cache), key_source))
-    if wants_otlp:
+        destinations.append(Destination(LOCAL_DESTINATION, policy, source, _hasher(key[0], policy, cache), key[1]))
+    if wants_otlp and not otlp_refused and (otlp_key or key) is not None:
         policy, source = _policy(OTLP_DESTINATION, otlp_policy, env.AGENTDIAG_OTLP_POLICY, STRICT)
-        otlp_key = _given_key(otlp_hash_key, "otlp_hash_key", env.AGENTDIAG_OTLP_HASH_KEY) or (key, key_source)
-        destinations.append(
-            Destination(OTLP_DESTINATION, policy, source, _hasher(otlp_key[0], policy, cache), otlp_key[1])
-        )
+        chosen = otlp_key or key
+        assert chosen is not None
+        destinations.append(Destination(OTLP_DESTINATION, policy, source, _hasher(chosen[0], policy, cache), chosen[1]))
     return tuple(destinations)
 
 
@@ -491,7 +519,8 @@ def configure(
         ``"http/json"`` included (the Python SDK has no such exporter), raises ``ValueError``; such a
         variable logs a warning and selects http/protobuf.
     :param hash_key: key for the HMAC-SHA256 digests of correlation IDs (default: ``AGENTDIAG_HASH_KEY``,
-        then a 32-byte key file ``hash.key`` created mode 0600 beside the store).
+        then a 32-byte key file ``hash.key`` created mode 0600 beside the store). At least 32 random bytes:
+        ``bytes``, or text of 64+ hex digits or base64 (``secrets.token_hex(32)``); a chosen key is refused.
     :param tracer_provider: add the pipeline to this SDK provider instead of building one (its resource
         is kept; ``service_name`` is then ignored).
     :param set_global: make the provider the global one: ``True`` always, ``False`` never, ``None`` (default)
@@ -514,8 +543,14 @@ def configure(
         Needs the local store: with ``store=False`` it stays off (a warning says so).
 
     A bad argument raises ``ValueError`` (a :class:`~otel_agentdiag.redaction.PolicyError` for policies)
-    before anything is installed. A bad ``AGENTDIAG_*_POLICY`` variable logs an error and selects the strict
-    policy. With ``AGENTDIAG_ENABLED=false`` nothing is installed and no file is created; the handle is inert.
+    before anything is installed; so does a weak ``hash_key``/``otlp_hash_key`` (a
+    :class:`~otel_agentdiag.redaction.WeakKeyError`: 32+ random bytes, as bytes, 64+ hex digits or base64). A bad
+    ``AGENTDIAG_*_POLICY`` variable logs an error and selects the strict policy. What the machine holds never
+    raises, it fails closed with one logged error each: a store folder, database, ``-wal``/``-shm`` or key file
+    that is not the effective user's, is writable by group or others, or is a symbolic link, turns off the
+    local store (and whatever used that key file); a weak ``AGENTDIAG_HASH_KEY``/``AGENTDIAG_OTLP_HASH_KEY`` or
+    key file turns off every destination that would have used the key (a refused key is never replaced by
+    another). With ``AGENTDIAG_ENABLED=false`` nothing is installed and no file is created; the handle is inert.
     """
     options = _resolve(service_name, store, otlp_endpoint, otlp_protocol, capture_content)
     if not options.enabled:
@@ -524,13 +559,18 @@ def configure(
         raise ValueError("tracer_provider must be an opentelemetry-sdk TracerProvider")
     if retention is not None and not isinstance(retention, RetentionLimits):
         raise ValueError("retention must be a RetentionLimits")
+    refusals: list[hash_keys.Refusal] = []
     destinations = resolve_destinations(
         options,
         hash_key=hash_key,
         otlp_hash_key=otlp_hash_key,
         local_policy=local_policy,
         otlp_policy=otlp_policy,
+        refusals=refusals,
     )
+    for refusal in refusals:
+        # Fail closed and say why, once per cause: never raise into the agent for what the machine holds.
+        _logger.error("otel-agentdiag: %s", refusal.describe())
 
     owns_provider = tracer_provider is None
     if tracer_provider is not None and service_name is not None:
@@ -623,6 +663,10 @@ def _exporter(destination: str, options: AgentDiagOptions, retention: RetentionL
         try:
             # Opened now, so a bad store is reported at once; the exporter closes it on shutdown.
             return SQLiteSpanExporter(SpanStore(options.store_path, retention=retention), owns_store=True)
+        except UntrustedPathError as exc:
+            # Not ours (changed since resolve_destinations looked): fail closed, the local branch is off.
+            _logger.error("otel-agentdiag: %s; the local store is off", exc)
+            return None
         except (StoreError, OSError) as exc:
             # Never hurt the agent: keep the pipeline; the exporter retries opening on each batch and counts
             # what it cannot write.

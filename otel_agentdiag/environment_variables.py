@@ -26,8 +26,11 @@ AGENTDIAG_HASH_KEY = "AGENTDIAG_HASH_KEY"
 .. envvar:: AGENTDIAG_HASH_KEY
 
 Secret key for the keyed HMAC-SHA256 pseudonyms of correlation IDs (conversation, user, agent, tool call,
-response). Its UTF-8 bytes are the key; use at least 16 random bytes. When unset, a 32-byte key file named
-``hash.key`` is created (mode 0600) beside the store and reused.
+response). Its UTF-8 bytes are the key. It must be 64+ hex digits or the base64 of 32+ random bytes
+(``python -c "import secrets; print(secrets.token_hex(32))"``); a shorter or chosen key (a word, a sentence, a
+pattern) is refused: ``configure()`` logs an error and turns off every destination that would have used it.
+When unset, a 32-byte random key file named ``hash.key`` is created (mode 0600) beside the store and reused;
+it is used only while it and its folder are yours and not writable by others.
 """
 
 AGENTDIAG_OTLP_HASH_KEY = "AGENTDIAG_OTLP_HASH_KEY"
@@ -37,7 +40,7 @@ AGENTDIAG_OTLP_HASH_KEY = "AGENTDIAG_OTLP_HASH_KEY"
 A separate key for the digests in the OTLP export, so that the exported data and the local store cannot be
 joined on their digests (each digest names its key id). When unset, the OTLP export uses the local key.
 Share it across a fleet to make one user's digests join in the collector while each machine keeps its own
-local key.
+local key. The same rules as :envvar:`AGENTDIAG_HASH_KEY` apply; a weak one turns the OTLP export off.
 """
 
 AGENTDIAG_LOCAL_POLICY = "AGENTDIAG_LOCAL_POLICY"

@@ -18,7 +18,7 @@ from otel_agentdiag.pipeline.batching import (
 )
 
 VARIABLES = (env.OTEL_BSP_MAX_QUEUE_SIZE, env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, env.OTEL_BSP_SCHEDULE_DELAY)
-HASH_KEY = "batch-settings-test-key"
+HASH_KEY = "5f0a9bfb7740e2f5ce64d9ee6a8875283bc78032bd5c2ff8e65a69a50376460f"
 
 
 @pytest.fixture

@@ -18,6 +18,9 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.redaction.hashing import key_id_for
 from otel_agentdiag.storage import SpanStore
 
+ENV_KEY = "917ec6658b3e6ef74066a9d43d2b00c8851432b21606e6b7e130f9339f7865ca"
+ARG_KEY = "2414e4bfdc71aa0e65b81c8605bac1dfc1879aa68e3e2daf2555c99b57bff5bb"
+
 
 def _files(root):
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
@@ -82,16 +85,16 @@ def test_default_store_key_file_and_modes(clean_env):
 
 def test_store_env_and_hash_key_precedence(clean_env, monkeypatch):
     monkeypatch.setenv("AGENTDIAG_STORE", str(clean_env / "env" / "traces.db"))
-    monkeypatch.setenv("AGENTDIAG_HASH_KEY", "key-from-the-environment")
+    monkeypatch.setenv("AGENTDIAG_HASH_KEY", ENV_KEY)
     with agentdiag.configure(set_global=False) as from_env:
         _agent(1)
     assert from_env.store_path == clean_env / "env" / "traces.db"
-    assert from_env.key_id == key_id_for(b"key-from-the-environment")
+    assert from_env.key_id == key_id_for(ENV_KEY.encode())
     assert not (clean_env / "env" / "hash.key").exists()
-    with agentdiag.configure(store=clean_env / "arg.db", hash_key="key-from-the-argument", set_global=False) as arg:
+    with agentdiag.configure(store=clean_env / "arg.db", hash_key=ARG_KEY, set_global=False) as arg:
         _agent(1)
     assert arg.store_path == clean_env / "arg.db"
-    assert arg.key_id == key_id_for(b"key-from-the-argument")
+    assert arg.key_id == key_id_for(ARG_KEY.encode())
     with SpanStore(from_env.store_path, create=False) as a, SpanStore(arg.store_path, create=False) as b:
         conv_a = a.get_trace(a.list_traces()[0].trace_id)[0].session
         conv_b = b.get_trace(b.list_traces()[0].trace_id)[0].session
@@ -142,7 +145,9 @@ def test_after_shutdown_the_wrappers_fall_back_to_the_global_provider(clean_env)
 
 
 def test_local_branch_off(clean_env):
-    with agentdiag.configure(store=False, hash_key="k" * 32, set_global=False) as diag:
+    with agentdiag.configure(
+        store=False, hash_key="df8865eb01494523d8389b7ddae560c4160252b6186307386b94c2fbc28e0b56", set_global=False
+    ) as diag:
         assert _agent(2) == 4
     assert diag.store_path is None
     assert diag.processors == ()

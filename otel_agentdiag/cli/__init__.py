@@ -19,6 +19,7 @@ from otel_agentdiag.cli import policy as _policy
 from otel_agentdiag.cli import push as _push
 from otel_agentdiag.cli import traces as _traces
 from otel_agentdiag.cli._common import EXIT_USAGE, CliError, CliIncomplete
+from otel_agentdiag.redaction.hash_keys import REFUSED
 from otel_agentdiag.storage import StoreError
 from otel_agentdiag.version import __version__
 
@@ -60,6 +61,10 @@ class _Group(click.Group):
                 message = scrub(message, _given_words(sys.argv[1:] if args is None else args), self._names())
             click.echo(f"agentdiag: error: {_one_line(message)}{_one_line(hint)}", err=True)
             sys.exit(exc.exit_code if isinstance(exc, CliIncomplete) else EXIT_USAGE)
+        except REFUSED as exc:
+            # A store or key file that is not ours, or a weak key: it names the path (or variable) and the reason.
+            click.echo(f"agentdiag: error: {_one_line(str(exc))}", err=True)
+            sys.exit(EXIT_USAGE)
         except (StoreError, sqlite3.DatabaseError) as exc:
             # A store that opened but fails on read (a damaged page, say) is still one line, not a traceback.
             click.echo(f"agentdiag: error: the trace store cannot be read: {_one_line(str(exc))}", err=True)

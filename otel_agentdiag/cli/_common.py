@@ -81,7 +81,9 @@ def resolve_store_path(store_path: Path | None) -> Path:
 
 
 def open_store(store_path: Path | None) -> SpanStore:
-    """Open an existing store for reading; a missing or foreign file is a one-line error."""
+    """Open an existing store for reading; a missing or foreign file is a one-line error. A store that is not
+    ours (another user's, writable by others, a symbolic link) raises
+    :class:`~otel_agentdiag._internal.trust.UntrustedPathError`: the command line shows it as one line, exit 2."""
     path = resolve_store_path(store_path)
     if not path.exists():
         raise CliError(f"no trace store at {path} (run 'agentdiag demo', or configure() in your agent, first)")

@@ -9,6 +9,7 @@ import click
 from otel_agentdiag.cli._common import CliError, resolve_store_path, store_option
 from otel_agentdiag.cli.traces import emit_trace, read_content
 from otel_agentdiag.diagnostics.receipt import session_receipt
+from otel_agentdiag.redaction.hash_keys import resolve_key
 from otel_agentdiag.storage import SpanStore, StoreError
 
 
@@ -30,6 +31,7 @@ def demo(store_path: Path | None, capture_content: bool) -> None:
         raise CliError("AGENTDIAG_ENABLED is false: nothing would be recorded")
     try:
         SpanStore(path).close()  # create or check the store first: the pipeline itself never raises
+        resolve_key(None, path)  # and the key it will use (a refused one is one line and exit 2)
     except (StoreError, OSError) as exc:
         raise CliError(f"cannot use the store {path}: {exc}") from None
     with agentdiag.configure(

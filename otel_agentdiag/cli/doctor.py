@@ -1,7 +1,8 @@
 """``agentdiag doctor``: the resolved configuration, the policies per destination, and the redaction canary.
 
 Exit codes: 0 nothing leaked (or nothing is exported at all), 1 a sentinel survived or the canary did not
-come through, 2 a usage or configuration error.
+come through, 2 a usage or configuration error, including a store or key that would be refused (the report
+still shows what would run, then one error line).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import click
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag.cli._common import CliError, format_option, safe_url, store_option
+from otel_agentdiag.redaction.hash_keys import Refusal
 from otel_agentdiag.redaction.policy import PolicyError, open_patterns
 
 EXIT_LEAKED = 1
@@ -142,10 +144,11 @@ def doctor(
 
     options, configuration = _configuration(store_path, otlp_endpoint)
     destinations: tuple[Any, ...] = ()
+    refusals: list[Refusal] = []
     if options.enabled:
         try:
             destinations = resolve_destinations(
-                options, local_policy=local_policy, otlp_policy=otlp_policy, create_key_file=False
+                options, local_policy=local_policy, otlp_policy=otlp_policy, create_key_file=False, refusals=refusals
             )
         except (PolicyError, ValueError) as exc:
             raise CliError(str(exc)) from None
@@ -153,6 +156,9 @@ def doctor(
     result = {
         "configuration": configuration,
         "destinations": [_destination_info(d) for d in destinations],
+        # A store or key configure() would refuse (not yours, writable by others, a symlink, a weak key): the
+        # destinations named are off. Never a key, only where it came from.
+        "refused": [{"reason": r.reason, "destinations": list(r.destinations)} for r in refusals],
         "canary": report.as_dict(),
         "warnings": _warnings(),
     }
@@ -160,6 +166,10 @@ def doctor(
         click.echo(json.dumps(result, indent=2))
     else:
         _print_text(result)
+    if refusals:
+        # The report above shows what still runs; the configuration error is one line and exit 2.
+        more = f" (and {len(refusals) - 1} more, above)" if len(refusals) > 1 else ""
+        raise CliError(refusals[0].describe() + more)
     return EXIT_LEAKED if report.leaked else 0
 
 
@@ -185,6 +195,10 @@ def _print_text(result: dict[str, Any]) -> None:
         f"  batching       up to {batch['max_queue_spans']} spans queued per destination, "
         f"{batch['max_export_batch']} per export, every {batch['schedule_delay_ms']} ms at most"
     )
+    for refused in result["refused"]:
+        click.echo()
+        click.echo(f"refused: {refused['reason']}")
+        click.echo(f"  off            {', '.join(refused['destinations'])} (configure() logs this and fails closed)")
     for info in result["destinations"]:
         click.echo()
         click.echo(f"destination {info['destination']}")

@@ -107,10 +107,11 @@ def _known_sessions(store: SpanStore) -> set[str]:
 
 
 def _raw_id_digests(text: str, store_path: Path) -> list[str] | None:
-    """Digests ``text`` would have as a conversation id under the store's key (``None``: no key to use)."""
-    from otel_agentdiag.config import _hash_key
+    """Digests ``text`` would have as a conversation id under the store's key (``None``: no key to use). A
+    refused key (weak, or a key file that is not ours) raises: the command line shows it as one line."""
+    from otel_agentdiag.redaction.hash_keys import resolve_key
 
-    key, source = _hash_key(None, store_path, create_key_file=False)
+    key, source = resolve_key(None, store_path, create_key_file=False)
     if source.startswith("ephemeral"):
         return None
     return [

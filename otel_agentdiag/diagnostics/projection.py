@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +38,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NAME_KEYS, NAME_PATTERN, NameRegistry
-from otel_agentdiag.redaction import hashing
+from otel_agentdiag.redaction import hash_keys, hashing
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.policy import STRICT, Policy, is_sensitive
 from otel_agentdiag.redaction.processor import SpanRedactor
@@ -76,22 +75,21 @@ _MAX_SPAN_ID = (1 << 64) - 1
 def load_store_hasher(store_path: Path) -> IdHasher | None:
     """The hash key of the store at ``store_path`` as ``configure()`` resolves it: ``AGENTDIAG_HASH_KEY``, else
     the ``hash.key`` file beside the store. Never creates a key file; None when there is neither (or the file
-    is unusable)."""
-    from_env = os.environ.get(env.AGENTDIAG_HASH_KEY)
-    if from_env:
-        return IdHasher(hashing.key_from_text(from_env))
-    key_path = Path(store_path).absolute().parent / hashing.KEY_FILE_NAME
-    if not key_path.is_file():
-        return None
+    cannot be read).
+
+    A refused key raises, never falls back: :class:`~otel_agentdiag.redaction.WeakKeyError` for a weak variable
+    or file, :class:`~otel_agentdiag._internal.trust.UntrustedPathError` for a key file (or folder) that is not
+    ours, is writable by others or is a symbolic link (someone else would know that key)."""
+    from_env = hash_keys.environment_key(env.AGENTDIAG_HASH_KEY)
+    if from_env is not None:
+        return IdHasher(from_env)
+    key_path = hash_keys.key_file_path(Path(store_path))
     try:
-        key = key_path.read_bytes()
+        key = hashing.read_key_file(key_path)
     except OSError as exc:
         _logger.warning("otel-agentdiag: cannot read the hash key file %s (%s)", key_path, exc.strerror)
         return None
-    if len(key) < hashing.MIN_KEY_BYTES:
-        _logger.warning("otel-agentdiag: the hash key file %s is too short to be a key", key_path)
-        return None
-    return IdHasher(key)
+    return None if key is None else IdHasher(key)
 
 
 def _hex_id(text: Any, maximum: int) -> int:

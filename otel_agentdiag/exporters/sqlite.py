@@ -25,6 +25,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.fork import around_fork, reinit_after_fork
 from otel_agentdiag._internal.spans import attribute_items, span_attributes
+from otel_agentdiag._internal.trust import UntrustedPathError
 from otel_agentdiag.storage import (
     Accounting,
     ContentRow,
@@ -44,7 +45,8 @@ _logger = logging.getLogger(__name__)
 _STATUS = {StatusCode.UNSET: "unset", StatusCode.OK: "ok", StatusCode.ERROR: "error"}
 _KINDS = frozenset(sc.KINDS)
 _OBSERVER_ID = re.compile(r"[0-9a-f]{16}")
-_STORE_ERRORS = (sqlite3.Error, StoreError, OSError)
+_STORE_ERRORS = (sqlite3.Error, StoreError, OSError, UntrustedPathError)
+"""Failures whose message describes the store (a path, a reason), never a span: safe to log."""
 _INHERITED: list[SpanStore] = []
 """Stores a forked child inherited from its parent: left alone (closing them could disturb the parent's)."""
 _SQLITE_READONLY = 8

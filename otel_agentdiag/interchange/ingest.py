@@ -226,11 +226,12 @@ class _Ingest:
             otlp_endpoint=None,
             otlp_from_env=False,
         )
+        # The key first: a store or key that is refused (not ours, weak) raises before anything is created.
+        (local,) = resolve_destinations(options, create_key_file=True)
         try:
             self._store = SpanStore(self.store_path, retention=self.retention)
         except (StoreError, OSError) as exc:
             raise IngestError(f"cannot use the store {self.store_path}: {exc}", self.result) from None
-        (local,) = resolve_destinations(options, create_key_file=True)
         self.result.policy = local.policy.name
         self.result.key_source = local.key_source
         self._hasher = local.hasher

@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import sqlite3
-import stat
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -20,7 +19,6 @@ from typing import Any
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.files import make_private_folders
 from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag._internal.jsonsafe import finite
 from otel_agentdiag._internal.spans import attribute_items
@@ -44,6 +42,7 @@ from otel_agentdiag.storage.retention import (
 )
 from otel_agentdiag.storage.scrub import ScrubIncomplete, ScrubReport
 from otel_agentdiag.storage.scrub import scrub as scrub_files
+from otel_agentdiag.storage.trusted import StoreFiles, open_store_files
 
 _logger = logging.getLogger(__name__)
 
@@ -383,26 +382,6 @@ def _merge_counts(base: dict[str, int], delta: dict[str, int]) -> dict[str, int]
     return out
 
 
-def _create_private_file(path: Path) -> None:
-    """Create ``path`` empty with mode 0600 (its folder 0700) unless it exists; tighten a loose mode."""
-    make_private_folders(path.parent)  # each missing folder 0700, not only the last one
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
-    except FileExistsError:
-        return
-    os.close(fd)
-
-
-def _tighten(path: Path) -> None:
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return
-    if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077 and st.st_uid == os.getuid():
-        _logger.warning("otel-agentdiag: %s was readable by others; setting mode 0600", path)
-        os.chmod(path, FILE_MODE)
-
-
 def _session_summary(
     session: str, count: int, size: int, first: int | None, last: int | None, traces: str | None, known: Any
 ) -> SessionSummary:
@@ -435,6 +414,11 @@ class SpanStore:
 
     Every write first checks that ``path`` still names the file that was opened: when the file (or its folder)
     was removed or replaced, writes raise :class:`StoreError` instead of going to an unlinked file.
+
+    Trust before use (readers too: a planted store could feed forged traces): the folder, the database and any
+    ``-wal``/``-shm`` must be owned by the effective user, not writable by group or others, and not symbolic
+    links, checked on their opened descriptors (:mod:`otel_agentdiag.storage.trusted`); else constructing
+    raises :class:`~otel_agentdiag._internal.trust.UntrustedPathError` (a ``ValueError``) and nothing is touched.
     """
 
     def __init__(
@@ -448,15 +432,20 @@ class SpanStore:
     ):
         self.path = Path(path)
         self.retention = RetentionLimits() if retention is None else retention
-        if create:
-            _create_private_file(self.path)
-        elif not self.path.is_file():
-            raise StoreError(f"no trace store at {self.path}")
+        files = open_store_files(self.path, create=create)  # ours and private, or UntrustedPathError
+        try:
+            self._connect(files, create=create, busy_timeout=busy_timeout, max_page_count=max_page_count)
+        finally:
+            files.close()
+
+    def _connect(self, files: StoreFiles, *, create: bool, busy_timeout: float, max_page_count: int | None) -> None:
         self._lock = threading.RLock()
         self._resource_ids: dict[str, int] = {}
         self._resource_objects: dict[int, tuple[Mapping[str, Any], int]] = {}
         try:
-            self._conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+            self._conn = sqlite3.connect(
+                files.connect_path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         try:
@@ -468,7 +457,7 @@ class SpanStore:
                 # reader must not turn it into one (a writer creates it with create=True).
                 raise StoreError("not an otel-agentdiag store yet (the file is empty)")
             check_not_newer(self._conn)
-            _tighten(self.path)
+            files.tighten_database()
             mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode != "wal":
                 _logger.warning("otel-agentdiag: %s could not switch to WAL (journal_mode=%s)", self.path, mode)
@@ -478,6 +467,7 @@ class SpanStore:
             migrate(self._conn)
             if max_page_count is not None:
                 self._conn.execute(f"PRAGMA max_page_count = {int(max_page_count)}")
+            files.verify()  # the files SQLite opened are the ones checked; its -wal/-shm ours and 0600
             st = os.stat(self.path)
             self._identity = (st.st_dev, st.st_ino)
         except OSError as exc:
@@ -489,8 +479,9 @@ class SpanStore:
         except StoreError as exc:
             self._conn.close()
             raise StoreError(f"{self.path}: {exc}") from None
-        for suffix in ("-wal", "-shm"):
-            _tighten(Path(f"{self.path}{suffix}"))
+        except BaseException:
+            self._conn.close()
+            raise
 
     # -- writing --------------------------------------------------------------------------------------
     def _check_file(self) -> None:

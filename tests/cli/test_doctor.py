@@ -17,7 +17,7 @@ from otel_agentdiag.diagnostics.canary import SURFACES, _sentinels, run_canary
 from otel_agentdiag.redaction import policy as p
 
 _ENV_PREFIXES = ("AGENTDIAG_", "OTEL_", "TRACELOOP_")
-SECRET_KEY = "doctor-must-never-print-this-key-0123456789"
+SECRET_KEY = "488d2ac24446d55e765298cf8605e2af0eb8072cf0491a3c2bd6d70e41e23470"
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ from otel_agentdiag.redaction.hashing import IdHasher, key_from_text
 from otel_agentdiag.storage import SpanStore
 
 COMMANDS = ["sessions", "receipt", "status", "prune", "clear"]
-TEXT_KEY = "cli-health-tests-key-0123456789"
+TEXT_KEY = "cd0fd710a6b6b0657c1d5614f0b63f3889431d2432a9145bd8c3135fe31fd929"
 RECEIPT_KEYS = {"session", "status", "reasons", "counts", "observers", "provenance"}
 STATUS_KEYS = {
     "session",

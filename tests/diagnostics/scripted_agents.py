@@ -27,7 +27,7 @@ from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.policy import LOCAL, Policy
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 
-TEST_KEY = b"receipt-scenarios-key-0123456789"
+TEST_KEY = b"b1a749ddea6b499f4d367b0839499b8755e4e2496913f14707c33e9cfde22845"
 """The hash key of every scripted pipeline (so a test can compute a session's digest)."""
 AGENT = "scripted-agent"
 MODEL = "fake-model-1"

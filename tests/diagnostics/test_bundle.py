@@ -36,7 +36,7 @@ from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.storage import SpanRow, SpanStore
 from otel_agentdiag.version import __version__
 
-KEY = "bundle-tests-key-0123456789abcdef"
+KEY = "8dfc789c1ac2eca977c60e07c7921bd866e3642dd4ba2295cfe6a9c5a1373a5d"
 HASHER = IdHasher(KEY.encode())
 AGENT = "bundle-agent"
 TOOL = "fetch_invoice"

@@ -31,7 +31,7 @@ from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.policy import STRICT, Callback
 from otel_agentdiag.storage import SpanRow, SpanStore, StoredSpan
 
-KEY = "projection-tests-key-0123456789abcdef"
+KEY = "7fefcab74b1516e6261dcf0b427797eadc5395bc5f3d9ac0709dc569c281c4a0"
 AGENT = "projection-agent"
 TOOL = "lookup_order"
 HOST = "sentinel-host-3f9a.internal.example"
@@ -105,9 +105,11 @@ def test_the_store_key_comes_from_the_environment_first_then_the_key_file(
     assert found is not None and found.key_id == hashing.key_id_for(KEY.encode())
 
 
-def test_a_key_file_too_short_to_be_a_key_is_not_used(tmp_path: Path) -> None:
+def test_a_key_file_too_short_to_be_a_key_is_refused(tmp_path: Path) -> None:
+    # Refused, never silently skipped: a reader must not go on without the key the store was written with.
     (tmp_path / hashing.KEY_FILE_NAME).write_bytes(b"short")
-    assert load_store_hasher(tmp_path / "traces.db") is None
+    with pytest.raises(hashing.WeakKeyError, match=r"key file .*hash\.key: it holds 5 bytes; at least 32"):
+        load_store_hasher(tmp_path / "traces.db")
 
 
 # -- stored_to_readable ------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from otel_agentdiag.cli import cli
 from otel_agentdiag.content import CapturedException, Elided, decode, snapshot
 from otel_agentdiag.storage import SpanStore
 
-HASH_KEY = "content-test-key-0123456789abcdef"
+HASH_KEY = "2978eb22b849b8956a0ea60303487a78701d99a8e169cf050a76b48763f63a62"
 _tag = uuid.uuid4().hex[:12]
 
 # Content: kept locally, exactly, and nowhere else.

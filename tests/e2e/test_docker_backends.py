@@ -70,8 +70,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.skipif(not _docker_answers(), reas
 SERVICE = "agentdiag-demo"
 STARTUP_S = 240  # per container, image pull excluded (start() pulls first)
 POLL_S = 90.0
-SDK_KEY = b"docker-e2e-local-key-0123456789abcdef"
-OTLP_KEY = b"docker-e2e-otlp-key-0123456789abcdef"
+SDK_KEY = b"293dfe7aea075a5640cdd3f24f483954dd3448fbbe02c79264865ab0a014ca2d"
+OTLP_KEY = b"2d45f769cb3f44183296b4b2f213a17bb228e87a5b94cbb2c99731e70cfe7b0e"
 CORRELATION_KEYS = ("gen_ai.conversation.id", "user.id", "gen_ai.tool.call.id", "gen_ai.response.id")
 # What the demo puts in raw (see otel_agentdiag/demo.py): ids, the prompt, tool arguments, the tool error's
 # message and the answer. None contains a character of standard base64, so none can turn up inside an id.

@@ -27,7 +27,7 @@ import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.storage import SpanStore
 
-HASH_KEY = "test-key-0123456789abcdef"
+HASH_KEY = "d61734325a10c7ce51048d8e76675c5b6156c191a7008e9066806024697e6fe8"
 WAIT_S = 10.0
 AGENT = "otlp-agent"
 TREE_ORDER = ("invoke_agent otlp-agent", "agent.iteration", "chat gpt-4o-mini", "execute_tool _OTHER")

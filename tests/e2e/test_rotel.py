@@ -34,8 +34,8 @@ from otel_agentdiag.config import LOCAL_DESTINATION, OTLP_DESTINATION, AgentDiag
 from otel_agentdiag.demo import AGENT_NAME, run_demo_agent
 from otel_agentdiag.storage import SpanStore, StoredSpan
 
-HASH_KEY = "rotel-local-key-0123456789abcdef"
-OTLP_HASH_KEY = "rotel-otlp-key-0123456789abcdef"
+HASH_KEY = "1e2465a30609a8555ff019345962296a8cd236ca47116f7b0582449c8f0bc2e4"
+OTLP_HASH_KEY = "ded07de393dc3895e25eb956c87a7585220fddac5016e878795b4205987062f7"
 SERVICE = "rotel-e2e"
 WAIT_S = 10.0
 DEMO_SPANS = 12

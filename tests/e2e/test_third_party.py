@@ -42,7 +42,9 @@ from otel_agentdiag.storage import SpanStore, StoredSpan
 APP = Path(__file__).with_name("third_party_app.py")
 APP_TIMEOUT_S = 120.0
 WAIT_S = 10.0
-HASH_KEY = b"third-party-test-key-0123456789ab"  # the app's key (third_party_app.HASH_KEY)
+HASH_KEY = (
+    b"809a371a6ec77b2072275a5c0cbb7cf7ee3189e49a72e9c6fb0798d4eacdbcfe"  # the app's key (third_party_app.HASH_KEY)
+)
 MODEL = "gpt-4o-mini"
 MODEL_SNAPSHOT = MODEL + fake.MODEL_SNAPSHOT_SUFFIX
 EMBEDDING_MODEL = "text-embedding-3-small"

@@ -76,7 +76,7 @@ VERSIONS_OF = (
     "opentelemetry-instrumentation-genai-openai",
     "opentelemetry-util-genai",
 )
-HASH_KEY = b"third-party-test-key-0123456789ab"
+HASH_KEY = b"809a371a6ec77b2072275a5c0cbb7cf7ee3189e49a72e9c6fb0798d4eacdbcfe"
 SERVICE_NAME = "third-party-app"
 AGENT_NAME = "trip-planner"
 MODEL = "gpt-4o-mini"

@@ -23,7 +23,7 @@ import otel_agentdiag as agentdiag
 from otel_agentdiag.config import OTLP_DESTINATION, AgentDiag
 from otel_agentdiag.exporters import otlp
 
-HASH_KEY = "wiring-key-0123456789abcdef"
+HASH_KEY = "de0f00dfd6922992ab29ef9d0c6f6e6862e0c800fecb1acb78e2a60ee3b1e80e"
 GENERIC = "OTEL_EXPORTER_OTLP_PROTOCOL"
 TRACES = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
@@ -351,7 +351,7 @@ def test_the_otlp_branch_keeps_the_strict_policy_and_its_own_key(
         tmp_path,
         otlp_endpoint="http://127.0.0.1:4318",
         otlp_protocol=protocol,
-        otlp_hash_key="another-key-0123456789abcdef",
+        otlp_hash_key="4d03c7a4ba3eba997fa74d033c68950c574313f19efaae34d079aea1b0fc9021",
     )
 
     local, remote = handle.destinations

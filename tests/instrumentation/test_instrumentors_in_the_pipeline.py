@@ -27,7 +27,12 @@ CONTENT = f"{fake.SENTINEL_PROMPT} {fake.SENTINEL_API_KEY} /home/alice/.ssh/id_r
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[StoredSpan]]]:
     store = tmp_path_factory.mktemp("pipeline") / "traces.db"
-    diag = otel_agentdiag.configure(service_name="pipeline-test", store=store, hash_key=b"k" * 32, set_global=False)
+    diag = otel_agentdiag.configure(
+        service_name="pipeline-test",
+        store=store,
+        hash_key=b"442f18475e673d6886dacd45328a7ec155d9a207f69c7098cd618ac0ac152443",
+        set_global=False,
+    )
     OpenAIInstrumentor().instrument()  # no provider: the one configure() built
     AnthropicInstrumentor().instrument()
     try:

@@ -683,7 +683,7 @@ def test_an_invented_tool_name_is_exported_as_the_placeholder(factory: str) -> N
 
 # -- through configure() into the store -----------------------------------------------------------------
 def test_the_store_holds_a_recovered_tool_error_with_hashed_ids(tmp_path: Path) -> None:
-    store, key = tmp_path / "traces.db", b"l" * 32
+    store, key = tmp_path / "traces.db", b"0ac8bea8f297c1a71fad03bac4fd1ad8bd7df555ff953b826f96b366e0930a6b"
     diag = otel_agentdiag.configure(
         service_name="langchain-test", store=store, hash_key=key, set_global=False, local_policy="strict"
     )

@@ -574,7 +574,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, lis
     """One weather run (a tool that fails once, then succeeds) with sentinels everywhere, through
     ``configure()`` with the strict policy into a real SQLite store."""
     store = tmp_path_factory.mktemp("agents") / "traces.db"
-    key = b"a" * 32
+    key = b"443fa8be2e27ed500f169b9277313166d1206724a20d0dd9c22ae7ae3ea1dc89"
     diag = otel_agentdiag.configure(
         service_name="agents-test", store=store, hash_key=key, set_global=False, local_policy="strict"
     )
@@ -660,7 +660,12 @@ def test_no_sentinel_reaches_the_store(stored: tuple[Path, list[StoredSpan], str
 
 def test_a_function_span_for_an_undeclared_tool_is_exported_as_the_placeholder(tmp_path: Path) -> None:
     store = tmp_path / "traces.db"
-    diag = otel_agentdiag.configure(service_name="agents-test", store=store, hash_key=b"b" * 32, set_global=False)
+    diag = otel_agentdiag.configure(
+        service_name="agents-test",
+        store=store,
+        hash_key=b"c1d46ce232b379a5a110af02e2a38ba751b17166df70a1fe6fe81a4f4b6eb58d",
+        set_global=False,
+    )
     OpenAIAgentsInstrumentor().instrument()
     try:
         with agents_trace("workflow"), function_span("tool_the_model_made_up"):

@@ -24,7 +24,7 @@ from otel_agentdiag.diagnostics.projection import load_store_hasher, strict_proj
 from otel_agentdiag.interchange.jaeger_json import jaeger_document, write_jaeger_json
 from otel_agentdiag.storage import SpanStore
 
-KEY = "jaeger-tests-key-0123456789abcdef0123"
+KEY = "d71abe986b871b20ae635742c3c22f7c15a8f06ce32a92fb26363cdd97b78994"
 AGENT = "jaeger-agent"
 TOOL = "fetch_rates"
 README = Path(__file__).parents[2] / "README.md"

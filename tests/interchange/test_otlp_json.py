@@ -48,7 +48,7 @@ from otel_agentdiag.storage import SpanStore, StoredSpan
 sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
 from rotel_collector import RotelCollector, unavailable_reason
 
-KEY = "interchange-tests-key-0123456789abcdef"
+KEY = "ae5c18bf9a062e8dc6853f5832dbd22db3547bdda8c7b4603975e63c365dad94"
 AGENT = "interchange-agent"
 TOOL = "lookup_order"
 FIXTURES = Path(__file__).parent / "fixtures"

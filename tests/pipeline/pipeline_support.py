@@ -26,7 +26,7 @@ from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
 from otel_agentdiag.redaction.policy import LOCAL, Policy
 from otel_agentdiag.storage import Accounting, SessionStats, SpanStore
 
-HASH_KEY = b"pipeline-tests-key-0123456789abc"
+HASH_KEY = b"cacdd15bd6c55241b0003f4f73bddf041e243f691a4c87763a9ba63d11c9df20"
 CONVERSATION = "conversation-1"
 
 

@@ -25,8 +25,8 @@ from otel_agentdiag.redaction import processor as processor_module
 from otel_agentdiag.redaction.hashing import IdHasher, key_id_for
 from otel_agentdiag.redaction.processor import SpanRedactor
 
-HASH_KEY = b"policy-tests-key-0123456789abcdef"
-OTHER_KEY = b"another-policy-key-0123456789abc"
+HASH_KEY = b"98bf2a73ec2c733b84da4311558f6a8c5e5d3195c57ac07fa9ffabf85a396d61"
+OTHER_KEY = b"10229736569eed9d4cedaf77d15bb9dacd29be428a15c62f28bff32c80fdda96"
 HASHER = IdHasher(HASH_KEY)
 DIGEST = re.compile(rf"hmac-sha256:{HASHER.key_id}:[0-9a-f]{{64}}")
 PREFIX = sc.AGENTDIAG_REDACTION_PREFIX
@@ -473,7 +473,7 @@ def test_otlp_hash_key_gives_the_export_its_own_key_id(tmp_path: Path, monkeypat
         # Same raw id, two keys: the export's digests do not join with the store's.
         local, otlp = (proc.redactor.redact(_span({sc.USER_ID: "alice"})) for proc in handle.processors)
         assert local.attributes[sc.USER_ID] != otlp.attributes[sc.USER_ID]
-    with pytest.raises(ValueError, match="otlp_hash_key must be at least"):
+    with pytest.raises(ValueError, match="argument otlp_hash_key: it holds 5 bytes; at least 32"):
         _configure(tmp_path, otlp_hash_key=b"short")
 
 

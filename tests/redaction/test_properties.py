@@ -60,7 +60,7 @@ MANY = 80
 SOME = 50
 """Examples for the other properties."""
 
-HASH_KEY = b"property-tests-key-0123456789abcdef"
+HASH_KEY = b"7a1306ff89762a2aba4724e8a5a05a95bdf0922143257fcff2246e711ec655f2"
 HASHER = IdHasher(HASH_KEY)
 DIGEST = re.compile(rf"hmac-sha256:{HASHER.key_id}:[0-9a-f]{{64}}")
 PREFIX = sc.AGENTDIAG_REDACTION_PREFIX

@@ -28,7 +28,7 @@ from otel_agentdiag.redaction import IdHasher
 from otel_agentdiag.storage import SpanStore
 
 HERE = Path(__file__).resolve().parent
-HASH_KEY = b"reliability-process-tests-key-0123456789"
+HASH_KEY = b"c27c3d0f23af313f5c649f685c1059a8f23a0ac3c15a1e212e9d709a69b6d3b3"
 AGENT = "process-agent"
 TOOL = "lookup"
 LOCAL = "local"

@@ -23,7 +23,7 @@ from otel_agentdiag.diagnostics.receipt import Receipt, session_receipts, store_
 from otel_agentdiag.redaction import IdHasher
 from otel_agentdiag.storage import RetentionLimits, SpanStore
 
-HASH_KEY = b"reliability-tests-key-0123456789"
+HASH_KEY = b"1758c10a1a8cb3a05014035e4077a09b6bd67c75613ea0b39774041dfa29115b"
 """A distinctive 32-byte key (the secrets tests look for it, in every encoding, where it must never be)."""
 AGENT = "reliability-agent"
 TOOL = "fetch_page"

@@ -289,18 +289,24 @@ def test_forced_failures_never_echo_the_key(
         for key in (HASH_KEY, short):
             assert_absent(key, f"{exc}\n{exc!r}", f"the exception {type(exc).__name__}: {exc}")
 
-    # A key file that is not usable: logged and replaced by a key for this process only, never echoed.
+    # A key file that is too short: refused (logged, never echoed), and nothing uses it: the local store is off.
     (tmp_path / KEY_FILE_NAME).write_bytes(short)
+    with agentdiag.configure(store=path, set_global=False) as diag:
+        agent_loop("refused", 1)
+        assert diag.force_flush()
+        assert diag.destinations == () and diag.store_path is None
+        for value in (repr(diag), repr(diag.destinations), repr(diag.options), json.dumps(diag.stats())):
+            assert_absent(short, value, "the handle's repr or stats")
     # An unusable policy variable: logged, strict used.
     monkeypatch.setenv("AGENTDIAG_LOCAL_POLICY", str(bad_policy))
-    with agentdiag.configure(store=path, set_global=False) as diag:
+    with agentdiag.configure(store=path, hash_key=HASH_KEY, set_global=False) as diag:
         agent_loop("failures", 1)
         assert diag.force_flush()
-        assert diag.destinations[0].key_source == "ephemeral"
+        assert diag.destinations[0].key_source == "argument"
         for value in (repr(diag), repr(diag.destinations), repr(diag.options), json.dumps(diag.stats())):
             assert_absent(short, value, "the handle's repr or stats")
     messages = [r.getMessage() for r in caplog.records]
-    assert any("hash key file" in m for m in messages), messages
+    assert any(f"key file {tmp_path / KEY_FILE_NAME}: it holds 11 bytes" in m for m in messages), messages
     assert any("AGENTDIAG_LOCAL_POLICY" in m for m in messages), messages
     for record in caplog.records:
         for key in (HASH_KEY, short):
