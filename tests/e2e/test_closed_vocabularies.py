@@ -44,7 +44,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.cli import cli
 from otel_agentdiag.storage import SpanStore
 
-HASH_KEY = "closed-vocabularies-test-key-0123456789"
+HASH_KEY = "bb7443c1f4649d87ddd5fc93c8109eab467bed02d74eec22808ffb481eb60a20"
 WAIT_S = 10.0
 AGENT = "vocab-agent"
 REDACTION = sc.AGENTDIAG_REDACTION_PREFIX

@@ -32,7 +32,7 @@ from otel_agentdiag.redaction import policy as p
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.processor import SpanRedactor
 
-HASHER = IdHasher(b"enumerated-keys-test-key-0123456789")
+HASHER = IdHasher(bytes.fromhex("c7a6e2eaefcf28d75bde3ccca5ae12fb82c38f78ebf73c15b6397bde3c7308c7"))
 PREFIX = sc.AGENTDIAG_REDACTION_PREFIX
 PRESETS = pytest.mark.parametrize("policy", [p.STRICT, p.LOCAL], ids=["strict", "local"])
 

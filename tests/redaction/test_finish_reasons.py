@@ -26,7 +26,7 @@ from otel_agentdiag.redaction.finish_reasons import FINISH_REASONS
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.processor import SpanRedactor
 
-HASHER = IdHasher(b"finish-reason-test-key-0123456789a")
+HASHER = IdHasher(bytes.fromhex("955dc3e7030071dac7d3ff9012d8fd23631c1c1f3412f4b0d701f0096c342416"))
 KEY = sc.GEN_AI_RESPONSE_FINISH_REASONS
 HOSTILE = DATA_FINISH_REASONS + SPELLING_FINISH_REASONS
 PRESETS = pytest.mark.parametrize("policy", [p.STRICT, p.LOCAL], ids=["strict", "local"])

@@ -26,7 +26,7 @@ from otel_agentdiag.redaction import policy as p
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.processor import SpanRedactor
 
-HASHER = IdHasher(b"key-sets-test-key-0123456789abcdef")
+HASHER = IdHasher(bytes.fromhex("7197a9fb9c3ec6355e776858ae0c7127eab7f24a7f2a6d28cbc6f7147f251423"))
 FLOAT = {"type": "float", "min": 0.0, "max": 1e9}
 
 

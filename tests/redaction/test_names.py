@@ -30,7 +30,7 @@ from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.processor import SpanRedactor
 from otel_agentdiag.testing import capture_spans
 
-HASHER = IdHasher(b"names-tests-key-0123456789abcdef")
+HASHER = IdHasher(bytes.fromhex("504e9d9c07c96ced8ff20b0115abf2facfc56a5bd5da8041dd62d6cddf0d979d"))
 KINDS = NameRegistry.KINDS
 NAMES_LOGGER = "otel_agentdiag._internal.names"
 

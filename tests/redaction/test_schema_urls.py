@@ -23,7 +23,7 @@ from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.processor import SpanRedactor
 from otel_agentdiag.redaction.schema_url import allowed_schema_url
 
-HASHER = IdHasher(b"schema-url-test-key-0123456789abcd")
+HASHER = IdHasher(bytes.fromhex("88400d79180a2f07406a57ea9bc89d17b23111a11282fed684216795363a8219"))
 COUNTER = sc.AGENTDIAG_REDACTION_PREFIX + p.SCHEMA_URL
 
 
