@@ -476,6 +476,10 @@ class SpanStore:
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise StoreError(f"{self.path} is not a usable otel-agentdiag store: {exc}") from exc
+        except UnicodeDecodeError:
+            # A damaged schema: sqlite3 cannot even decode SQLite's message about it (which quotes the damage).
+            self._conn.close()
+            raise StoreError(f"{self.path} is not a usable otel-agentdiag store: its schema is damaged") from None
         except StoreError as exc:
             self._conn.close()
             raise StoreError(f"{self.path}: {exc}") from None
