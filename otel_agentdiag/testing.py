@@ -2,12 +2,15 @@
 
 ::
 
-    from otel_agentdiag.testing import capture_spans
+    from otel_agentdiag.testing import capture_spans, correlation_ids
 
     with capture_spans(redact=True) as captured:
         with agentdiag.tool_call("get_weather"):
             ...
     assert captured.spans()[0].name == "execute_tool get_weather"
+
+Correlation ids (conversation, user, agent, tool call, response) are never attributes of a raw span: they
+travel beside it to otel-agentdiag's redactors. :func:`correlation_ids` reads them for a test.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.names import NameRegistry
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.redaction.hashing import IdHasher
@@ -28,6 +33,24 @@ from otel_agentdiag.redaction.policy import STRICT, Policy
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 
 TEST_HASH_KEY = b"otel-agentdiag-test-key-32-bytes"
+
+
+def correlation_ids(span: ReadableSpan) -> dict[str, Any]:
+    """The raw correlation ids otel-agentdiag's instrumentation kept beside ``span`` (attribute key -> raw value),
+    never on it; ``{}`` when it has none. For an ended span, once a processor of otel-agentdiag has seen it end
+    (the pipeline of ``configure()``, a :class:`RedactingSpanProcessor`, or :func:`capture_spans`), for as long
+    as the span object is alive."""
+    found = _ids.TABLE.ids_of(span)
+    return dict(found) if found else {}
+
+
+class CorrelationIdsProcessor(SpanProcessor):
+    """Hands the raw correlation ids of each ended span over to the ended span object every processor receives,
+    as the first processor of ``configure()``'s pipeline does. Add it first to a provider of your own (without
+    otel-agentdiag's pipeline) to read them with :func:`correlation_ids` on the spans your exporter got."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        _ids.TABLE.pin(span)
 
 
 @dataclass
@@ -55,10 +78,12 @@ def capture_spans(
 ) -> Iterator[SpanCapture]:
     """A fresh provider that the wrappers use for the duration of the block.
 
-    ``redact=False`` captures spans as instrumentation made them (raw IDs included); ``redact=True`` puts a
+    ``redact=False`` captures spans as instrumentation made them (their raw correlation ids beside them, read
+    with :func:`correlation_ids`, never among their attributes); ``redact=True`` puts a
     :class:`RedactingSpanProcessor` in front, as ``configure()`` does.
     """
     provider = TracerProvider(resource=resource or Resource.create({}), shutdown_on_exit=False)
+    provider.add_span_processor(CorrelationIdsProcessor())
     exporter = InMemorySpanExporter()
     processor: SpanProcessor = SimpleSpanProcessor(exporter)
     if redact:
