@@ -20,12 +20,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import ids as _ids
+from otel_agentdiag._internal.context import current_conversation_id
 from otel_agentdiag._internal.names import NameRegistry
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.redaction.hashing import IdHasher
@@ -45,9 +48,19 @@ def correlation_ids(span: ReadableSpan) -> dict[str, Any]:
 
 
 class CorrelationIdsProcessor(SpanProcessor):
-    """Hands the raw correlation ids of each ended span over to the ended span object every processor receives,
-    as the first processor of ``configure()``'s pipeline does. Add it first to a provider of your own (without
-    otel-agentdiag's pipeline) to read them with :func:`correlation_ids` on the spans your exporter got."""
+    """What the first processor of ``configure()``'s pipeline does with correlation ids, and nothing else: at
+    start, records the enclosing agent run's conversation id beside each span that has none of its own; at end,
+    hands the span's ids over to the ended span object every processor receives. Add it first to a provider of
+    your own (without otel-agentdiag's pipeline) to read them with :func:`correlation_ids` on the spans your
+    exporter got."""
+
+    exports_only_redacted = True  # it exports nothing
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        attributes = span.attributes or {}
+        conversation = current_conversation_id(parent_context)
+        if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in attributes and sc.SESSION_ID not in attributes:
+            _ids.TABLE.record_conversation(span, conversation, release=False)  # on_end pins it
 
     def on_end(self, span: ReadableSpan) -> None:
         _ids.TABLE.pin(span)

@@ -3,27 +3,28 @@
 A span attribute is read by every processor on the provider, the user's own and a vendor's included, and
 any of them may export it. So our instrumentation never sets a correlation id (:data:`KEYS`: the keys of
 ``semconv.CORRELATION_ID_KINDS``: conversation, session, user, end user, agent, tool call, response) as an
-attribute. It hands the raw value to :data:`TABLE` instead:
+attribute. It hands the raw value to :data:`TABLE` instead, under the span's ``(trace_id, span_id)``:
 
 1. instrumentation starts spans through :func:`start_span` and sets attributes through :func:`set_attributes`,
-   which take the correlation ids out of the attributes and :meth:`~CorrelationIds.record` them under the open
-   span's ``(trace_id, span_id)`` (only while it is recording); a run's conversation id also travels in the
-   context the span is started in, so ``on_start`` processors (the sequencer) see it;
-2. a processor of ours that files other libraries' spans under the enclosing run's conversation (the
-   sequencer, a ``RedactingSpanProcessor`` with ``propagate_conversation``) records that id here too;
+   which take the correlation ids out of the attributes and :meth:`~CorrelationIds.record` them (only while
+   the span is recording); a span's own conversation id also travels in the context it is started in;
+2. the ``on_start`` processor of ours that files every span started inside an agent run under the run's
+   conversation (the sequencer, a ``RedactingSpanProcessor`` with ``propagate_conversation``) records that id
+   (:meth:`~CorrelationIds.record_conversation`), for our spans and other libraries' alike;
 3. when the span ends, the first processor of ours to see it (the sequencer, or a ``RedactingSpanProcessor``)
-   moves the entry onto the ended span object that every processor receives (:meth:`~CorrelationIds.pin`);
+   ties the entry to the ended span object that every processor receives (:meth:`~CorrelationIds.pin`);
 4. each redactor of ours, when it rebuilds that ended span (on its batch worker, later), overlays
    :meth:`~CorrelationIds.ids_of` on the span's attributes and applies its own policy and key: the digests are
    exactly those the attributes would have given, per destination. Nothing else reads the table.
 
-Release needs no count of readers. An open entry goes when it is pinned, or when its live span object is let
-go without having been pinned (nothing of ours was on its provider). A pinned entry is held through a weak
-reference to the ended span: it goes when every processor holding that span (each of our batch queues, any
-foreign one) has let it go, a span a full queue dropped included. Both tables are bounded as well
-(``max_spans`` each, for spans the application keeps open or an exporter keeps in memory): beyond it the
-oldest entry is evicted and counted (that span is exported without its ids, so a receipt shows the gap).
-Recording and pinning take no lock (single dict operations under the GIL); eviction, the rare path, does.
+Release needs no count of readers: an entry is held by one weak reference, whose callback removes it. While
+the span is open it refers to the live span (if that is let go without ever being pinned, nothing of ours
+was there to read the ids); once pinned, to the ended span object, so the entry goes when every processor
+holding that span (each of our batch queues, any foreign one) has let it go, a span a full queue dropped
+included. The table is bounded as well (``max_spans``, for spans the application keeps open or an exporter
+keeps in memory): beyond it the oldest entry is evicted and counted (that span is exported without its ids,
+so a receipt shows the gap). Recording and pinning take no lock (single dict operations under the GIL);
+eviction, the rare path, does.
 """
 
 from __future__ import annotations
@@ -38,40 +39,45 @@ from opentelemetry import trace
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.context import CONVERSATION_ID_KEY, current_conversation_id
+from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
 
 KEYS: frozenset[str] = frozenset(sc.CORRELATION_ID_KINDS)
 """Attribute keys that our instrumentation never sets on a span: their raw values go to :data:`TABLE`."""
 
 DEFAULT_MAX_SPANS = 16_384
-"""Entries per table, at most: open spans with ids; ended spans with ids still held by a queue or an exporter."""
+"""Entries at most: spans with ids that are open, or ended and still held by a queue or an exporter."""
 
 _ref = weakref.ref
 _SpanKey = tuple[int, int]
 
 
-def _key_of(span: Any) -> _SpanKey | None:
-    ctx = getattr(span, "context", None)
-    return None if ctx is None else (ctx.trace_id, ctx.span_id)
+_Slot = list[Any]
+"""One span's entry, ``[ids, ref, release]``: its ids (attribute key -> raw value), the weak reference that
+holds it, and that reference's callback, which removes the entry (a list: no constructor call per span)."""
+_IDS, _REF, _RELEASE = 0, 1, 2
+
+
+def _key(span: Any) -> _SpanKey:
+    """``(trace_id, span_id)``: a SpanContext is a tuple ``(trace_id, span_id, ...)``, so a slice reads both
+    without property calls; an SDK span's context is read without its property too (read only, never set)."""
+    try:
+        return span._context[:2]  # type: ignore[no-any-return]
+    except AttributeError:
+        return span.get_span_context()[:2]  # type: ignore[no-any-return]
 
 
 class CorrelationIds:
-    """Raw correlation ids per span, for our redactors only (see the module doc). Thread-safe; never raises
-    from :meth:`record`, :meth:`pin` or :meth:`ids_of` on SDK spans.
+    """Raw correlation ids per span, for our redactors only (see the module doc). Thread-safe.
 
-    Counters: ``evicted`` entries dropped to keep a table within ``max_spans``.
+    Counters: ``evicted`` entries dropped to keep the table within ``max_spans``.
     """
 
     def __init__(self, max_spans: int = DEFAULT_MAX_SPANS) -> None:
         if max_spans < 1:
             raise ValueError("max_spans must be at least 1")
         self.max_spans = max_spans
-        self._open: dict[_SpanKey, dict[str, Any]] = {}
-        """Open spans, by ``(trace_id, span_id)``."""
-        self._live: dict[_SpanKey, weakref.ref[Any]] = {}
-        """The weak reference to each open span whose callback releases its entry if it is never pinned."""
-        self._ended: dict[weakref.ref[Any], dict[str, Any]] = {}
-        """Ended spans, by a weak reference to the span object the processors received."""
+        self._table: dict[_SpanKey, _Slot] = {}
         self._lock = threading.Lock()
         self.evicted = 0
         reinit_after_fork(self._at_fork_reinit)
@@ -80,118 +86,112 @@ class CorrelationIds:
         self._lock = threading.Lock()
 
     # -- the writers (instrumentation, on_start) ----------------------------------------------------------
-    def _entry(self, span: Any) -> dict[str, Any]:
-        ctx = span.get_span_context()
-        key = (ctx.trace_id, ctx.span_id)
-        entry = self._open.get(key)
-        if entry is None:
-            if len(self._open) >= self.max_spans:
-                self._evict_open()
-            # setdefault: two threads recording for one new span both land in the same entry.
-            entry = self._open.setdefault(key, {})
-            open_ = self._open
-            live = self._live
+    def _new_slot(self, key: _SpanKey, span: Any, release: bool) -> _Slot:
+        """A slot for the open ``span``. ``release=False``: the caller pins every span it records for at end (the
+        sequencer), so no reference to the live span is needed."""
+        table = self._table
+        if len(table) >= self.max_spans:
+            self._evict()
 
-            def released(_: Any, key: _SpanKey = key) -> None:  # the live span went without being pinned
-                open_.pop(key, None)
-                live.pop(key, None)
+        def released(_: Any) -> None:  # the span it refers to was let go: nobody will read the ids now
+            table.pop(key, None)
 
+        ref = None
+        if release:
             try:
-                live[key] = _ref(span, released)
+                ref = _ref(span, released)
             except TypeError:  # not weakly referenceable: released by pinning or eviction only
                 pass
-        return entry
+        # setdefault: two threads recording for one new span both land in the same slot.
+        return table.setdefault(key, [{}, ref, released])
 
     def record(self, span: Any, ids: Mapping[str, Any]) -> None:
         """Keep ``ids`` (attribute key -> raw value) for the open ``span``, over what it had. The caller checks
         that the span is recording."""
-        self._entry(span).update(ids)
+        key = _key(span)
+        slot = self._table.get(key)
+        if slot is None:
+            slot = self._new_slot(key, span, True)
+        elif slot[_REF] is None:  # made by an on_start processor that pins at end; ids now come from elsewhere
+            try:
+                slot[_REF] = _ref(span, slot[_RELEASE])
+            except TypeError:
+                pass
+        slot[_IDS].update(ids)
 
-    def record_conversation(self, span: Any, conversation: str) -> None:
-        """Record the enclosing run's conversation id for the open ``span`` unless it has one already."""
-        self._entry(span).setdefault(sc.GEN_AI_CONVERSATION_ID, conversation)
+    def record_conversation(self, span: Any, conversation: str, *, release: bool = True) -> None:
+        """Record the enclosing run's conversation id for the open ``span`` unless it has one already (on the
+        hot path of every span in a run: ``release=False`` when the caller pins the span at end)."""
+        try:
+            key = span._context[:2]
+        except AttributeError:
+            key = span.get_span_context()[:2]
+        slot = self._table.get(key)
+        if slot is None:
+            slot = self._new_slot(key, span, release)
+        slot[_IDS].setdefault(sc.GEN_AI_CONVERSATION_ID, conversation)
 
     # -- the hand-over at end (on_end of our first processor) -------------------------------------------------
     def pin(self, span: Any) -> None:
-        """Move the entry of the span that just ended onto ``span``, the ended span object every processor
-        receives (idempotent: a second processor of ours finds it moved). Cheap when there is nothing."""
-        if not self._open:
-            return
-        ctx = span.context
-        if ctx is None:
-            return
-        key = (ctx.trace_id, ctx.span_id)
-        entry = self._open.get(key)
-        if entry is None:
+        """Tie the entry of the span that just ended to ``span``, the ended span object every processor receives:
+        it is released once that object is. Idempotent; cheap when the span has no entry."""
+        table = self._table
+        if not table:
             return
         try:
-            ended = self._ended
-            if len(ended) >= self.max_spans:
-                self._evict_ended()
-            # Into the ended table before out of the open one: a reader never finds it in neither.
-            ended[_ref(span, self._forget_ended)] = entry
-        except TypeError:  # an ended span without weak references: left to eviction
+            key = span._context[:2]
+        except (AttributeError, TypeError):  # not an SDK span, or one without a context
+            ctx = span.context
+            if ctx is None:
+                return
+            key = ctx[:2]
+        slot = table.get(key)
+        if slot is None:
             return
-        self._open.pop(key, None)
-        self._live.pop(key, None)
-
-    def _forget_ended(self, ref: weakref.ref[Any]) -> None:
-        # Runs on whichever thread lets the ended span go (usually a batch worker after export).
-        self._ended.pop(ref, None)
+        current = slot[_REF]
+        if current is not None and current() is span:
+            return  # pinned already (a second processor of ours)
+        try:
+            # Replaces the live span's reference, which then goes unfired.
+            slot[_REF] = _ref(span, slot[_RELEASE])
+        except TypeError:  # an ended span without weak references: left to eviction
+            pass
 
     # -- the readers (our redactors) ------------------------------------------------------------------------
     def ids_of(self, span: Any) -> dict[str, Any] | None:
         """The raw ids recorded for ``span`` (an ended span, or one ending now), or None. Do not change them."""
-        try:
-            found = self._ended.get(_ref(span)) if self._ended else None
-        except TypeError:
-            found = None
-        if found is None and self._open:
-            key = _key_of(span)
-            if key is not None:
-                found = self._open.get(key)
-        return found
+        if not self._table:
+            return None
+        ctx = getattr(span, "context", None)
+        slot = None if ctx is None else self._table.get(ctx[:2])
+        return None if slot is None else slot[_IDS]  # type: ignore[no-any-return]
 
     # -- bounds ---------------------------------------------------------------------------------------------
-    def _evict_open(self) -> None:
+    def _evict(self) -> None:
         with self._lock:
-            table = self._open
+            table = self._table
             while len(table) >= self.max_spans:
                 try:
                     oldest = next(iter(table))
                 except (StopIteration, RuntimeError):  # emptied, or changed by a span let go meanwhile
                     return
                 if table.pop(oldest, None) is not None:
-                    self._live.pop(oldest, None)
-                    self.evicted += 1
-
-    def _evict_ended(self) -> None:
-        with self._lock:
-            table = self._ended
-            while len(table) >= self.max_spans:
-                try:
-                    oldest = next(iter(table))
-                except (StopIteration, RuntimeError):
-                    return
-                if table.pop(oldest, None) is not None:
                     self.evicted += 1
 
     def __len__(self) -> int:
-        return len(self._open) + len(self._ended)
+        return len(self._table)
 
     def stats(self) -> dict[str, int]:
-        """``open`` and ``ended`` entries now, ``evicted`` so far."""
-        return {"open": len(self._open), "ended": len(self._ended), "evicted": self.evicted}
+        """``spans`` with an entry now, ``evicted`` so far."""
+        return {"spans": len(self._table), "evicted": self.evicted}
 
 
 TABLE = CorrelationIds()
 """The one table: instrumentation writes it, every redactor of ours reads it."""
 
 
-def split(attributes: dict[str, Any]) -> dict[str, Any] | None:
-    """Take the correlation ids out of ``attributes`` (in place); None when there were none."""
-    if KEYS.isdisjoint(attributes):
-        return None
+def split(attributes: dict[str, Any]) -> dict[str, Any]:
+    """Take the correlation ids out of ``attributes`` (in place). Call it only when ``KEYS`` meets them."""
     return {key: attributes.pop(key) for key in KEYS if key in attributes}
 
 
@@ -206,15 +206,21 @@ def start_span(
 ) -> trace.Span:
     """``tracer.start_span`` with the correlation ids among ``attributes`` recorded beside the span, not on it.
 
-    The span's own conversation id, when it differs from the context's, is put into the context the span is
-    started in, so the ``on_start`` processors number the span in its session. Exceptions are not recorded by
-    the span itself (instrumentation records them without messages). May raise (callers contain it).
+    A span's own conversation id (one given to it, not merely the enclosing run's) is also put into the context
+    the span is started in, so the ``on_start`` processors number it in its session and record it for the spans
+    started inside it. The enclosing run's conversation id needs no passing: the ``on_start`` processors of
+    ours (the sequencer, a propagating ``RedactingSpanProcessor``) record it for every span started in its
+    context, ours and other libraries' alike. Exceptions are not recorded by the span itself (instrumentation
+    records them without messages). May raise (callers contain it).
     """
-    ids = split(attributes)
+    ids = None if KEYS.isdisjoint(attributes) else split(attributes)
     if ids is not None:
         conversation = ids.get(sc.GEN_AI_CONVERSATION_ID)
-        if isinstance(conversation, str) and current_conversation_id(context) != conversation:
-            context = otel_context.set_value(CONVERSATION_ID_KEY, conversation, context)
+        if isinstance(conversation, str):
+            if current_conversation_id(context) == conversation:
+                del ids[sc.GEN_AI_CONVERSATION_ID]  # the enclosing run's: recorded at on_start (see above)
+            else:
+                context = otel_context.set_value(CONVERSATION_ID_KEY, conversation, context)
     span = tracer.start_span(
         name,
         context=context,
@@ -224,8 +230,11 @@ def start_span(
         record_exception=False,
         set_status_on_exception=False,
     )
-    if ids is not None and span.is_recording():
-        TABLE.record(span, ids)
+    if ids and span.is_recording():
+        try:
+            TABLE.record(span, ids)
+        except Exception as exc:  # noqa: BLE001 - the span is started: it must reach the caller, to be ended
+            log_internal_error("keeping a span's correlation ids", exc)
     return span
 
 
@@ -242,4 +251,7 @@ def set_attributes(span: trace.Span, attributes: Mapping[str, Any]) -> None:
     if rest:
         span.set_attributes(rest)
     if ids:
-        TABLE.record(span, ids)
+        try:
+            TABLE.record(span, ids)
+        except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+            log_internal_error("keeping a span's correlation ids", exc)

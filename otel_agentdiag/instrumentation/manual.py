@@ -44,7 +44,6 @@ from otel_agentdiag._internal.context import (
     ACTIVE_FRAMEWORK_STEP,
     CONVERSATION_ID_KEY,
     LLM_CALL_KEY,
-    current_conversation_id,
     framework_parent,
 )
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
@@ -145,10 +144,8 @@ class _SpanScope:
                     if self._rolls_up:
                         self._rollup = step
             name, attributes = self._name_and_attributes()
-            conversation = current_conversation_id(ctx)
-            if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in attributes:
-                attributes[sc.GEN_AI_CONVERSATION_ID] = conversation
-            # Correlation ids go beside the span, to our redactors only; never onto it (_internal/ids.py).
+            # Correlation ids go beside the span, to our redactors only; never onto it (_internal/ids.py). The
+            # run's conversation id reaches every span started in its context through our on_start processors.
             span = _ids.start_span(_get_tracer(), name, context=ctx, kind=self._kind, attributes=attributes)
             self._span = span
             self._token = otel_context.attach(self._context_values(trace.set_span_in_context(span, ctx)))

@@ -67,6 +67,9 @@ class SessionSequencer(SpanProcessor):
     and starts every session at 0 again (its spans are a different stream from the parent's).
     """
 
+    exports_only_redacted = True
+    """It exports nothing (see :func:`otel_agentdiag.pipeline.audit.foreign_processors`)."""
+
     def __init__(self, *, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
         if max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
@@ -129,7 +132,7 @@ class SessionSequencer(SpanProcessor):
             if from_context is not None:
                 # Beside the span, never on it (a foreign processor would export it raw): each of our redactors
                 # files the span under the session it was numbered in, as a digest with its own key.
-                _ids.TABLE.record_conversation(span, from_context)
+                _ids.TABLE.record_conversation(span, from_context, release=False)  # on_end pins it
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("numbering a span", exc)
 
