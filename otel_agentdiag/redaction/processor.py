@@ -454,6 +454,9 @@ class RedactingSpanProcessor(SpanProcessor):
         """The counters' lock is taken on the batch worker: one held there at the fork is replaced in the child."""
         self._lock = threading.Lock()
 
+    exports_only_redacted = True
+    """It forwards only the spans it rebuilt (see :func:`otel_agentdiag.pipeline.audit.foreign_processors`)."""
+
     @property
     def policy(self) -> p.Policy:
         return self.redactor.policy
