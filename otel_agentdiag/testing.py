@@ -60,7 +60,7 @@ class CorrelationIdsProcessor(SpanProcessor):
         attributes = span.attributes or {}
         conversation = current_conversation_id(parent_context)
         if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in attributes and sc.SESSION_ID not in attributes:
-            _ids.TABLE.record_conversation(span, conversation, release=False)  # on_end pins it
+            _ids.TABLE.record_conversation(span, conversation)  # on_end pins it
 
     def on_end(self, span: ReadableSpan) -> None:
         _ids.TABLE.pin(span)

@@ -53,9 +53,17 @@ _SpanKey = tuple[int, int]
 
 
 _Slot = list[Any]
-"""One span's entry, ``[ids, ref, release]``: its ids (attribute key -> raw value), the weak reference that
-holds it, and that reference's callback, which removes the entry (a list: no constructor call per span)."""
-_IDS, _REF, _RELEASE = 0, 1, 2
+"""One span's entry, ``[ids, ref]``: its ids, and the weak reference that holds it (a list: no constructor call
+per span). ``ids`` is a dict (attribute key -> raw value), or, in the common case of a span whose only id is the
+enclosing run's conversation, that id alone (a str: no dict per span)."""
+_IDS, _REF = 0, 1
+
+
+class _Ref(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference that knows the table key it releases (created at C speed: no ``__init__`` of its own)."""
+
+    __slots__ = ("key",)
+    key: _SpanKey
 
 
 def _key(span: Any) -> _SpanKey:
@@ -77,7 +85,15 @@ class CorrelationIds:
         if max_spans < 1:
             raise ValueError("max_spans must be at least 1")
         self.max_spans = max_spans
-        self._table: dict[_SpanKey, _Slot] = {}
+        table: dict[_SpanKey, _Slot] = {}
+        self._table = table
+
+        def released(ref: _Ref) -> None:
+            # The span the entry is held by was let go (on whichever thread let it go): nobody reads it now. Only
+            # the current reference of a slot can fire: a replaced one is garbage, and garbage never calls back.
+            table.pop(ref.key, None)
+
+        self._released = released
         self._lock = threading.Lock()
         self.evicted = 0
         reinit_after_fork(self._at_fork_reinit)
@@ -85,51 +101,58 @@ class CorrelationIds:
     def _at_fork_reinit(self) -> None:
         self._lock = threading.Lock()
 
+    def _hold(self, slot: _Slot, key: _SpanKey, span: Any) -> None:
+        """Make ``span`` the object whose end of life releases ``slot`` (replacing the reference it had)."""
+        try:
+            ref = _Ref(span, self._released)
+        except TypeError:  # not weakly referenceable: released by another reference, or by eviction
+            return
+        ref.key = key
+        slot[_REF] = ref
+
     # -- the writers (instrumentation, on_start) ----------------------------------------------------------
-    def _new_slot(self, key: _SpanKey, span: Any, release: bool) -> _Slot:
-        """A slot for the open ``span``. ``release=False``: the caller pins every span it records for at end (the
-        sequencer), so no reference to the live span is needed."""
+    def _new_slot(self, key: _SpanKey) -> _Slot:
         table = self._table
         if len(table) >= self.max_spans:
             self._evict()
-
-        def released(_: Any) -> None:  # the span it refers to was let go: nobody will read the ids now
-            table.pop(key, None)
-
-        ref = None
-        if release:
-            try:
-                ref = _ref(span, released)
-            except TypeError:  # not weakly referenceable: released by pinning or eviction only
-                pass
         # setdefault: two threads recording for one new span both land in the same slot.
-        return table.setdefault(key, [{}, ref, released])
+        return table.setdefault(key, [{}, None])  # type: ignore[arg-type]
 
     def record(self, span: Any, ids: Mapping[str, Any]) -> None:
         """Keep ``ids`` (attribute key -> raw value) for the open ``span``, over what it had. The caller checks
-        that the span is recording."""
+        that the span is recording. Held by the live span until pinned."""
         key = _key(span)
         slot = self._table.get(key)
         if slot is None:
-            slot = self._new_slot(key, span, True)
-        elif slot[_REF] is None:  # made by an on_start processor that pins at end; ids now come from elsewhere
-            try:
-                slot[_REF] = _ref(span, slot[_RELEASE])
-            except TypeError:
-                pass
-        slot[_IDS].update(ids)
+            slot = self._new_slot(key)
+        if slot[_REF] is None:
+            self._hold(slot, key, span)
+        found = slot[_IDS]
+        if type(found) is str:  # the run's conversation alone, from on_start: the span's own ids go over it
+            slot[_IDS] = {sc.GEN_AI_CONVERSATION_ID: found, **ids}
+        else:
+            found.update(ids)
 
-    def record_conversation(self, span: Any, conversation: str, *, release: bool = True) -> None:
-        """Record the enclosing run's conversation id for the open ``span`` unless it has one already (on the
-        hot path of every span in a run: ``release=False`` when the caller pins the span at end)."""
+    def record_conversation(self, span: Any, conversation: str) -> None:
+        """Record the enclosing run's conversation id for the open ``span`` unless it has one already. On the hot
+        path of every span in a run, so nothing holds the entry yet: the caller must :meth:`pin` every span it
+        records for when it ends (the sequencer and our redacting processor do)."""
         try:
             key = span._context[:2]
         except AttributeError:
             key = span.get_span_context()[:2]
-        slot = self._table.get(key)
+        table = self._table
+        slot = table.get(key)
         if slot is None:
-            slot = self._new_slot(key, span, release)
-        slot[_IDS].setdefault(sc.GEN_AI_CONVERSATION_ID, conversation)
+            if len(table) >= self.max_spans:
+                self._evict()
+            slot = table.setdefault(key, [conversation, None])
+            if slot[_IDS] is conversation:
+                return
+        found = slot[_IDS]
+        if type(found) is dict:
+            found.setdefault(sc.GEN_AI_CONVERSATION_ID, conversation)
+        # a str is a conversation id already, kept
 
     # -- the hand-over at end (on_end of our first processor) -------------------------------------------------
     def pin(self, span: Any) -> None:
@@ -150,12 +173,13 @@ class CorrelationIds:
             return
         current = slot[_REF]
         if current is not None and current() is span:
-            return  # pinned already (a second processor of ours)
-        try:
-            # Replaces the live span's reference, which then goes unfired.
-            slot[_REF] = _ref(span, slot[_RELEASE])
+            return  # pinned already (by a second processor of ours)
+        try:  # as _hold(), inline: this runs for every span that ends inside an agent run
+            ref = _Ref(span, self._released)
         except TypeError:  # an ended span without weak references: left to eviction
-            pass
+            return
+        ref.key = key
+        slot[_REF] = ref  # the live span's reference, if any, is replaced and so never fires
 
     # -- the readers (our redactors) ------------------------------------------------------------------------
     def ids_of(self, span: Any) -> dict[str, Any] | None:
@@ -164,7 +188,10 @@ class CorrelationIds:
             return None
         ctx = getattr(span, "context", None)
         slot = None if ctx is None else self._table.get(ctx[:2])
-        return None if slot is None else slot[_IDS]  # type: ignore[no-any-return]
+        if slot is None:
+            return None
+        found = slot[_IDS]
+        return {sc.GEN_AI_CONVERSATION_ID: found} if type(found) is str else found  # type: ignore[no-any-return]
 
     # -- bounds ---------------------------------------------------------------------------------------------
     def _evict(self) -> None:

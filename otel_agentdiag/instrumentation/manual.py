@@ -146,7 +146,17 @@ class _SpanScope:
             name, attributes = self._name_and_attributes()
             # Correlation ids go beside the span, to our redactors only; never onto it (_internal/ids.py). The
             # run's conversation id reaches every span started in its context through our on_start processors.
-            span = _ids.start_span(_get_tracer(), name, context=ctx, kind=self._kind, attributes=attributes)
+            if _ids.KEYS.isdisjoint(attributes):  # iterations, model calls: no id of their own at start
+                span = _get_tracer().start_span(
+                    name,
+                    context=ctx,
+                    kind=self._kind,
+                    attributes=attributes,
+                    record_exception=False,
+                    set_status_on_exception=False,
+                )
+            else:
+                span = _ids.start_span(_get_tracer(), name, context=ctx, kind=self._kind, attributes=attributes)
             self._span = span
             self._token = otel_context.attach(self._context_values(trace.set_span_in_context(span, ctx)))
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent

@@ -132,7 +132,7 @@ class SessionSequencer(SpanProcessor):
             if from_context is not None:
                 # Beside the span, never on it (a foreign processor would export it raw): each of our redactors
                 # files the span under the session it was numbered in, as a digest with its own key.
-                _ids.TABLE.record_conversation(span, from_context, release=False)  # on_end pins it
+                _ids.TABLE.record_conversation(span, from_context)  # on_end pins it
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("numbering a span", exc)
 

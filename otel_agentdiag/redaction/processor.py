@@ -487,13 +487,14 @@ class RedactingSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         if self._shutdown:
             return
+        try:
+            # The span's raw ids are tied to the ended span: found there by finish_span() on the worker, and
+            # released with it (also what on_start recorded, when this processor redacts right here).
+            _ids.TABLE.pin(span)
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("handing a span's ids over", exc)
         if self._in_worker:
-            # Queued as it ended; the batch processor's worker calls finish_span() before export. The span's raw
-            # ids move onto the ended span, where finish_span() finds them.
-            try:
-                _ids.TABLE.pin(span)
-            except Exception as exc:  # noqa: BLE001
-                log_internal_error("handing a span's ids over", exc)
+            # Queued as it ended; the batch processor's worker calls finish_span() before export.
             self._forward(span)
             return
         clean, tombstone = self._redact_or_tombstone(span)

@@ -357,7 +357,7 @@ def test_entries_of_spans_never_ended_are_bounded_and_counted() -> None:
     tracer = provider.get_tracer("t")
     spans = [tracer.start_span(f"open-{i}") for i in range(5)]  # held open by the application
     for span in spans:
-        table.record_conversation(span, CONV, release=False)
+        table.record_conversation(span, CONV)
     assert table.stats() == {"spans": 3, "evicted": 2}
     assert table.ids_of(spans[0]) is None and table.ids_of(spans[4]) == {sc.GEN_AI_CONVERSATION_ID: CONV}
     provider.shutdown()
