@@ -17,14 +17,15 @@ attribute. It hands the raw value to :data:`TABLE` instead, under the span's ``(
    :meth:`~CorrelationIds.ids_of` on the span's attributes and applies its own policy and key: the digests are
    exactly those the attributes would have given, per destination. Nothing else reads the table.
 
-Release needs no count of readers: an entry is held by one weak reference, whose callback removes it. While
-the span is open it refers to the live span (if that is let go without ever being pinned, nothing of ours
-was there to read the ids); once pinned, to the ended span object, so the entry goes when every processor
-holding that span (each of our batch queues, any foreign one) has let it go, a span a full queue dropped
-included. The table is bounded as well (``max_spans``, for spans the application keeps open or an exporter
-keeps in memory): beyond it the oldest entry is evicted and counted (that span is exported without its ids,
-so a receipt shows the gap). Recording and pinning take no lock (single dict operations under the GIL);
-eviction, the rare path, does.
+Release needs no count of readers: an entry is held by one weak reference, whose callback removes it. Once
+pinned, it refers to the ended span object, so the entry goes when every processor holding that span (each
+of our batch queues, any foreign one) has let it go, a span a full queue dropped included. Before that, an
+entry instrumentation made refers to the live span (if that is let go without ever being pinned, nothing of
+ours was on its provider to read the ids); one that only an ``on_start`` processor made (the run's
+conversation: the hot path) is held by nothing, since that processor pins it at end. The table is bounded as
+well (``max_spans``, for spans the application keeps open or an exporter keeps in memory): beyond it the
+oldest entry is evicted and counted (that span is exported without its ids, so a receipt shows the gap).
+Recording and pinning take no lock (single dict operations under the GIL); eviction, the rare path, does.
 """
 
 from __future__ import annotations
