@@ -24,6 +24,8 @@ from otel_agentdiag.instrumentation.manual import (
     tool,
     tool_call,
 )
+from otel_agentdiag.pipeline.audit import ForeignProcessor, foreign_processors
+from otel_agentdiag.redacting import redacting_processor
 from otel_agentdiag.redaction import IdHasher, Policy, PolicyError, RedactingSpanProcessor, load_policy
 from otel_agentdiag.storage import SpanStore, StoreError
 from otel_agentdiag.version import __version__
@@ -31,6 +33,7 @@ from otel_agentdiag.version import __version__
 __all__ = [
     "AgentDiag",
     "AgentDiagOptions",
+    "ForeignProcessor",
     "IdHasher",
     "LLMCall",
     "Policy",
@@ -43,9 +46,11 @@ __all__ = [
     "agent",
     "agent_run",
     "configure",
+    "foreign_processors",
     "iteration",
     "llm_call",
     "load_policy",
+    "redacting_processor",
     "register_names",
     "tool",
     "tool_call",

@@ -35,11 +35,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_agentdiag import environment_variables as env
+from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.trust import UntrustedPathError
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer
+from otel_agentdiag.pipeline.audit import ForeignProcessor, foreign_processors, warn_about_foreign_processors
 from otel_agentdiag.pipeline.batching import DEFAULT_MAX_EXPORT_BATCH, DEFAULT_MAX_QUEUE_SPANS, DEFAULT_SCHEDULE_DELAY_S
 from otel_agentdiag.redaction import hash_keys, hashing
 from otel_agentdiag.redaction.policy import LOCAL, STRICT, Policy, PolicyError, resolve_policy
@@ -145,6 +147,13 @@ class AgentDiag:
         candidates = tuple(candidates)
         return {d.name: p.drift_report(candidates) for d, p in zip(self.destinations, self.processors, strict=True)}
 
+    def foreign_processors(self) -> list[ForeignProcessor]:
+        """The span processors on this pipeline's provider that are not otel-agentdiag's, so see every span
+        before redaction and export it under none of our policies (by class name; never their configuration).
+        ``configure()`` logs a warning for each one present when it runs; this also finds those added later.
+        The fix for each: :func:`otel_agentdiag.redacting_processor` around its exporter (docs/policy.md)."""
+        return [] if self.tracer_provider is None else foreign_processors(self.tracer_provider)
+
     @property
     def observer_id(self) -> str | None:
         """``agentdiag.observer.id`` of this pipeline (16 hex digits; ``None`` when nothing is installed)."""
@@ -156,6 +165,8 @@ class AgentDiag:
         ``{"observer": id, "destinations": {name: {"redaction": {redacted, failed, tombstoned, dropped},
         "pipeline": AccountingBatchSpanProcessor.stats().as_dict()}}}``. Per session (keyed by session digest,
         ``""`` for spans outside any session) ``observed = accepted + rejected + dropped + pending``.
+        ``correlation_ids``: the side channel that carries raw ids beside spans to the redactors (process-wide):
+        ``spans`` with an entry now, ``evicted`` entries (their spans went out without their ids).
         """
         destinations: dict[str, Any] = {}
         for destination, redacting, batching in zip(
@@ -170,7 +181,11 @@ class AgentDiag:
                 },
                 "pipeline": batching.stats().as_dict(),
             }
-        found: dict[str, Any] = {"observer": self.observer_id, "destinations": destinations}
+        found: dict[str, Any] = {
+            "observer": self.observer_id,
+            "destinations": destinations,
+            "correlation_ids": _ids.TABLE.stats(),
+        }
         if self.content is not None:
             found["content"] = self.content.stats()
         return found
@@ -640,6 +655,8 @@ def configure(
         # Redaction runs in the batch worker, so the provider hands ended spans straight to the batch processor
         # (one call fewer per span than through the redacting processor, whose on_end would only forward them).
         tracer_provider.add_span_processor(batching)
+    if not owns_provider and processors:
+        warn_about_foreign_processors(tracer_provider)  # the user's own processors see spans before redaction
     _maybe_set_global(tracer_provider, set_global)
     manual.use_tracer_provider(tracer_provider)
     return AgentDiag(

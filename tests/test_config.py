@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.redaction.hashing import key_id_for
+from otel_agentdiag.redaction.hashing import IdHasher, key_id_for
 from otel_agentdiag.storage import SpanStore
 
 ENV_KEY = "917ec6658b3e6ef74066a9d43d2b00c8851432b21606e6b7e130f9339f7865ca"
@@ -127,10 +127,14 @@ def test_adds_to_a_users_provider_and_leaves_it_running(clean_env):
     with provider.get_tracer("mine").start_as_current_span("after"):
         pass
     assert [s.name for s in theirs.get_finished_spans()][-1] == "after"
-    # The user's own exporter sees raw spans (it is their pipeline); ours stored redacted ones.
-    assert any(s.attributes.get(sc.GEN_AI_CONVERSATION_ID) == "c-1" for s in theirs.get_finished_spans())
+    # The user's own exporter sees our spans, but never our raw correlation ids (they go beside the spans to our
+    # redactors only); ours stored them, as digests.
+    assert not any(sc.GEN_AI_CONVERSATION_ID in s.attributes for s in theirs.get_finished_spans())
     with SpanStore(clean_env / "t.db", create=False) as store:
         assert store.span_count() == 2
+        stored = store.get_trace(store.list_traces()[0].trace_id)
+    expected = IdHasher((clean_env / "hash.key").read_bytes()).digest(sc.ID_KIND_CONVERSATION, "c-1")
+    assert {s.attributes[sc.GEN_AI_CONVERSATION_ID] for s in stored} == {expected}
     provider.shutdown()
 
 

@@ -114,6 +114,24 @@ def test_the_policy_file_example_in_the_docs_loads(tmp_path):
     assert loaded.is_blocked("ACME-INTERNAL-42")
 
 
+def test_the_redacting_processor_example_in_the_docs_runs_and_exports_only_digests(tmp_path):
+    import subprocess
+    import sys
+
+    docs = (ROOT / "docs" / "policy.md").read_text()
+    match = re.search(r"\*\*The fix:.*?```python\n(.*?)```", docs, re.S)
+    assert match, "docs/policy.md shows redacting_processor() in a python block"
+    done = subprocess.run(
+        [sys.executable, "-c", match.group(1)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "invoke_agent demo-agent" in done.stdout and "execute_tool lookup" in done.stdout
+    for raw in ("conv-42", "alice@example.com", "call_1"):
+        assert raw not in done.stdout  # the console exporter got digests only
+    assert done.stdout.count('"gen_ai.conversation.id": "hmac-sha256:') == 2
+    assert "before redaction" not in done.stderr  # configure() found no foreign processor
+
+
 def _run_example(tmp_path, name: str, *args: str, timeout: float = 120):
     import subprocess
     import sys

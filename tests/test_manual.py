@@ -9,7 +9,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.testing import capture_spans
+from otel_agentdiag.testing import capture_spans, correlation_ids
 
 
 def _by_kind(spans, kind):
@@ -45,8 +45,9 @@ def test_sync_run_tree_names_kinds_and_attributes():
     assert run.parent is None
     assert run.attributes[sc.GEN_AI_OPERATION_NAME] == "invoke_agent"
     assert run.attributes[sc.GEN_AI_AGENT_NAME] == "planner"
-    assert run.attributes[sc.GEN_AI_AGENT_ID] == "a-1"
-    assert run.attributes[sc.USER_ID] == "u-1"
+    # Correlation ids travel beside the span to our redactors, never as attributes any processor could export.
+    assert correlation_ids(run)[sc.GEN_AI_AGENT_ID] == "a-1"
+    assert correlation_ids(run)[sc.USER_ID] == "u-1"
 
     assert [s.name for s in iterations] == ["agent.iteration", "agent.iteration"]
     assert sorted(s.attributes[sc.AGENTDIAG_ITERATION_INDEX] for s in iterations) == [0, 1]
@@ -58,7 +59,7 @@ def test_sync_run_tree_names_kinds_and_attributes():
     assert first.attributes[sc.GEN_AI_PROVIDER_NAME] == "openai"
     assert first.attributes[sc.GEN_AI_REQUEST_MODEL] == "gpt-4o-mini"
     assert first.attributes[sc.GEN_AI_RESPONSE_MODEL] == "gpt-4o-mini-2024"
-    assert first.attributes[sc.GEN_AI_RESPONSE_ID] == "resp-1"
+    assert correlation_ids(first)[sc.GEN_AI_RESPONSE_ID] == "resp-1"
     assert first.attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
     assert first.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] == 12
     assert first.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 3
@@ -68,17 +69,19 @@ def test_sync_run_tree_names_kinds_and_attributes():
     assert tool.name == "execute_tool search"
     assert tool.attributes[sc.GEN_AI_OPERATION_NAME] == "execute_tool"
     assert tool.attributes[sc.GEN_AI_TOOL_NAME] == "search"
-    assert tool.attributes[sc.GEN_AI_TOOL_CALL_ID] == "call-1"
+    assert correlation_ids(tool)[sc.GEN_AI_TOOL_CALL_ID] == "call-1"
     assert tool.attributes[sc.GEN_AI_TOOL_TYPE] == "function"
     first_iteration = next(s for s in iterations if s.attributes[sc.AGENTDIAG_ITERATION_INDEX] == 0)
     assert tool.parent.span_id == first_iteration.context.span_id
     assert first.parent.span_id == first_iteration.context.span_id
 
-    # One trace; every span carries its kind and the run's conversation.
+    # One trace; every span carries its kind and the run's conversation (beside it).
     assert {s.context.trace_id for s in spans} == {run.context.trace_id}
-    assert all(s.attributes[sc.GEN_AI_CONVERSATION_ID] == "conv-1" for s in spans)
-    # The user and agent ids stay on the run span.
-    assert all(sc.USER_ID not in s.attributes for s in spans if s is not run)
+    assert all(correlation_ids(s)[sc.GEN_AI_CONVERSATION_ID] == "conv-1" for s in spans)
+    # The user and agent ids stay with the run span.
+    assert all(sc.USER_ID not in correlation_ids(s) for s in spans if s is not run)
+    # No correlation id is ever an attribute.
+    assert all(not set(sc.CORRELATION_ID_KINDS) & set(s.attributes) for s in spans)
 
 
 def test_sampling_relevant_attributes_are_set_at_start():
@@ -109,6 +112,7 @@ def test_usage_not_given_is_absent_never_zero():
     (span,) = captured.spans()
     assert not any(key.startswith("gen_ai.usage.") for key in span.attributes)
     assert sc.GEN_AI_RESPONSE_ID not in span.attributes
+    assert sc.GEN_AI_RESPONSE_ID not in correlation_ids(span)
 
 
 def test_nested_iterations_and_subagent_inherit_conversation():
@@ -126,7 +130,8 @@ def test_nested_iterations_and_subagent_inherit_conversation():
     assert inner_it.parent.span_id == outer_it.context.span_id
     assert spans["invoke_agent inner"].parent.span_id == inner_it.context.span_id
     assert spans["execute_tool t"].parent.span_id == spans["invoke_agent inner"].context.span_id
-    assert all(s.attributes[sc.GEN_AI_CONVERSATION_ID] == "conv-outer" for s in captured.spans())
+    assert all(correlation_ids(s)[sc.GEN_AI_CONVERSATION_ID] == "conv-outer" for s in captured.spans())
+    assert all(sc.GEN_AI_CONVERSATION_ID not in s.attributes for s in captured.spans())
 
 
 def test_no_conversation_outside_a_run():
@@ -135,6 +140,7 @@ def test_no_conversation_outside_a_run():
             pass
     (span,) = captured.spans()
     assert sc.GEN_AI_CONVERSATION_ID not in span.attributes
+    assert correlation_ids(span) == {}
 
 
 class QuotaExceeded(RuntimeError):
@@ -231,7 +237,7 @@ def test_async_decorators_and_gather_parent_correctly():
     assert all(t.parent.span_id == iteration_span.context.span_id for t in tools)
     (inner,) = captured.by_name("invoke_agent async_agent")
     assert iteration_span.parent.span_id == inner.context.span_id
-    assert all(s.attributes[sc.GEN_AI_CONVERSATION_ID] == "conv-async" for s in spans)
+    assert all(correlation_ids(s)[sc.GEN_AI_CONVERSATION_ID] == "conv-async" for s in spans)
 
 
 def test_async_exception_reraised():

@@ -1,8 +1,10 @@
-"""``agentdiag doctor``: the resolved configuration, the policies per destination, and the redaction canary.
+"""``agentdiag doctor``: the resolved configuration, the policies per destination, the redaction canary, and
+the span processors that see spans before redaction.
 
 Exit codes: 0 nothing leaked (or nothing is exported at all), 1 a sentinel survived or the canary did not
 come through, 2 a usage or configuration error, including a store or key that would be refused (the report
-still shows what would run, then one error line).
+still shows what would run, then one error line). A processor of another library on the provider is a warning
+(the exit code stays): doctor usually runs in a process of its own, where the application's provider is not.
 """
 
 from __future__ import annotations
@@ -92,8 +94,31 @@ def _destination_info(destination: Any) -> dict[str, Any]:
     }
 
 
-def _warnings() -> list[str]:
-    out = []
+def _span_processors() -> dict[str, Any]:
+    """The global TracerProvider of this process and the processors on it that are not otel-agentdiag's
+    (class names only: their configuration may hold endpoints and credentials)."""
+    from opentelemetry import trace
+
+    from otel_agentdiag.pipeline.audit import foreign_processors, span_processors
+
+    provider = trace.get_tracer_provider()
+    sdk = getattr(provider, "_active_span_processor", None) is not None
+    return {
+        "checked": "the global TracerProvider of this process",
+        "sdk_provider": sdk,
+        "processors": len(span_processors(provider)) if sdk else 0,
+        "foreign": [found.as_dict() | {"name": str(found)} for found in foreign_processors(provider)],
+    }
+
+
+def _warnings(processors: dict[str, Any]) -> list[str]:
+    from otel_agentdiag.pipeline.audit import FIX
+
+    out = [
+        f"span processor {found['name']} sees every span before redaction and exports it under no "
+        f"otel-agentdiag policy; {FIX}"
+        for found in processors["foreign"]
+    ]
     for variable, off in _CONTENT_SWITCHES.items():
         value = os.environ.get(variable)
         if value is not None and value.lower() not in off:
@@ -138,6 +163,11 @@ def doctor(
     names, events, exception, status, links, resource, scope), sends it through each destination's redacting
     processor exactly as configured, into memory instead of the store or the collector, and reports whether
     any sentinel survived. Nothing is written; no key file is created. Exit 0 when nothing leaked, 1 otherwise.
+
+    It also lists every span processor on this process's TracerProvider that is not otel-agentdiag's (it sees
+    spans before redaction), with a warning and the fix. Run under ``opentelemetry-instrument`` to check what
+    zero-code set-up builds; in your application, ``configure()`` logs the same warning and
+    ``AgentDiag.foreign_processors()`` lists them.
     """
     from otel_agentdiag.config import resolve_destinations
     from otel_agentdiag.diagnostics.canary import run_canary
@@ -153,6 +183,7 @@ def doctor(
         except (PolicyError, ValueError) as exc:
             raise CliError(str(exc)) from None
     report = run_canary(destinations)
+    processors = _span_processors()
     result = {
         "configuration": configuration,
         "destinations": [_destination_info(d) for d in destinations],
@@ -160,7 +191,8 @@ def doctor(
         # destinations named are off. Never a key, only where it came from.
         "refused": [{"reason": r.reason, "destinations": list(r.destinations)} for r in refusals],
         "canary": report.as_dict(),
-        "warnings": _warnings(),
+        "span_processors": processors,
+        "warnings": _warnings(processors),
     }
     if output_format == "json":
         click.echo(json.dumps(result, indent=2))
@@ -225,5 +257,17 @@ def _print_text(result: dict[str, Any]) -> None:
             click.echo(f"  {surface:<12} {state}")
         for leak in outcome["leaks"]:
             click.echo(f"  ! a {leak['surface']} sentinel survived in: {', '.join(leak['found_in'])}")
+    processors = result["span_processors"]
+    click.echo()
+    click.echo(f"span processors ({processors['checked']})")
+    if not processors["sdk_provider"]:
+        click.echo(
+            "  no SDK TracerProvider here; in your application, configure() warns about processors of other "
+            "libraries and AgentDiag.foreign_processors() lists them"
+        )
+    elif not processors["foreign"]:
+        click.echo(f"  {processors['processors']}, none sees spans before redaction")
+    for found in processors["foreign"]:
+        click.echo(f"  ! {found['name']} ({found['processor']}) sees spans before redaction")
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}")

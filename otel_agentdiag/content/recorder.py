@@ -65,6 +65,9 @@ class ContentRecorder(SpanProcessor):
     sampled, or already ended).
     """
 
+    exports_only_redacted = True
+    """It exports nothing: content goes to the local store's redacting branch only."""
+
     def __init__(
         self,
         *,

@@ -28,7 +28,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
-from otel_agentdiag._internal.context import LLM_CALL_KEY, current_conversation_id, framework_parent
+from otel_agentdiag._internal import ids as _ids
+from otel_agentdiag._internal.context import LLM_CALL_KEY, framework_parent
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag.version import __version__
 
@@ -130,17 +131,8 @@ class LLMCallState:
                 state = cls(owner.span, owns=False, content=owner.content)
                 state.set_attributes({k: v for k, v in attributes.items() if k != sc.AGENTDIAG_KIND})
                 return state
-            conversation = current_conversation_id(ctx)
-            if conversation is not None:
-                attributes.setdefault(sc.GEN_AI_CONVERSATION_ID, conversation)
-            span = tracer.start_span(
-                name,
-                context=ctx,
-                kind=SpanKind.CLIENT,
-                attributes=attributes,
-                record_exception=False,
-                set_status_on_exception=False,
-            )
+            # The run's conversation id is recorded beside the span by our on_start processors (_internal/ids.py).
+            span = _ids.start_span(tracer, name, context=ctx, kind=SpanKind.CLIENT, attributes=attributes)
             state = cls(span, owns=True)
             state.rollup = step
             return state
@@ -173,9 +165,8 @@ class LLMCallState:
     # -- recording --------------------------------------------------------------------------------------
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         try:
-            span = self.span
-            if attributes and span.is_recording():
-                span.set_attributes(attributes)
+            # Correlation ids (the response id) beside the span, for our redactors; never onto it.
+            _ids.set_attributes(self.span, attributes)
         except Exception as exc:  # noqa: BLE001
             log_internal_error("recording LLM attributes", exc)
 

@@ -18,6 +18,9 @@ span instead of starting a second one (one owner per LLM call), and a span start
 parented to it and carries its conversation id, unless an OpenTelemetry span was made current after the step
 started (that span is closer, and wins).
 
+**Correlation ids.** The framework's ids that name a conversation, a tool call or a response are kept beside
+the span for otel-agentdiag's redactors (``_internal/ids.py``), never set on it as raw attributes.
+
 **Content.** With content capture on (``configure(capture_content=True)``) an integration hands what its
 framework reports as content to :meth:`Node.capture`, never to a span attribute. An LLM step's state is made
 with ``content=False``: the framework's report is the one record of the call's content, so a client
@@ -37,6 +40,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
+from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.context import (
     ACTIVE_FRAMEWORK_STEP as _ACTIVE,
 )
@@ -239,14 +243,9 @@ class SpanTree:
             attributes[sc.AGENTDIAG_KIND] = node.kind
             if node.conversation_id is not None:
                 attributes.setdefault(sc.GEN_AI_CONVERSATION_ID, node.conversation_id)
-            span = self._tracer.start_span(
-                name,
-                context=ctx,
-                kind=span_kind,
-                attributes=attributes,
-                start_time=start_time,
-                record_exception=False,
-                set_status_on_exception=False,
+            # Correlation ids beside the span, for our redactors; never onto it (_internal/ids.py).
+            span = _ids.start_span(
+                self._tracer, name, context=ctx, kind=span_kind, attributes=attributes, start_time=start_time
             )
             node.span = span
             child = trace.set_span_in_context(span, ctx)
@@ -325,7 +324,7 @@ class SpanTree:
         span = node.span
         recording = span.is_recording()
         if attributes and recording:
-            span.set_attributes(attributes)
+            _ids.set_attributes(span, attributes)  # response and tool call ids beside the span
         if node.kind == sc.KIND_LLM:
             if node.parent is not None:
                 node.parent.add_span_usage(span)

@@ -14,6 +14,11 @@ tool          ``execute_tool {tool name}``        INTERNAL  operation, tool name
 Every span carries ``agentdiag.kind``. The conversation id given to :func:`agent_run` travels through the
 OpenTelemetry context, so every span started inside the run carries ``gen_ai.conversation.id``.
 
+Correlation ids (conversation, user, agent id, tool call id, response id) are never set on the span as raw
+attributes, where every processor on the provider, a user's or a vendor's, would read them: they are kept
+beside the span (``_internal/ids.py``) for otel-agentdiag's redactors, which export them as keyed digests.
+A provider without one of our redactors exports none of them.
+
 The wrappers never change what the wrapped code returns or raises. An exception is recorded on the span
 (status ERROR without a description, ``error.type`` = the exception class, an ``exception`` event) and
 re-raised unchanged; a failure of the telemetry itself is logged and swallowed.
@@ -34,11 +39,11 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
+from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.context import (
     ACTIVE_FRAMEWORK_STEP,
     CONVERSATION_ID_KEY,
     LLM_CALL_KEY,
-    current_conversation_id,
     framework_parent,
 )
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
@@ -143,17 +148,19 @@ class _SpanScope:
                     if self._rolls_up:
                         self._rollup = step
             name, attributes = self._name_and_attributes()
-            conversation = current_conversation_id(ctx)
-            if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in attributes:
-                attributes[sc.GEN_AI_CONVERSATION_ID] = conversation
-            span = _get_tracer().start_span(
-                name,
-                context=ctx,
-                kind=self._kind,
-                attributes=attributes,
-                record_exception=False,
-                set_status_on_exception=False,
-            )
+            # Correlation ids go beside the span, to our redactors only; never onto it (_internal/ids.py). The
+            # run's conversation id reaches every span started in its context through our on_start processors.
+            if _ids.KEYS.isdisjoint(attributes):  # iterations, model calls: no id of their own at start
+                span = _get_tracer().start_span(
+                    name,
+                    context=ctx,
+                    kind=self._kind,
+                    attributes=attributes,
+                    record_exception=False,
+                    set_status_on_exception=False,
+                )
+            else:
+                span = _ids.start_span(_get_tracer(), name, context=ctx, kind=self._kind, attributes=attributes)
             self._span = span
             self._token = otel_context.attach(self._context_values(trace.set_span_in_context(span, ctx)))
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
@@ -320,7 +327,7 @@ class LLMCall(_SpanScope):
                 attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
             if output_tokens is not None:
                 attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
-            span.set_attributes(attributes)
+            _ids.set_attributes(span, attributes)  # the response id beside the span, not on it
 
     def record_content(
         self,
@@ -380,11 +387,12 @@ class _ToolCall(_SpanScope):
 def agent_run(name: str, *, conversation_id: Any = None, user_id: Any = None, agent_id: Any = None) -> _AgentRun:
     """A span for one run of an agent: ``invoke_agent {name}``.
 
-    ``conversation_id`` becomes ``gen_ai.conversation.id`` on this span and every span started inside it;
-    ``user_id`` becomes ``user.id``, ``agent_id`` ``gen_ai.agent.id``. The redacting processor replaces all
-    three with keyed HMAC-SHA256 digests. ``name`` is registered as an allowed agent name when it is an
-    identifier-like token that passes the public-safety check (else it is exported as ``_OTHER``, and a name
-    that fails the check is refused with a warning, once).
+    ``conversation_id`` becomes ``gen_ai.conversation.id`` of this span and every span started inside it;
+    ``user_id`` becomes ``user.id``, ``agent_id`` ``gen_ai.agent.id``. They are exported only as keyed
+    HMAC-SHA256 digests, by otel-agentdiag's redactors; no raw id is ever set on a span (see the module doc).
+    ``name`` is registered as an allowed agent name when it is an identifier-like token that passes the
+    public-safety check (else it is exported as ``_OTHER``, and a name that fails the check is refused with a
+    warning, once).
     """
     return _AgentRun(name, conversation_id, user_id, agent_id)
 

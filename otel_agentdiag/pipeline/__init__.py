@@ -5,8 +5,11 @@
 - :class:`AccountingBatchSpanProcessor` batches spans to an exporter with bounded memory and counts the fate
   of every span (accepted, rejected, dropped by cause) in a :class:`Ledger` and, with the SQLite exporter,
   in the store itself.
+- :func:`foreign_processors` names the processors on a provider that are not otel-agentdiag's and so see
+  (and may export) spans before redaction.
 """
 
+from otel_agentdiag.pipeline.audit import ForeignProcessor, foreign_processors
 from otel_agentdiag.pipeline.batching import (
     CLEARED,
     DROP_CAUSES,
@@ -25,6 +28,7 @@ __all__ = [
     "CLEARED",
     "DROP_CAUSES",
     "EXPORT_FAILURE",
+    "ForeignProcessor",
     "QUEUE_FULL",
     "SHUTDOWN",
     "AccountingBatchSpanProcessor",
@@ -33,5 +37,6 @@ __all__ = [
     "PipelineStats",
     "SessionSequencer",
     "estimate_size",
+    "foreign_processors",
     "session_key",
 ]

@@ -390,6 +390,12 @@ class AccountingBatchSpanProcessor(SpanProcessor):
     def observer_id(self) -> str:
         return self._observer
 
+    @property
+    def exports_only_redacted(self) -> bool:
+        """Whether a redactor finishes every span before its exporter sees it (:meth:`set_finisher`): without
+        one, it exports spans as they ended (see :func:`otel_agentdiag.pipeline.audit.foreign_processors`)."""
+        return self._finisher is not None
+
     def set_finisher(self, finisher: SpanFinisher) -> None:
         """Finish (redact) every span on the worker thread, just before export, instead of before ``on_end``.
 

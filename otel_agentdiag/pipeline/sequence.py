@@ -6,10 +6,14 @@ session is the one the store will file the span under: the span's ``gen_ai.conve
 ``session.id``) when set at start, else the conversation id of the enclosing :func:`agent_run` (carried by the
 OpenTelemetry context), else none (spans outside any session are numbered too, as one more "session").
 
-The raw id is only a key of an in-process dict; it is hashed by the redacting processor at ``on_end`` like
-every correlation id. Memory is bounded: beyond ``max_sessions`` keys (10 000 by default) the session that
-has been idle longest is forgotten; if it starts spans again its numbering restarts at 0, which a receipt
-reports as duplicate sequence numbers rather than hiding.
+The raw id is only a key of an in-process dict. A conversation id taken from the context is recorded beside
+the span (``_internal/ids.py``), never set on it: every redactor of ours files the span under that session's
+digest, and no other processor on the provider ever sees the raw id. At ``on_end`` the sequencer, first on
+the provider, hands the span's recorded ids over to the ended span object the redactors read them from.
+
+Memory is bounded: beyond ``max_sessions`` keys (10 000 by default) the session that has been idle longest is
+forgotten; if it starts spans again its numbering restarts at 0, which a receipt reports as duplicate sequence
+numbers rather than hiding.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.context import current_conversation_id
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
@@ -61,6 +66,9 @@ class SessionSequencer(SpanProcessor):
     sequencer on the same provider) is left as it is. After ``os.fork()`` the child gets a new observer id
     and starts every session at 0 again (its spans are a different stream from the parent's).
     """
+
+    exports_only_redacted = True
+    """It exports nothing (see :func:`otel_agentdiag.pipeline.audit.foreign_processors`)."""
 
     def __init__(self, *, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
         if max_sessions < 1:
@@ -118,20 +126,23 @@ class SessionSequencer(SpanProcessor):
                 # span's and the mapping's locks and validate each value (about a third of this method's cost).
                 backing[sc.AGENTDIAG_OBSERVER_ID] = self.observer_id
                 backing[sc.AGENTDIAG_SEQUENCE] = sequence
-                if from_context is not None:
-                    backing[sc.GEN_AI_CONVERSATION_ID] = from_context
             else:
                 span.set_attribute(sc.AGENTDIAG_OBSERVER_ID, self.observer_id)
                 span.set_attribute(sc.AGENTDIAG_SEQUENCE, sequence)
-                if from_context is not None:
-                    # What the redacting processor would copy too: the span is then filed under the session it
-                    # was numbered in, whichever processors follow.
-                    span.set_attribute(sc.GEN_AI_CONVERSATION_ID, from_context)
+            if from_context is not None:
+                # Beside the span, never on it (a foreign processor would export it raw): each of our redactors
+                # files the span under the session it was numbered in, as a digest with its own key.
+                _ids.TABLE.record_conversation(span, from_context)  # on_end pins it
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("numbering a span", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
-        pass
+        # First of our processors on the provider: the span's raw ids move onto the ended span object, where
+        # each destination's redactor finds them on its worker (``_internal/ids.py``).
+        try:
+            _ids.TABLE.pin(span)
+        except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+            log_internal_error("handing a span's ids over", exc)
 
     def shutdown(self) -> None:
         pass

@@ -20,6 +20,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Status
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.context import current_conversation_id
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
@@ -41,6 +42,18 @@ _DRIFT_LIMIT = 1024
 _DEBUG_KEYS_LIMIT = 64
 _UNKNOWN: tuple[None, str] = (None, p.UNKNOWN_KEY)
 _MISSING: Any = object()
+
+
+def attributes_with_ids(span: ReadableSpan) -> Mapping[str, Any]:
+    """The span's attributes with the raw correlation ids our instrumentation kept beside it
+    (``_internal/ids.py``) laid over them: what a policy decides, exactly as if they had been attributes."""
+    attributes = span_attributes(span)
+    ids = _ids.TABLE.ids_of(span)
+    if not ids:
+        return attributes
+    merged = dict(attribute_items(attributes))
+    merged.update(ids)
+    return merged
 
 
 def _bare_context(ctx: Any) -> Any:
@@ -274,7 +287,7 @@ class SpanRedactor:
     def redact(self, span: ReadableSpan) -> ReadableSpan:
         counts: dict[str, int] = {}
         removed: list[str] | None = [] if self._debug else None
-        attributes = self._attributes(span_attributes(span), counts, None, removed)
+        attributes = self._attributes(attributes_with_ids(span), counts, None, removed)
         name = self._span_name(span.name, attributes, counts)
         # The SDK's ``events``/``links`` properties copy into a tuple; most spans have neither.
         events: Any = getattr(span, "_events", _MISSING)
@@ -324,7 +337,7 @@ class SpanRedactor:
         """The attributes that file a span in the books, each through its own rule: session digest, observer
         id and sequence number. Whatever cannot be decided is left out (this runs after a failure)."""
         out: dict[str, Any] = {}
-        attributes = span_attributes(span)
+        attributes = attributes_with_ids(span)
         for key in (sc.GEN_AI_CONVERSATION_ID, sc.SESSION_ID, sc.AGENTDIAG_OBSERVER_ID, sc.AGENTDIAG_SEQUENCE):
             try:
                 rule = self.policy.rule_for(key) if key in attributes else None
@@ -384,9 +397,13 @@ class RedactingSpanProcessor(SpanProcessor):
     for a span moves onto its redacted copy, where the SQLite exporter finds it. It never becomes an attribute,
     so the policy never sees it and no other branch carries it.
 
-    ``on_start`` is not forwarded (the wrapped processor would see a raw, mutable span); it only copies the
-    enclosing agent run's conversation id onto spans that lack it, so spans from other instrumentations
-    inside a run can be correlated (the id is hashed at ``on_end``).
+    Correlation ids our instrumentation kept beside the span (``_internal/ids.py``, never on it) are laid over
+    its attributes before the policy applies, so they leave as this destination's digests and nowhere raw.
+
+    ``on_start`` is not forwarded (the wrapped processor would see a raw, mutable span); it only records the
+    enclosing agent run's conversation id beside spans that lack one, so spans from other instrumentations
+    inside a run are filed under its session (as a digest, at ``on_end``), while no other processor on the
+    provider sees the raw id.
 
     Counters (monotonic, read without a lock): ``redacted`` spans rebuilt and forwarded; ``failed`` spans
     the redactor could not rebuild (of which ``tombstoned`` were replaced by a tombstone); ``dropped`` spans
@@ -408,8 +425,8 @@ class RedactingSpanProcessor(SpanProcessor):
         self._content = content
         """The local store's branch only: captured content moves from each ended span onto its redacted copy."""
         self._propagate = propagate_conversation
-        """``False`` when something before it on the provider (``configure()``'s sequencer) already copies the
-        run's conversation id onto spans at start: one on_start less per span and destination."""
+        """``False`` when something before it on the provider (``configure()``'s sequencer) already records the
+        run's conversation id beside spans at start: one on_start less per span and destination."""
         self.redactor = SpanRedactor(policy or p.STRICT, hasher, names)
         self._lock = threading.Lock()
         self._shutdown = False
@@ -437,6 +454,9 @@ class RedactingSpanProcessor(SpanProcessor):
         """The counters' lock is taken on the batch worker: one held there at the fork is replaced in the child."""
         self._lock = threading.Lock()
 
+    exports_only_redacted = True
+    """It forwards only the spans it rebuilt (see :func:`otel_agentdiag.pipeline.audit.foreign_processors`)."""
+
     @property
     def policy(self) -> p.Policy:
         return self.redactor.policy
@@ -456,7 +476,7 @@ class RedactingSpanProcessor(SpanProcessor):
         try:
             conversation = current_conversation_id(parent_context)
             if conversation is not None and sc.GEN_AI_CONVERSATION_ID not in span_attributes(span):
-                span.set_attribute(sc.GEN_AI_CONVERSATION_ID, conversation)
+                _ids.TABLE.record_conversation(span, conversation)  # beside the span, never on it
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("propagating the conversation id", exc)
 
@@ -467,6 +487,12 @@ class RedactingSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         if self._shutdown:
             return
+        try:
+            # The span's raw ids are tied to the ended span: found there by finish_span() on the worker, and
+            # released with it (also what on_start recorded, when this processor redacts right here).
+            _ids.TABLE.pin(span)
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("handing a span's ids over", exc)
         if self._in_worker:
             # Queued as it ended; the batch processor's worker calls finish_span() before export.
             self._forward(span)

@@ -240,3 +240,67 @@ def test_the_batch_settings_are_reported_from_the_standard_variables(monkeypatch
     }
     text = invoke().output
     assert "up to 100 spans queued per destination, 100 per export, every 2000 ms at most" in text
+
+
+_PROVIDER_SECRET = "SECRET-doctor-token-5c2a"
+_WITH_A_USERS_PROVIDER = f"""
+import sys
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+provider = TracerProvider()
+url = "https://u:{_PROVIDER_SECRET}@collector.example:4318/v1/traces?key={_PROVIDER_SECRET}"
+exporter = OTLPSpanExporter(endpoint=url, headers={{"x-key": "{_PROVIDER_SECRET}"}})
+provider.add_span_processor(BatchSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+
+from otel_agentdiag.cli import cli
+
+cli(["doctor", *sys.argv[1:]], prog_name="agentdiag")
+"""
+
+
+def _doctor_beside_a_users_provider(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """doctor in a process whose global provider already exports unredacted (as under opentelemetry-instrument
+    with another distro's configurator)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_ENV_PREFIXES)}
+    return subprocess.run(
+        [sys.executable, "-c", _WITH_A_USERS_PROVIDER, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_processors_that_see_spans_before_redaction_are_named_with_the_fix(tmp_path: Path) -> None:
+    proc = _doctor_beside_a_users_provider(tmp_path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr  # a warning: the canary itself passed
+    report = json.loads(proc.stdout)
+    assert report["span_processors"]["sdk_provider"] is True
+    assert report["span_processors"]["foreign"] == [
+        {
+            "processor": "opentelemetry.sdk.trace.export.BatchSpanProcessor",
+            "exporter": "opentelemetry.exporter.otlp.proto.http.trace_exporter.OTLPSpanExporter",
+            "name": "BatchSpanProcessor(OTLPSpanExporter)",
+        }
+    ]
+    (warning,) = [w for w in report["warnings"] if "before redaction" in w]
+    assert "BatchSpanProcessor(OTLPSpanExporter)" in warning and "redacting_processor" in warning
+    text = _doctor_beside_a_users_provider(tmp_path)
+    assert "! BatchSpanProcessor(OTLPSpanExporter) (opentelemetry.sdk.trace.export.BatchSpanProcessor)" in text.stdout
+    for output in (proc.stdout, proc.stderr, text.stdout, text.stderr):
+        assert _PROVIDER_SECRET not in output and "collector.example" not in output  # class names only
+
+
+def test_without_an_sdk_provider_doctor_says_where_the_check_lives(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_ENV_PREFIXES)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "otel_agentdiag", "doctor"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "no SDK TracerProvider here" in proc.stdout and "AgentDiag.foreign_processors()" in proc.stdout

@@ -79,25 +79,19 @@ _CAPTURED_BY_ALL = frozenset(
         fake.SENTINEL_FINGERPRINT,
         fake.SENTINEL_ERROR,
         fake.SENTINEL_INSTRUCTIONS,
-        # Ours: the run's ids (the conversation id is also copied onto every span started inside the run).
-        fake.SENTINEL_CONVERSATION,
-        fake.SENTINEL_USER,
     }
 )
+NEVER_IN_THE_CONTROL = frozenset({fake.SENTINEL_CONVERSATION, fake.SENTINEL_USER})
+"""The ids the app gives our ``agent_run()``: they travel beside the spans to our redactors, so a processor of
+the user's (the control) never sees them raw, on our spans or on the library's spans inside the run."""
 RAW_CAPTURED: dict[str, frozenset[str]] = {
     "openinference": _CAPTURED_BY_ALL | {fake.SENTINEL_EMBEDDING_INPUT, fake.SENTINEL_END_USER, fake.SENTINEL_METADATA},
     "openllmetry": _CAPTURED_BY_ALL | {fake.SENTINEL_EMBEDDING_INPUT, fake.SENTINEL_END_USER},
     "otel-genai": _CAPTURED_BY_ALL,
-    # Ours records ids (hashed by the processor), never content: not even its raw spans hold a prompt.
-    "agentdiag": frozenset(
-        {
-            fake.SENTINEL_RESPONSE_ID,
-            fake.SENTINEL_FINGERPRINT,
-            fake.SENTINEL_CONVERSATION,
-            fake.SENTINEL_USER,
-            fake.SENTINEL_TOOL_CALL_ID,  # given to our tool_call() wrapper by the app
-        }
-    ),
+    # Ours records no content, and its ids (response, tool call, the run's) go beside the spans to our
+    # redactors: a foreign processor sees none of them. Only the system fingerprint is an attribute (our
+    # policies drop it).
+    "agentdiag": frozenset({fake.SENTINEL_FINGERPRINT}),
 }
 """Sentinels each library's raw spans are known to carry (found empirically; a library may capture more)."""
 
@@ -487,8 +481,10 @@ def test_control_spans_carry_the_content(run: Run) -> None:
     captured = set(_found(run.raw_dump, fake.SENTINELS))
     missing = RAW_CAPTURED[run.library] - captured
     assert not missing, f"{run.library} no longer captures {sorted(missing)} (captured: {sorted(captured)})"
+    # Our wrappers' raw ids never reach a processor of the user's, whichever library traced the calls.
+    assert not captured & NEVER_IN_THE_CONTROL, sorted(captured & NEVER_IN_THE_CONTROL)
     if run.library == "agentdiag":
-        # Ours produces no content in the first place: ids only (which the processor hashes).
+        # Ours produces no content in the first place, and keeps its raw ids from the user's processors.
         assert captured == RAW_CAPTURED["agentdiag"], sorted(captured - RAW_CAPTURED["agentdiag"])
         error = calls["error"]
         assert error["status"]["status_code"] == "ERROR"

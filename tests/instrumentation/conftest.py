@@ -2,7 +2,8 @@
 
 * ``server``: the fake model server on 127.0.0.1 (one per module, reset before each test).
 * ``spans``: a fresh SDK tracer provider whose finished spans land in memory, and whose ``on_start`` records
-  the attributes each span *started* with (sampling-relevant attributes must be there at start).
+  the attributes each span *started* with (sampling-relevant attributes must be there at start). Correlation
+  ids are never attributes: ``Spans.ids(span)`` reads the raw ones kept beside the span for our redactors.
 * ``openai_instrumented`` / ``anthropic_instrumented``: the instrumentor on that provider, removed afterwards.
 """
 
@@ -19,6 +20,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_agentdiag.testing import CorrelationIdsProcessor, correlation_ids
 
 
 class _StartRecorder(SpanProcessor):
@@ -50,6 +53,11 @@ class Spans:
         assert len(spans) == 1, [s.name for s in spans]
         return spans[0]
 
+    @staticmethod
+    def ids(span: ReadableSpan) -> dict[str, Any]:
+        """The raw correlation ids kept beside ``span`` for our redactors (never among its attributes)."""
+        return correlation_ids(span)
+
     def started_with(self, span: ReadableSpan) -> dict[str, Any]:
         assert span.context is not None
         return self.starts.started[span.context.span_id]
@@ -78,6 +86,7 @@ def spans() -> Iterator[Spans]:
     exporter = InMemorySpanExporter()
     starts = _StartRecorder()
     provider = TracerProvider()
+    provider.add_span_processor(CorrelationIdsProcessor())  # as the pipeline's first processor: ids readable
     provider.add_span_processor(starts)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield Spans(provider, exporter, starts)

@@ -7,6 +7,9 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.testing import correlation_ids
+
 
 def attempts(span: ReadableSpan) -> list[dict[str, Any]]:
     """The ``agentdiag.http.attempt`` events of a span, as attribute dicts."""
@@ -19,6 +22,14 @@ def usage_keys(span: ReadableSpan) -> set[str]:
 
 def attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
+
+
+def raw_ids(span: ReadableSpan) -> dict[str, Any]:
+    """The raw correlation ids our instrumentation kept beside ``span`` for the redactors; checks that none of
+    them (nor any other correlation id) is among its attributes, where a foreign processor would read it."""
+    leaked = set(sc.CORRELATION_ID_KINDS) & set(span.attributes or {})
+    assert not leaked, f"{span.name} carries {sorted(leaked)} as attributes"
+    return correlation_ids(span)
 
 
 def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:

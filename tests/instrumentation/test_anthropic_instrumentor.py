@@ -15,7 +15,7 @@ import pytest
 from conftest import Spans
 from fakes import openai_server as fake
 from fakes.openai_server import FakeModelServer
-from llm_spans import attempts, usage_keys
+from llm_spans import attempts, raw_ids, usage_keys
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_agentdiag.instrumentation.anthropic import AnthropicInstrumentor
@@ -58,7 +58,7 @@ def test_messages_create(server: FakeModelServer, spans: Spans) -> None:
     assert started["gen_ai.request.model"] == MODEL
     assert started["gen_ai.request.max_tokens"] == 64
     attributes = span.attributes or {}
-    assert attributes["gen_ai.response.id"] == message.id
+    assert raw_ids(span)["gen_ai.response.id"] == message.id  # beside the span, for the redactors
     assert attributes["gen_ai.response.model"] == MODEL + fake.MODEL_SNAPSHOT_SUFFIX
     assert attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
     assert_usage(attributes, fake.ANTHROPIC_USAGE)

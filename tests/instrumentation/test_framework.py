@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from conftest import Spans
+from llm_spans import raw_ids
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -66,7 +67,7 @@ def test_parents_come_from_the_ids_and_rollups_sum_the_leaves(spans: Spans) -> N
     for name, span in found.items():
         usage = [k for k in attrs(span) if k.startswith("gen_ai.usage.")]
         assert bool(usage) == name.startswith("chat"), name
-        assert attrs(span)["gen_ai.conversation.id"] == "c-1"
+        assert raw_ids(span)["gen_ai.conversation.id"] == "c-1"
         assert attrs(span)["agentdiag.kind"] in sc.KINDS
     assert "agentdiag.usage.input_tokens" not in attrs(found["execute_tool t"])
     assert len(tree) == 0
@@ -143,8 +144,8 @@ def test_code_inside_an_active_step_is_parented_to_it_unless_a_newer_span_is_cur
     assert found["execute_tool after"].parent.span_id == found["run"].context.span_id
     assert found["execute_tool outside"].parent is None
     for name in ("execute_tool inner", "execute_tool innermost", "execute_tool after"):
-        assert attrs(found[name])["gen_ai.conversation.id"] == "c-9"
-    assert "gen_ai.conversation.id" not in attrs(found["execute_tool outside"])
+        assert raw_ids(found[name])["gen_ai.conversation.id"] == "c-9"
+    assert "gen_ai.conversation.id" not in raw_ids(found["execute_tool outside"])
     assert active_framework_step() is None
 
 
@@ -220,7 +221,7 @@ def test_concurrent_tasks_build_separate_trees(spans: Spans) -> None:
         for i in range(3):
             tool = found[f"{run}-tool-{i}"]
             assert tool.parent.span_id == found[run].context.span_id
-            assert attrs(tool)["gen_ai.conversation.id"] == run
+            assert raw_ids(tool)["gen_ai.conversation.id"] == run
 
 
 @pytest.mark.parametrize("kind", [sc.KIND_ITERATION, sc.KIND_RUN])

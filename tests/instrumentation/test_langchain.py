@@ -31,7 +31,7 @@ from langchain_core.tools import ToolException, tool
 from langchain_core.tracers import context as lc_tracer_context
 from langgraph.errors import GraphRecursionError
 from langgraph.prebuilt import ToolNode
-from llm_spans import attrs, named, tree
+from llm_spans import attrs, named, raw_ids, tree
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -210,8 +210,8 @@ def test_a_run_is_run_iterations_llm_and_tool_spans(
     assert all(attrs(s)["agentdiag.kind"] == KINDS[s.name] for s in finished)
     assert len({s.context.trace_id for s in finished if s.context is not None}) == 1
     assert all(s.status.status_code is StatusCode.UNSET for s in finished)
-    # The thread id is the conversation of every span (the redacting processor hashes it).
-    assert {attrs(s).get("gen_ai.conversation.id") for s in finished} == {THREAD}
+    # The thread id is the conversation of every span, kept beside it for the redacting processor to hash.
+    assert {raw_ids(s).get("gen_ai.conversation.id") for s in finished} == {THREAD}
 
     (run,) = named(finished, "invoke_agent weather_agent")
     assert run.parent is None
@@ -237,7 +237,8 @@ def test_a_run_is_run_iterations_llm_and_tool_spans(
 
     (tool_span,) = named(finished, "execute_tool get_weather")
     assert spans.started_with(tool_span)["gen_ai.tool.name"] == "get_weather"
-    assert spans.started_with(tool_span)["gen_ai.tool.call.id"] == "call_1"
+    assert "gen_ai.tool.call.id" not in spans.started_with(tool_span)  # beside the span, from its start
+    assert raw_ids(tool_span)["gen_ai.tool.call.id"] == "call_1"
     assert attrs(tool_span)["gen_ai.tool.type"] == "function"
 
     # Roll-ups: run == sum of the leaves == the framework's own totals; each iteration carries its own call.
@@ -275,7 +276,7 @@ def test_parallel_tool_calls_share_one_iteration(spans: Spans, instrumented: obj
         (2, "chat fake-chat-model"),
     ]
     tools = named(finished, "execute_tool get_weather")
-    assert sorted(attrs(s)["gen_ai.tool.call.id"] for s in tools) == ["call_1", "call_2", "call_3"]
+    assert sorted(raw_ids(s)["gen_ai.tool.call.id"] for s in tools) == ["call_1", "call_2", "call_3"]
     iteration = parent_of(tools[0], finished)
     assert all(parent_of(s, finished) is iteration for s in tools)
     assert iteration.end_time is not None
@@ -307,7 +308,7 @@ def test_spans_started_inside_a_tool_are_its_children(spans: Spans, instrumented
     (inner,) = named(finished, "chat gpt-4o-mini")
     (tool_span,) = named(finished, "execute_tool get_weather")
     assert parent_of(inner, finished) is tool_span
-    assert attrs(inner)["gen_ai.conversation.id"] == THREAD  # inherited from the active step
+    assert raw_ids(inner)["gen_ai.conversation.id"] == THREAD  # inherited from the active step
     assert parent_of(parent_of(tool_span, finished), finished).name == "invoke_agent weather_agent"
     assert (attrs(inner)["gen_ai.usage.input_tokens"], attrs(inner)["gen_ai.usage.output_tokens"]) == (3, 2)
     assert [s.name for s in spans.llm()].count("chat fake-chat-model") == 2  # the agent's own calls: unchanged
@@ -398,7 +399,7 @@ def test_concurrent_runs_get_separate_trees(spans: Spans, instrumented: object) 
             (1, "agent.iteration"),
             (2, "chat fake-chat-model"),
         ]
-        assert {attrs(s)["gen_ai.conversation.id"] for s in trace_spans} == {f"thread-{me}"}
+        assert {raw_ids(s)["gen_ai.conversation.id"] for s in trace_spans} == {f"thread-{me}"}
         expected = (10 + 1, 5 + 1) if me == "a" else (10 + 2, 5 + 2)
         assert rollup(run) == leaf_usage(trace_spans) == expected
 

@@ -43,7 +43,7 @@ from conftest import Spans  # noqa: E402
 from content_sink import RecordingSink, content_sink  # noqa: E402, F401
 from fakes import openai_server as fake  # noqa: E402
 from fakes.openai_server import FakeModelServer  # noqa: E402
-from llm_spans import attrs, named, tree  # noqa: E402
+from llm_spans import attrs, named, raw_ids, tree  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 from openai.types.responses import Response, ResponseFunctionToolCall  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
@@ -190,11 +190,11 @@ def test_a_run_is_run_iterations_llm_and_tool_spans(spans: Spans, instrumented: 
     assert spans.started_with(root)["gen_ai.agent.name"] == "weather_agent"  # sampling-relevant: at start
     assert [attrs(s)["agentdiag.iteration.index"] for s in named(finished, "agent.iteration")] == [1, 2]
     (tool,) = named(finished, "execute_tool get_weather")
-    assert "gen_ai.tool.call.id" not in attrs(tool)  # the scripted model does not record its answer
+    assert "gen_ai.tool.call.id" not in raw_ids(tool)  # the scripted model does not record its answer
     assert attrs(tool)["gen_ai.tool.type"] == "function"
     assert spans.started_with(tool)["gen_ai.tool.name"] == "get_weather"
-    # group_id is the conversation of every span (the processor hashes it later).
-    assert {attrs(s).get("gen_ai.conversation.id") for s in finished} == {CONVERSATION}
+    # group_id is the conversation of every span, kept beside it (the processor hashes it later).
+    assert {raw_ids(s).get("gen_ai.conversation.id") for s in finished} == {CONVERSATION}
     assert {attrs(s)["agentdiag.kind"] for s in finished} == {"run", "iteration", "llm", "tool"}
     assert all(s.status.status_code is not StatusCode.ERROR for s in finished)
     # Declared names are code: registered for the redaction policy.
@@ -241,7 +241,7 @@ def test_parallel_tool_calls_get_their_own_call_ids(spans: Spans, instrumented: 
     finished = spans.finished()
     first_iteration = min(named(finished, "agent.iteration"), key=lambda s: s.start_time or 0)
     tools = [s for s in finished if attrs(s)["agentdiag.kind"] == "tool"]
-    assert {(s.name, attrs(s)["gen_ai.tool.call.id"]) for s in tools} == {
+    assert {(s.name, raw_ids(s)["gen_ai.tool.call.id"]) for s in tools} == {
         ("execute_tool get_weather", "call_w"),
         ("execute_tool get_time", "call_t"),
     }
@@ -278,10 +278,10 @@ def test_concurrent_runs_never_share_spans(spans: Spans, instrumented: object) -
             "agent.iteration",
             "chat gpt-test",
         ]
-        (conversation,) = {attrs(s)["gen_ai.conversation.id"] for s in members}
+        (conversation,) = {raw_ids(s)["gen_ai.conversation.id"] for s in members}
         (tool,) = [s for s in members if attrs(s)["agentdiag.kind"] == "tool"]
         city = "Paris" if conversation == "conv-a" else "Rome"
-        assert attrs(tool)["gen_ai.tool.call.id"] == f"call_{city}"
+        assert raw_ids(tool)["gen_ai.tool.call.id"] == f"call_{city}"
         # Every parent link stays inside the run's own trace.
         ids = {s.context.span_id for s in members if s.context is not None}
         assert all(s.parent is None or s.parent.span_id in ids for s in members)
@@ -437,11 +437,11 @@ def test_with_the_real_client_each_model_call_is_one_enriched_span(
         values = attrs(span)
         assert values["gen_ai.provider.name"] == "openai"
         assert values["gen_ai.response.model"] == MODEL + fake.MODEL_SNAPSHOT_SUFFIX  # from the client
-        assert values["gen_ai.conversation.id"] == CONVERSATION
+        assert raw_ids(span)["gen_ai.conversation.id"] == CONVERSATION
         assert [e.name for e in span.events] == ["agentdiag.http.attempt"]  # the client's attempt event
         assert span.kind.name == "CLIENT"
     (tool,) = named(finished, "execute_tool get_weather")
-    assert fake.SENTINEL_TOOL_CALL_ID in attrs(tool)["gen_ai.tool.call.id"]  # the id the server made up
+    assert fake.SENTINEL_TOOL_CALL_ID in raw_ids(tool)["gen_ai.tool.call.id"]  # the id the server made up
     # Token usage: on the leaves only; run and iteration spans carry roll-ups, and they add up to the SDK's.
     usage = result.context_wrapper.usage
     leaves = [(attrs(s)["gen_ai.usage.input_tokens"], attrs(s)["gen_ai.usage.output_tokens"]) for s in llm]
@@ -489,7 +489,7 @@ def test_spans_started_inside_a_tool_are_its_children(
     assert tool.context is not None
     for span in inner:
         assert span.parent is not None and span.parent.span_id == tool.context.span_id, span.name
-        assert attrs(span)["gen_ai.conversation.id"] == CONVERSATION
+        assert raw_ids(span)["gen_ai.conversation.id"] == CONVERSATION
     # The client call's tokens count in the run's roll-up (the scripted model's calls report none).
     (nano,) = named(finished, "chat gpt-4.1-nano")
     (root,) = named(finished, "invoke_agent weather_agent")
@@ -691,7 +691,7 @@ def test_without_sensitive_data_the_sdk_records_no_answer_and_tools_get_no_call_
     assert run(weather_agent(model, tools=[get_weather]), "async", config).final_output == "Sunny."
     finished = spans.finished()
     (tool,) = named(finished, "execute_tool get_weather")
-    assert "gen_ai.tool.call.id" not in attrs(tool)
+    assert "gen_ai.tool.call.id" not in raw_ids(tool)
     # Everything else is as with sensitive data: the tree, the usage and its roll-ups.
     names = [name for _, name in tree(finished)]
     assert names[:3] == ["invoke_agent weather_agent", "agent.iteration", "chat gpt-test"]

@@ -15,6 +15,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import SessionSequencer, session_key
 from otel_agentdiag.redaction import IdHasher
+from otel_agentdiag.testing import correlation_ids
 
 
 @pytest.fixture
@@ -32,9 +33,11 @@ def traced():
 
 
 def _numbers(memory: InMemorySpanExporter) -> dict[str, tuple[object, int]]:
+    """Each span's session (its own attribute, else the run's id kept beside it) and sequence number."""
     out = {}
     for s in memory.get_finished_spans():
-        session = s.attributes.get(sc.GEN_AI_CONVERSATION_ID, s.attributes.get(sc.SESSION_ID))
+        attributes = {**s.attributes, **correlation_ids(s)}
+        session = attributes.get(sc.GEN_AI_CONVERSATION_ID, attributes.get(sc.SESSION_ID))
         out[s.name] = (session, s.attributes[sc.AGENTDIAG_SEQUENCE])
     return out
 
@@ -56,12 +59,15 @@ def test_spans_are_numbered_per_session_in_start_order(traced) -> None:
     assert _numbers(memory) == {
         "invoke_agent a": ("c-1", 0),
         "agent.iteration": ("c-1", 1),
-        "foreign": ("c-1", 2),  # the conversation id was put on it too, so it is stored in that session
+        "foreign": ("c-1", 2),  # the run's id is kept beside it too, so it is stored in that session
         "explicit": ("c-2", 0),
         "by-session-id": ("c-2", 1),
         "outside": (None, 0),
         "outside-2": (None, 1),
     }
+    # The run's raw id is never put on a span, ours or the foreign one: only the ids their creators set are.
+    own = {s.name: s.attributes.get(sc.GEN_AI_CONVERSATION_ID) for s in memory.get_finished_spans()}
+    assert own == {name: ("c-2" if name == "explicit" else None) for name in own}
     observers = {s.attributes[sc.AGENTDIAG_OBSERVER_ID] for s in memory.get_finished_spans()}
     assert observers == {sequencer.observer_id}
     assert re.fullmatch(r"[0-9a-f]{16}", sequencer.observer_id)

@@ -1,0 +1,285 @@
+"""Raw correlation ids beside spans, never on them: the side channel from instrumentation to our redactors.
+
+A span attribute is read by every processor on the provider, the user's own and a vendor's included, and
+any of them may export it. So our instrumentation never sets a correlation id (:data:`KEYS`: the keys of
+``semconv.CORRELATION_ID_KINDS``: conversation, session, user, end user, agent, tool call, response) as an
+attribute. It hands the raw value to :data:`TABLE` instead, under the span's ``(trace_id, span_id)``:
+
+1. instrumentation starts spans through :func:`start_span` and sets attributes through :func:`set_attributes`,
+   which take the correlation ids out of the attributes and :meth:`~CorrelationIds.record` them (only while
+   the span is recording); a span's own conversation id also travels in the context it is started in;
+2. the ``on_start`` processor of ours that files every span started inside an agent run under the run's
+   conversation (the sequencer, a ``RedactingSpanProcessor`` with ``propagate_conversation``) records that id
+   (:meth:`~CorrelationIds.record_conversation`), for our spans and other libraries' alike;
+3. when the span ends, the first processor of ours to see it (the sequencer, or a ``RedactingSpanProcessor``)
+   ties the entry to the ended span object that every processor receives (:meth:`~CorrelationIds.pin`);
+4. each redactor of ours, when it rebuilds that ended span (on its batch worker, later), overlays
+   :meth:`~CorrelationIds.ids_of` on the span's attributes and applies its own policy and key: the digests are
+   exactly those the attributes would have given, per destination. Nothing else reads the table.
+
+Release needs no count of readers: an entry is held by one weak reference, whose callback removes it. Once
+pinned, it refers to the ended span object, so the entry goes when every processor holding that span (each
+of our batch queues, any foreign one) has let it go, a span a full queue dropped included. Before that, an
+entry instrumentation made refers to the live span (if that is let go without ever being pinned, nothing of
+ours was on its provider to read the ids); one that only an ``on_start`` processor made (the run's
+conversation: the hot path) is held by nothing, since that processor pins it at end. The table is bounded as
+well (``max_spans``, for spans the application keeps open or an exporter keeps in memory): beyond it the
+oldest entry is evicted and counted (that span is exported without its ids, so a receipt shows the gap).
+Recording and pinning take no lock (single dict operations under the GIL); eviction, the rare path, does.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.context import CONVERSATION_ID_KEY, current_conversation_id
+from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.fork import reinit_after_fork
+
+KEYS: frozenset[str] = frozenset(sc.CORRELATION_ID_KINDS)
+"""Attribute keys that our instrumentation never sets on a span: their raw values go to :data:`TABLE`."""
+
+DEFAULT_MAX_SPANS = 16_384
+"""Entries at most: spans with ids that are open, or ended and still held by a queue or an exporter."""
+
+_ref = weakref.ref
+_SpanKey = tuple[int, int]
+
+
+_Slot = list[Any]
+"""One span's entry, ``[ids, ref]``: its ids, and the weak reference that holds it (a list: no constructor call
+per span). ``ids`` is a dict (attribute key -> raw value), or, in the common case of a span whose only id is the
+enclosing run's conversation, that id alone (a str: no dict per span)."""
+_IDS, _REF = 0, 1
+
+
+class _Ref(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference that knows the table key it releases (created at C speed: no ``__init__`` of its own)."""
+
+    __slots__ = ("key",)
+    key: _SpanKey
+
+
+def _key(span: Any) -> _SpanKey:
+    """``(trace_id, span_id)``: a SpanContext is a tuple ``(trace_id, span_id, ...)``, so a slice reads both
+    without property calls; an SDK span's context is read without its property too (read only, never set)."""
+    try:
+        return span._context[:2]  # type: ignore[no-any-return]
+    except AttributeError:
+        return span.get_span_context()[:2]  # type: ignore[no-any-return]
+
+
+class CorrelationIds:
+    """Raw correlation ids per span, for our redactors only (see the module doc). Thread-safe.
+
+    Counters: ``evicted`` entries dropped to keep the table within ``max_spans``.
+    """
+
+    def __init__(self, max_spans: int = DEFAULT_MAX_SPANS) -> None:
+        if max_spans < 1:
+            raise ValueError("max_spans must be at least 1")
+        self.max_spans = max_spans
+        table: dict[_SpanKey, _Slot] = {}
+        self._table = table
+
+        def released(ref: _Ref) -> None:
+            # The span the entry is held by was let go (on whichever thread let it go): nobody reads it now. Only
+            # the current reference of a slot can fire: a replaced one is garbage, and garbage never calls back.
+            table.pop(ref.key, None)
+
+        self._released = released
+        self._lock = threading.Lock()
+        self.evicted = 0
+        reinit_after_fork(self._at_fork_reinit)
+
+    def _at_fork_reinit(self) -> None:
+        self._lock = threading.Lock()
+
+    def _hold(self, slot: _Slot, key: _SpanKey, span: Any) -> None:
+        """Make ``span`` the object whose end of life releases ``slot`` (replacing the reference it had)."""
+        try:
+            ref = _Ref(span, self._released)
+        except TypeError:  # not weakly referenceable: released by another reference, or by eviction
+            return
+        ref.key = key
+        slot[_REF] = ref
+
+    # -- the writers (instrumentation, on_start) ----------------------------------------------------------
+    def _new_slot(self, key: _SpanKey) -> _Slot:
+        table = self._table
+        if len(table) >= self.max_spans:
+            self._evict()
+        # setdefault: two threads recording for one new span both land in the same slot.
+        return table.setdefault(key, [{}, None])  # type: ignore[arg-type]
+
+    def record(self, span: Any, ids: Mapping[str, Any]) -> None:
+        """Keep ``ids`` (attribute key -> raw value) for the open ``span``, over what it had. The caller checks
+        that the span is recording. Held by the live span until pinned."""
+        key = _key(span)
+        slot = self._table.get(key)
+        if slot is None:
+            slot = self._new_slot(key)
+        if slot[_REF] is None:
+            self._hold(slot, key, span)
+        found = slot[_IDS]
+        if type(found) is str:  # the run's conversation alone, from on_start: the span's own ids go over it
+            slot[_IDS] = {sc.GEN_AI_CONVERSATION_ID: found, **ids}
+        else:
+            found.update(ids)
+
+    def record_conversation(self, span: Any, conversation: str) -> None:
+        """Record the enclosing run's conversation id for the open ``span`` unless it has one already. On the hot
+        path of every span in a run, so nothing holds the entry yet: the caller must :meth:`pin` every span it
+        records for when it ends (the sequencer and our redacting processor do)."""
+        try:
+            key = span._context[:2]
+        except AttributeError:
+            key = span.get_span_context()[:2]
+        table = self._table
+        slot = table.get(key)
+        if slot is None:
+            if len(table) >= self.max_spans:
+                self._evict()
+            slot = table.setdefault(key, [conversation, None])
+            if slot[_IDS] is conversation:
+                return
+        found = slot[_IDS]
+        if type(found) is dict:
+            found.setdefault(sc.GEN_AI_CONVERSATION_ID, conversation)
+        # a str is a conversation id already, kept
+
+    # -- the hand-over at end (on_end of our first processor) -------------------------------------------------
+    def pin(self, span: Any) -> None:
+        """Tie the entry of the span that just ended to ``span``, the ended span object every processor receives:
+        it is released once that object is. Idempotent; cheap when the span has no entry."""
+        table = self._table
+        if not table:
+            return
+        try:
+            key = span._context[:2]
+        except (AttributeError, TypeError):  # not an SDK span, or one without a context
+            ctx = span.context
+            if ctx is None:
+                return
+            key = ctx[:2]
+        slot = table.get(key)
+        if slot is None:
+            return
+        current = slot[_REF]
+        if current is not None and current() is span:
+            return  # pinned already (by a second processor of ours)
+        try:  # as _hold(), inline: this runs for every span that ends inside an agent run
+            ref = _Ref(span, self._released)
+        except TypeError:  # an ended span without weak references: left to eviction
+            return
+        ref.key = key
+        slot[_REF] = ref  # the live span's reference, if any, is replaced and so never fires
+
+    # -- the readers (our redactors) ------------------------------------------------------------------------
+    def ids_of(self, span: Any) -> dict[str, Any] | None:
+        """The raw ids recorded for ``span`` (an ended span, or one ending now), or None. Do not change them."""
+        if not self._table:
+            return None
+        ctx = getattr(span, "context", None)
+        slot = None if ctx is None else self._table.get(ctx[:2])
+        if slot is None:
+            return None
+        found = slot[_IDS]
+        return {sc.GEN_AI_CONVERSATION_ID: found} if type(found) is str else found  # type: ignore[no-any-return]
+
+    # -- bounds ---------------------------------------------------------------------------------------------
+    def _evict(self) -> None:
+        with self._lock:
+            table = self._table
+            while len(table) >= self.max_spans:
+                try:
+                    oldest = next(iter(table))
+                except (StopIteration, RuntimeError):  # emptied, or changed by a span let go meanwhile
+                    return
+                if table.pop(oldest, None) is not None:
+                    self.evicted += 1
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def stats(self) -> dict[str, int]:
+        """``spans`` with an entry now, ``evicted`` so far."""
+        return {"spans": len(self._table), "evicted": self.evicted}
+
+
+TABLE = CorrelationIds()
+"""The one table: instrumentation writes it, every redactor of ours reads it."""
+
+
+def split(attributes: dict[str, Any]) -> dict[str, Any]:
+    """Take the correlation ids out of ``attributes`` (in place). Call it only when ``KEYS`` meets them."""
+    return {key: attributes.pop(key) for key in KEYS if key in attributes}
+
+
+def start_span(
+    tracer: trace.Tracer,
+    name: str,
+    *,
+    context: otel_context.Context,
+    kind: trace.SpanKind,
+    attributes: dict[str, Any],
+    start_time: int | None = None,
+) -> trace.Span:
+    """``tracer.start_span`` with the correlation ids among ``attributes`` recorded beside the span, not on it.
+
+    A span's own conversation id (one given to it, not merely the enclosing run's) is also put into the context
+    the span is started in, so the ``on_start`` processors number it in its session and record it for the spans
+    started inside it. The enclosing run's conversation id needs no passing: the ``on_start`` processors of
+    ours (the sequencer, a propagating ``RedactingSpanProcessor``) record it for every span started in its
+    context, ours and other libraries' alike. Exceptions are not recorded by the span itself (instrumentation
+    records them without messages). May raise (callers contain it).
+    """
+    ids = None if KEYS.isdisjoint(attributes) else split(attributes)
+    if ids is not None:
+        conversation = ids.get(sc.GEN_AI_CONVERSATION_ID)
+        if isinstance(conversation, str):
+            if current_conversation_id(context) == conversation:
+                del ids[sc.GEN_AI_CONVERSATION_ID]  # the enclosing run's: recorded at on_start (see above)
+            else:
+                context = otel_context.set_value(CONVERSATION_ID_KEY, conversation, context)
+    span = tracer.start_span(
+        name,
+        context=context,
+        kind=kind,
+        attributes=attributes,
+        start_time=start_time,
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+    if ids and span.is_recording():
+        try:
+            TABLE.record(span, ids)
+        except Exception as exc:  # noqa: BLE001 - the span is started: it must reach the caller, to be ended
+            log_internal_error("keeping a span's correlation ids", exc)
+    return span
+
+
+def set_attributes(span: trace.Span, attributes: Mapping[str, Any]) -> None:
+    """``span.set_attributes`` with the correlation ids among ``attributes`` recorded beside the span, not on it.
+    A span that is not recording (ended, or not sampled) takes nothing."""
+    if not attributes or not span.is_recording():
+        return
+    if KEYS.isdisjoint(attributes):
+        span.set_attributes(attributes)
+        return
+    rest = dict(attributes)
+    ids = split(rest)
+    if rest:
+        span.set_attributes(rest)
+    if ids:
+        try:
+            TABLE.record(span, ids)
+        except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
+            log_internal_error("keeping a span's correlation ids", exc)

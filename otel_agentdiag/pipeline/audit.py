@@ -1,0 +1,137 @@
+"""Which span processors on a provider see spans before redaction: every one that is not otel-agentdiag's.
+
+A TracerProvider hands every span to every processor on it, in the order they were added; otel-agentdiag's
+redactors rebuild the span for *their* exporters only (a sibling can never redact for its neighbour). So a
+processor someone else added (a ``BatchSpanProcessor`` with the SDK's console or OTLP exporter, a vendor
+SDK's) exports whatever the instrumentation put on the span, under no policy of ours. Our raw correlation ids
+never are on it (``_internal/ids.py``); prompts other libraries record, exception messages, URLs may be.
+
+:func:`foreign_processors` walks the SDK provider's processors (through ``SynchronousMultiSpanProcessor`` and
+``ConcurrentMultiSpanProcessor``, read only) and names each foreign one by class, never by configuration: an
+endpoint or a header may hold a credential. The fix for each is :func:`otel_agentdiag.redacting_processor`
+around its exporter.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+
+__all__ = ["FIX", "ForeignProcessor", "foreign_processors", "span_processors", "warn_about_foreign_processors"]
+
+_logger = logging.getLogger(__name__)
+
+FIX = (
+    "add otel_agentdiag.redacting_processor(<its exporter>) to the provider in its place, which exports only "
+    "what the strict policy lets through (docs/policy.md)"
+)
+"""What to do about a foreign processor, in one sentence (``configure()``'s warning, ``agentdiag doctor``)."""
+
+_MAX_DEPTH = 8
+"""Multi-processors nest rarely; the walk stops there (a cycle cannot make it loop)."""
+
+
+@dataclass(frozen=True)
+class ForeignProcessor:
+    """A processor that sees spans before redaction, named by its class (and its exporter's, when known)."""
+
+    processor: str
+    """``module.QualifiedName`` of the processor's class."""
+    exporter: str | None
+    """``module.QualifiedName`` of the exporter it feeds, when it exposes one (the SDK's batch and simple
+    processors do), else None."""
+
+    def __str__(self) -> str:
+        name = self.processor.rpartition(".")[2]
+        return f"{name}({self.exporter.rpartition('.')[2]})" if self.exporter else name
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"processor": self.processor, "exporter": self.exporter}
+
+
+def _class_name(obj: object) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _children(processor: object) -> tuple[Any, ...] | None:
+    """The processors a multi-processor fans out to, or None for a leaf."""
+    found = getattr(processor, "_span_processors", None)
+    return tuple(found) if isinstance(found, (tuple, list)) else None
+
+
+def _walk(processor: object, depth: int) -> Iterator[Any]:
+    children = _children(processor)
+    if children is None:
+        yield processor
+        return
+    if depth >= _MAX_DEPTH:
+        return
+    for child in children:
+        yield from _walk(child, depth + 1)
+
+
+def span_processors(tracer_provider: Any = None) -> list[Any]:
+    """Every span processor on an SDK ``tracer_provider`` (default: the global one), in the order the provider
+    calls them; ``[]`` for a provider that is not the SDK's (the API's proxy before one is set, a vendor's)."""
+    provider = trace.get_tracer_provider() if tracer_provider is None else tracer_provider
+    active = getattr(provider, "_active_span_processor", None)
+    if active is None:
+        return []
+    return list(_walk(active, 0))
+
+
+def _exporter_of(processor: object) -> object | None:
+    """The exporter an SDK-style processor feeds: ``SimpleSpanProcessor.span_exporter``, the batch processor's
+    (``BatchSpanProcessor._batch_processor._exporter`` in current SDKs), or a common attribute name."""
+    for owner in (processor, getattr(processor, "_batch_processor", None)):
+        if owner is None:
+            continue
+        for name in ("span_exporter", "_exporter", "exporter"):
+            found: object = getattr(owner, name, None)
+            if found is not None and callable(getattr(found, "export", None)):
+                return found
+    return None
+
+
+def redacts_before_export(processor: object) -> bool:
+    """Whether ``processor`` is otel-agentdiag's and lets nothing out unredacted: it says so through
+    ``exports_only_redacted`` (the sequencer and the content recorder export nothing; a
+    ``RedactingSpanProcessor`` forwards only what it rebuilt; an ``AccountingBatchSpanProcessor`` only when a
+    redactor finishes every span on its worker)."""
+    return getattr(processor, "exports_only_redacted", False) is True
+
+
+def foreign_processors(tracer_provider: Any = None) -> list[ForeignProcessor]:
+    """The processors on ``tracer_provider`` (default: the global one) that see spans before redaction and are
+    not otel-agentdiag's, in the provider's order, by class name. ``[]`` when there are none, and for a
+    provider that is not the SDK's. Never raises."""
+    try:
+        processors = span_processors(tracer_provider)
+    except Exception:  # noqa: BLE001 - an audit must not fail the caller (configure(), doctor)
+        return []
+    out = []
+    for processor in processors:
+        if redacts_before_export(processor):
+            continue
+        exporter = _exporter_of(processor)
+        out.append(ForeignProcessor(_class_name(processor), None if exporter is None else _class_name(exporter)))
+    return out
+
+
+def warn_about_foreign_processors(tracer_provider: Any) -> list[ForeignProcessor]:
+    """Log one warning per foreign processor on ``tracer_provider`` (what ``configure()`` does with the provider
+    it attaches to) and return them. Processors added later are found by calling :func:`foreign_processors`."""
+    found = foreign_processors(tracer_provider)
+    for processor in found:
+        _logger.warning(
+            "otel-agentdiag: span processor %s on this TracerProvider sees every span before redaction and "
+            "exports it under no otel-agentdiag policy; %s",
+            processor,
+            FIX,
+        )
+    return found
