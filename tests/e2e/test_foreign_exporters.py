@@ -40,9 +40,9 @@ from otel_agentdiag.instrumentation.openai import OpenAIInstrumentor
 from otel_agentdiag.redaction import IdHasher
 from otel_agentdiag.storage import SpanStore
 
-LOCAL_KEY = b"local-key-for-foreign-processors"
-OTLP_KEY = b"otlp-key-for-foreign-processors!"
-WRAP_KEY = b"wrapped-exporter-key-32-bytes-ok"
+LOCAL_KEY = bytes.fromhex("010472ceeaef1b077d70391bb49b089cdcbb4232781feafd9bf839b244cab43b")
+OTLP_KEY = bytes.fromhex("826289f8a5b901031a0aacc46dd9b10c65762a22dcf84cf4bf8952f480691ad5")
+WRAP_KEY = bytes.fromhex("a4afb020bc81f367b8deaff04beb03a8dbab9db2f4e31ed0521ee6b8fd43c963")
 WAIT_S = 15.0
 AGENT = "foreign-agent"
 TOOL = "get_weather"

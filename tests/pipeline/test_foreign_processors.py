@@ -27,6 +27,9 @@ from otel_agentdiag.testing import CorrelationIdsProcessor
 SECRET = "SECRET-token-7d1e"
 SECRET_URL = f"https://user:{SECRET}@collector.example:4318/v1/traces?api_key={SECRET}"
 
+KEY = bytes.fromhex("56f3dba923a244fa9c3d0e64b2e5e6617d0e9bcc64906e700b448687543eb64c")
+WRAP_KEY = bytes.fromhex("06db2c0f106e61b62c5541b7e8d26b67087cf363655731f993c84b7b38e2486d")
+
 
 class VendorProcessor(SpanProcessor):
     """A vendor SDK's processor: exports somewhere, exposes no exporter."""
@@ -45,7 +48,7 @@ def test_every_processor_that_is_not_ours_is_named_by_class_only(tmp_path: Path)
     diag = agentdiag.configure(store=tmp_path / "t.db", tracer_provider=provider, set_global=False)
     provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
     provider.add_span_processor(VendorProcessor())
-    provider.add_span_processor(agentdiag.redacting_processor(InMemorySpanExporter(), hash_key=b"k" * 32))
+    provider.add_span_processor(agentdiag.redacting_processor(InMemorySpanExporter(), hash_key=KEY))
     try:
         found = diag.foreign_processors()
         assert [str(f) for f in found] == [
@@ -130,12 +133,12 @@ def _run_into(processor: SpanProcessor) -> InMemorySpanExporter:
 
 def test_the_wrapped_exporter_receives_only_strictly_redacted_spans() -> None:
     exporter = InMemorySpanExporter()
-    processor = agentdiag.redacting_processor(exporter, hash_key=b"w" * 32)
+    processor = agentdiag.redacting_processor(exporter, hash_key=WRAP_KEY)
     assert processor.policy is p.STRICT
     assert _run_into(processor) is exporter
     spans = {s.name: s for s in exporter.get_finished_spans()}
     assert set(spans) == {"invoke_agent wrap-agent", sc.OTHER_VALUE}
-    h = IdHasher(b"w" * 32)
+    h = IdHasher(WRAP_KEY)
     run, theirs = spans["invoke_agent wrap-agent"], spans[sc.OTHER_VALUE]
     assert run.attributes[sc.USER_ID] == h.digest("user", "alice@example.com")
     assert theirs.attributes[sc.GEN_AI_CONVERSATION_ID] == h.digest("conversation", "conv-w")  # propagated
@@ -171,9 +174,9 @@ def test_the_default_key_is_the_one_configure_gives_its_otlp_branch(
 
 def test_bad_arguments_are_refused_before_anything_starts() -> None:
     with pytest.raises(ValueError, match="SpanExporter"):
-        agentdiag.redacting_processor(object(), hash_key=b"k" * 32)  # type: ignore[arg-type]
+        agentdiag.redacting_processor(object(), hash_key=KEY)  # type: ignore[arg-type]
     debug = p.LOCAL.derive("debugging", summary="debug")
     with pytest.raises(PolicyError, match="local store only"):
-        agentdiag.redacting_processor(InMemorySpanExporter(), policy=debug, hash_key=b"k" * 32)
+        agentdiag.redacting_processor(InMemorySpanExporter(), policy=debug, hash_key=KEY)
     with pytest.raises(PolicyError):
-        agentdiag.redacting_processor(InMemorySpanExporter(), policy=42, hash_key=b"k" * 32)  # type: ignore[arg-type]
+        agentdiag.redacting_processor(InMemorySpanExporter(), policy=42, hash_key=KEY)  # type: ignore[arg-type]
