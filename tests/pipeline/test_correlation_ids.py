@@ -8,6 +8,7 @@ what our destinations must export is exactly the digest the id would have had as
 from __future__ import annotations
 
 import gc
+import secrets
 import threading
 import uuid
 from collections.abc import Iterator
@@ -171,7 +172,7 @@ def test_each_destination_hashes_with_its_own_key(tmp_path: Path) -> None:
     sequencer = SessionSequencer()
     provider.add_span_processor(sequencer)
     outs = []
-    for key, policy in ((b"a" * 32, p.LOCAL), (b"b" * 32, p.STRICT)):
+    for key, policy in ((secrets.token_bytes(32), p.LOCAL), (secrets.token_bytes(32), p.STRICT)):
         exporter = InMemorySpanExporter()
         batching = AccountingBatchSpanProcessor(exporter, observer=sequencer)
         RedactingSpanProcessor(batching, policy=policy, hasher=IdHasher(key), redact_in_worker=True)

@@ -7,6 +7,7 @@ their URL and headers, which must never appear in a report or a log line.
 from __future__ import annotations
 
 import logging
+import secrets
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,8 @@ SECRET = "SECRET-token-7d1e"
 SECRET_URL = f"https://user:{SECRET}@collector.example:4318/v1/traces?api_key={SECRET}"
 
 KEY = bytes.fromhex("56f3dba923a244fa9c3d0e64b2e5e6617d0e9bcc64906e700b448687543eb64c")
+TEXT_KEY = secrets.token_hex(32)
+OTLP_TEXT_KEY = secrets.token_hex(32)
 WRAP_KEY = bytes.fromhex("06db2c0f106e61b62c5541b7e8d26b67087cf363655731f993c84b7b38e2486d")
 
 
@@ -153,8 +156,8 @@ def test_the_default_key_is_the_one_configure_gives_its_otlp_branch(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     cases = [
-        ({"AGENTDIAG_OTLP_HASH_KEY": "o" * 32, "AGENTDIAG_HASH_KEY": "h" * 32}, b"o" * 32),
-        ({"AGENTDIAG_HASH_KEY": "h" * 32}, b"h" * 32),
+        ({"AGENTDIAG_OTLP_HASH_KEY": OTLP_TEXT_KEY, "AGENTDIAG_HASH_KEY": TEXT_KEY}, OTLP_TEXT_KEY.encode()),
+        ({"AGENTDIAG_HASH_KEY": TEXT_KEY}, TEXT_KEY.encode()),
     ]
     for variables, key in cases:
         for name in ("AGENTDIAG_OTLP_HASH_KEY", "AGENTDIAG_HASH_KEY"):
