@@ -32,8 +32,9 @@ def markdown(local: Policy = LOCAL, strict: Policy = STRICT) -> str:
     out = [BEGIN, ""]
     out.append(
         "Span, event and link attributes. Anything not listed is dropped; a listed value that breaks its rule is "
-        "dropped; every kept string also passes the public-safety check (no credential, e-mail address, URL or "
-        "absolute path)."
+        "dropped; every kept string also passes the public-safety check (no credential, no personal data such as an "
+        "e-mail address, card or phone number or IP address, no URL or absolute path, and no control, format, bidi or "
+        "other hidden character; checked after Unicode folding, so full-width or split forms are caught too)."
     )
     out.append("")
     out += _rows({name: policy.allowed_keys for name, policy in presets.items()})

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag.redaction import recognizers as _recognizers
 
 # --- reason codes (the suffix of the ``agentdiag.redaction.*`` counters) ----------------------------------
 UNKNOWN_KEY: Final = "unknown_key"
@@ -66,33 +67,8 @@ SUMMARY_MODES: Final = ("info", "silent", "debug")
 HASH_FUNCTIONS: Final = ("hmac-sha256", "sha256")
 ON_ERROR_MODES: Final = ("tombstone", "drop")
 
-# --- public-safety checks ---------------------------------------------------------------------------------
-_PUBLIC_SAFETY = re.compile(
-    r"""(?ix)
-      \b(?:sk|pk|rk)-[a-z0-9_\-]{12,}        # API keys (OpenAI, Anthropic, Stripe, ...)
-    | \b(?:AKIA|ASIA)[0-9A-Z]{16}\b           # AWS access key ids
-    | \bgh[pousr]_[A-Za-z0-9]{20,}            # GitHub tokens
-    | \bgithub_pat_[A-Za-z0-9_]{20,}
-    | \bxox[abprs]-                           # Slack tokens
-    | \bAIza[0-9A-Za-z_\-]{30,}               # Google API keys
-    | \beyJ[A-Za-z0-9_\-]{8,}\.               # JWTs
-    | \b(?:bearer|basic|token)\s+\S           # authorization header values
-    | -----BEGIN                              # PEM blocks (private keys, certificates)
-    | [^@\s/:]+@[^@\s/]+\.[a-z]{2,}           # e-mail addresses
-    | [a-z][a-z0-9+.\-]*://                   # URLs: may carry user-info, hosts and query strings
-    | (?:^|[\s=:'"(,])(?:/|~/|[a-z]:[\\/]|\\\\)   # absolute paths (POSIX, home, Windows drive, UNC)
-    | /(?:home|users|root|private|var|tmp|etc)/   # paths that name a user or a host's layout
-    """
-)
-
-
-def is_sensitive(text: str) -> bool:
-    """The public-safety check: does ``text`` look like a credential, e-mail address, URL or absolute path?
-
-    Applied to every string a token, array or scalar rule would otherwise keep, so an allowed key cannot carry
-    a secret. It is deliberately broader than necessary (any URL, not only those with user-info or a query).
-    """
-    return _PUBLIC_SAFETY.search(text) is not None
+# --- public-safety checks: otel_agentdiag.redaction.recognizers (re-exported here: policy.is_sensitive stays) ---
+is_sensitive = _recognizers.is_sensitive
 
 
 # --- rules ------------------------------------------------------------------------------------------------
