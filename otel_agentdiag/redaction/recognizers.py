@@ -69,6 +69,8 @@ HIDDEN_CHARACTERS: Final = _class(_RANGES)
 """The hidden characters as one character class (the Collector's mirror uses it too)."""
 _HIDDEN: Final = re.compile(HIDDEN_CHARACTERS[:-1] + "\ud800-\udfff]")
 _ASCII_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+_ASCII_STRIP: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""The ASCII controls folding removes (not tab, line feed and carriage return)."""
 
 # --- folding ------------------------------------------------------------------------------------------------
 _MARKS = re.compile(r"[\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
@@ -82,9 +84,10 @@ _LOOKALIKES: Final[dict[int, int]] = str.maketrans(
         "\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0423\u0405\u0406\u0408\u0430"
         "\u0435\u043e\u0440\u0441\u0445\u0443\u0455\u0456\u0458\u04bb\u0501\u051b\u051d\u04cf\u0391\u0392"
         "\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a5\u03a7\u03bf\u03b1\u03b9\u03bd"
-        "\u03c1\u03c5\u03ba\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2044\u2215\u2236\ua789"
+        "\u03c1\u03c5\u03ba\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2044\u2215\u2236\ua789\u043a\u050d"
+        "\u0261"
     ),
-    "ABEKMHOPCTXYSIJaeopcxysijhdqwlABEZHIKMNOPTYXoaivpuk-------//::",
+    "ABEKMHOPCTXYSIJaeopcxysijhdqwlABEZHIKMNOPTYXoaivpuk-------//::kGg",
 )
 """Cyrillic and Greek letters that look like Latin ones, and dash, slash and colon look-alikes (NFKD keeps them)."""
 
@@ -97,8 +100,9 @@ def fold(text: str) -> str:
     return _STRIP.sub("", unicodedata.normalize("NFKD", text)).translate(_LOOKALIKES)
 
 
-def _fold_char(char: str) -> str:
-    return _STRIP.sub("", unicodedata.normalize("NFKD", char)).translate(_LOOKALIKES)
+def _fold_char(text: str) -> str:
+    """:func:`fold` without its ASCII shortcut (captured content folds ASCII controls away too)."""
+    return _STRIP.sub("", unicodedata.normalize("NFKD", text)).translate(_LOOKALIKES)
 
 
 # --- guards: cheap necessary conditions, so most expressions never run --------------------------------------
@@ -279,9 +283,9 @@ def credential_spans(text: str) -> list[tuple[int, int]]:
     not overlapping. What counts is the formats marked ``content`` in the table (not e-mail addresses, phone
     numbers, IP addresses, URLs or paths: those are ordinary content). A credential split or disguised with
     hidden or full-width characters is found too, and its span covers the characters that disguised it."""
-    if text.isascii():
+    if text.isascii() and _ASCII_STRIP.search(text) is None:
         return _content_spans(text)
-    folded = fold(text)
+    folded = _fold_char(text)
     if folded == text:
         return _content_spans(text)
     if not _content_spans(folded):
