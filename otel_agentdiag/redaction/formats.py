@@ -130,8 +130,9 @@ _H16 = r"[0-9A-Fa-f]{1,4}"
 _USERINFO = r"[A-Za-z0-9._~%+-]+:[^ @/:]+@(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+"
 _IPV6 = rf"(?:(?:{_H16}:){{7}}{_H16}|(?:{_H16}(?::{_H16}){{0,6}})?::(?:{_H16}(?::{_H16}){{0,6}})?)"
 _QUOTE = "[\"']"
-_VALUE = "[^ \"',;&]+"
-"""An unquoted value, or a quoted one without its closing quote: up to a space, quote, comma, semicolon or ``&``."""
+_VALUE = "[^ \"',;&]*[^ \"',;&)\\]}>]"
+"""An unquoted value, or a quoted one without its closing quote: up to a space, quote, comma, semicolon or ``&``,
+and not ending in a closing bracket (``Client(password=x)``)."""
 _PATH_LEAD = "(?:^|[ =:'\"(,])"
 """Where an absolute path starts: the start of the text, or after a space, ``=``, ``:``, a quote, ``(`` or ``,``."""
 _SECRET_NAMES = (
@@ -141,6 +142,8 @@ _SECRET_NAMES = (
 )
 _SECRET_LEAD = _NOT_ALNUM + r"(?:[A-Za-z0-9]+[_.-])*" + _SECRET_NAMES + _QUOTE + r"? *[:=] *" + _QUOTE + "?"
 """A secret's name (perhaps prefixed: ``OPENAI_API_KEY``, ``db.password``), ``=`` or ``:``, perhaps quotes."""
+_TOKEN_LEAD = _NOT_ALNUM + r"(?:[A-Za-z0-9]+[_.-])*(?i:token|auth)" + _QUOTE + r"? *= *" + _QUOTE + "?"
+"""``token`` or ``auth`` (perhaps prefixed: ``GITLAB_TOKEN``) and ``=``: with ``:`` they are too often prose."""
 _AWS_LEAD = r"(?i:aws_?secret_?(?:access_?)?key|secret_?access_?key)" + _QUOTE + r"? *[:=] *" + _QUOTE + "?"
 _HEADER_LEAD = _NOT_ALNUM + r"(?i:(?:proxy-)?authorization|x-api-key|api-key|x-auth-token|cookie|set-cookie) *[:=] *"
 
@@ -426,9 +429,14 @@ FORMATS: Final[tuple[Format, ...]] = (
     ),
     Format(
         "secret_assignment", CREDENTIAL,
-        "a value assigned to a secret's name (password=, api_key: ..., OPENAI_API_KEY=..., " "\"client_secret\": ...)",
+        "a value assigned to a secret's name (password=, api_key: ..., OPENAI_API_KEY=..., \"client_secret\": ...)",
         _VALUE, "detect-secrets:KeywordDetector; gitleaks:generic-api-key", lead=_SECRET_LEAD,
         anchors="pass pwd secret key token credential dsn conn", needs="assign", content=True,
+    ),
+    Format(
+        "token_assignment", CREDENTIAL, "a value given to a token or auth setting with = (GITLAB_TOKEN=..., auth=...)",
+        _VALUE, "detect-secrets:KeywordDetector", lead=_TOKEN_LEAD, anchors="token auth", needs="assign",
+        content=True,
     ),
     Format(
         "connection_credentials", CREDENTIAL,

@@ -26,6 +26,7 @@ from otlp_receiver import OTLPReceiver
 import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.cli import cli
+from otel_agentdiag.storage import SpanStore
 
 WAIT_S = 10.0
 RNG = random.Random(3_2026)
@@ -180,3 +181,33 @@ def test_disguised_and_new_format_secrets_leave_through_no_destination(
             assert result.exit_code == 0, result.output
             assert_absent(result.output.encode(), f"show --format {fmt}")
             assert "gpt-4o-mini" in result.output or summary["name"] != "invoke_agent recogniser-agent"
+
+
+def test_captured_content_loses_class_3_credentials_in_the_store(tmp_path: Path) -> None:
+    """Local content capture keeps prompts, but not the credentials in them, whatever their disguise."""
+    store = tmp_path / "content.db"
+    cores = {name: core(string.ascii_letters + string.digits, 30) for name in ("gitlab", "env", "key", "db")}
+    cores["groq"] = core(string.ascii_letters + string.digits, 52)  # Groq keys are gsk_ and 52 characters
+    prompt = (
+        f"my token is g\u200blpat-{cores['gitlab']}; use {fullwidth('gsk_' + cores['groq'])} for Groq; "
+        f"GITLAB_TOKEN={cores['env']} and postgres user admin:{cores['db']}@db.internal:5432 please"
+    )
+    handle = agentdiag.configure(store=store, hash_key=secrets.token_hex(32), capture_content=True, set_global=False)
+    try:
+        with agentdiag.agent_run("content-agent"):
+            with agentdiag.llm_call(provider="openai", model="gpt-4o-mini") as call:
+                call.record_content(input_messages=[{"role": "user", "content": prompt}])
+            with agentdiag.tool_call("get_weather", arguments={"city": "Lisbon", "X-Api-Key": cores["key"]}):
+                pass
+    finally:
+        handle.shutdown()
+    blob = store.read_bytes() + (Path(f"{store}-wal").read_bytes() if Path(f"{store}-wal").exists() else b"")
+    assert b"please" in blob and b"Lisbon" in blob  # the content is there
+    for name, secret in cores.items():
+        for form in forms(secret):
+            assert form not in blob, f"the {name} credential is in the stored content"
+    with SpanStore(store, create=False) as opened:
+        (summary,) = opened.list_traces()
+    shown = CliRunner().invoke(cli, ["show", summary.trace_id, "--content", "--store", str(store)]).output
+    assert "[redacted]" in shown and "please" in shown
+    assert not any(secret in shown for secret in cores.values())

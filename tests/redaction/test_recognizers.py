@@ -139,6 +139,7 @@ POSITIVES: dict[str, list[str]] = {
         "db.passwd: " + alnum(8),
         "dsn=" + alnum(8),
     ],
+    "token_assignment": ["GITLAB_TOKEN=" + alnum(20), "auth = '" + alnum(12) + "'"],
     "connection_credentials": ["admin:" + alnum(10) + "@db:5432", "app:" + alnum(8) + "@10.1.2.3:6379", "u:p@h/db"],
     "email_address": ["jane.doe@example.com", "a.b+tag@sub.example.co.uk"],
     "card_number": [
@@ -219,6 +220,8 @@ NEAR_MISSES = [
     "password=",
     "api_key_header_name",
     "passwordless_login",
+    "token: the next one",
+    "max_tokens=512",
     "mailto:bob",
     "claude-3-5-sonnet@20240620",
     "python:3.11@sha256",
@@ -507,3 +510,17 @@ def test_a_large_prose_text_is_scrubbed_unchanged() -> None:
     words = ["the", "model", "answered", "key", "token", "pass", "42", "2024-07-18,", "user@", "sk-", "Bearer"]
     prose = " ".join(RNG.choice(words) for _ in range(5000))
     assert snapshot(prose) is prose
+
+
+def test_docs_list_the_formats_as_the_table_has_them() -> None:
+    """docs/public-safety.md holds the generated table (``python -m otel_agentdiag.redaction.describe
+    --write-formats docs/public-safety.md``)."""
+    from pathlib import Path
+
+    from otel_agentdiag.redaction.describe import FORMATS_BEGIN, FORMATS_END, formats_markdown
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "public-safety.md").read_text(encoding="utf-8")
+    block = text[text.index(FORMATS_BEGIN) : text.index(FORMATS_END) + len(FORMATS_END)]
+    assert block == formats_markdown(), (
+        "regenerate: python -m otel_agentdiag.redaction.describe --write-formats docs/public-safety.md"
+    )
