@@ -140,9 +140,10 @@ _SECRET_NAMES = (
     r"|refresh_?token|auth_?token|id_?token|session_?token|bearer_?token|private_?key|secret_?key"
     r"|credentials?|dsn|connection_?string|conn_?str)"
 )
-_SECRET_LEAD = _NOT_ALNUM + r"(?:[A-Za-z0-9]+[_.-])*" + _SECRET_NAMES + _QUOTE + r"? *[:=] *" + _QUOTE + "?"
-"""A secret's name (perhaps prefixed: ``OPENAI_API_KEY``, ``db.password``), ``=`` or ``:``, perhaps quotes."""
-_TOKEN_LEAD = _NOT_ALNUM + r"(?:[A-Za-z0-9]+[_.-])*(?i:token|auth)" + _QUOTE + r"? *= *" + _QUOTE + "?"
+_SECRET_LEAD = _NOT_ALNUM + _SECRET_NAMES + _QUOTE + r"? *[:=] *" + _QUOTE + "?"
+"""A secret's name (prefixed too: ``OPENAI_API_KEY``, ``db.password``, as ``_`` and ``.`` are boundaries), ``=`` or
+``:``, perhaps quotes."""
+_TOKEN_LEAD = _NOT_ALNUM + r"(?i:token|auth)" + _QUOTE + r"? *= *" + _QUOTE + "?"
 """``token`` or ``auth`` (perhaps prefixed: ``GITLAB_TOKEN``) and ``=``: with ``:`` they are too often prose."""
 _AWS_LEAD = r"(?i:aws_?secret_?(?:access_?)?key|secret_?access_?key)" + _QUOTE + r"? *[:=] *" + _QUOTE + "?"
 _HEADER_LEAD = _NOT_ALNUM + r"(?i:(?:proxy-)?authorization|x-api-key|api-key|x-auth-token|cookie|set-cookie) *[:=] *"
@@ -443,13 +444,13 @@ FORMATS: Final[tuple[Format, ...]] = (
         "user:password@host:port or user:password@host/path without a scheme (a database or broker "
         "address with its password)",
         r"[A-Za-z0-9._~%+-]+:[^ @/:]+@(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+(?::[0-9]{1,5}|/[^ ]*)",
-        "RFC 3986 §3.2.1 (user information); detect-secrets:BasicAuthDetector", trail=_END_NOT_ALNUM, anchors="@",
-        content=True,
+        "RFC 3986 §3.2.1 (user information); detect-secrets:BasicAuthDetector", lead="(?:^|[^A-Za-z0-9._~%+-])",
+        trail=_END_NOT_ALNUM, anchors="@", content=True,
     ),
     # --- personal data --------------------------------------------------------------------------------------------
     Format(
         "email_address", PERSONAL, "an e-mail address", r"[^@ /:]+@[^@ /]+\.[A-Za-z]{2,}",
-        "RFC 5322 §3.4 (addr-spec), loosely", anchors="@",
+        "RFC 5322 §3.4 (addr-spec), loosely", lead="(?:^|[@ /:])", anchors="@",
     ),
     Format(
         "card_number", PERSONAL,
@@ -495,7 +496,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     # --- locations ------------------------------------------------------------------------------------------------
     Format(
         "url", LOCATION, "a URL (scheme://): it may carry user info, a host and a query string",
-        r"[A-Za-z][A-Za-z0-9+.-]*://[^ ]*", "RFC 3986", anchors="://",
+        r"[A-Za-z0-9+.-]+://[^ ]*", "RFC 3986", lead="(?:^|[^A-Za-z0-9+.-])", anchors="://",
     ),
     Format(
         "absolute_path", LOCATION, "an absolute path: POSIX, home (~/), Windows drive, UNC",

@@ -524,3 +524,18 @@ def test_docs_list_the_formats_as_the_table_has_them() -> None:
     assert block == formats_markdown(), (
         "regenerate: python -m otel_agentdiag.redaction.describe --write-formats docs/public-safety.md"
     )
+
+
+HOSTILE_RUNS = ["a_", "password", "a:", "a@", "a", "1.", "1:", "4111 ", "01 ", "+1 ", "sk-", "eyJ", "-----BEGIN ",
+                "cookie ", "sk-a_b:c@d.e/f=g "]  # fmt: skip
+
+
+@pytest.mark.parametrize("unit", HOSTILE_RUNS)
+def test_long_hostile_text_is_scanned_in_linear_time(unit: str) -> None:
+    """Captured content has no length limit, so no expression may backtrack over a long run from every position.
+    With 200 000 characters a quadratic scan would run for hours: this test then never ends (no timing is
+    asserted; CI's time limit is the judge)."""
+    text = unit * (200_000 // len(unit)) + " x=1 pass @ :// 4"
+    r.credential_spans(text)
+    r.recognise(text)
+    snapshot(text)
