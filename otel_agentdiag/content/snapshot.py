@@ -93,7 +93,6 @@ SENSITIVE_KEYS: Mapping[str, str] = {
             "id_token",
             "auth_token",
             "session_token",
-            "session_id",
             "sessionid",
             "csrf_token",
             "csrftoken",
@@ -107,7 +106,6 @@ SENSITIVE_KEYS: Mapping[str, str] = {
             "password",
             "passwd",
             "pwd",
-            "pass",
             "passphrase",
             "pin",
             "private_key",
@@ -147,12 +145,10 @@ SENSITIVE_KEY_SUFFIXES = (
     "_cookie",
 )
 """Normalised key endings that also name a credential (``openai_api_key``, ``x_auth_token``, ``db_password``,
-``sentry_dsn``). ``max_tokens`` and ``input_tokens`` do not match: ``_tokens`` is not ``_token``."""
+``db_pass``, ``sentry_dsn``). ``max_tokens`` and ``input_tokens`` do not match: ``_tokens`` is not ``_token``.
+(``pass`` and ``session_id`` alone are not credentials: a test result, a conversation id.)"""
 
-_SQUASHED_KEYS = frozenset(key.replace("_", "") for key in SENSITIVE_KEYS if SENSITIVE_KEYS[key] == CREDENTIAL) - {
-    "pin",
-    "pass",
-}
+_SQUASHED_KEYS = frozenset(key.replace("_", "") for key, reason in SENSITIVE_KEYS.items() if reason == CREDENTIAL)
 """The credential names without separators (``APIKEY``, ``accesstoken``, ``x-apikey``): also credential keys."""
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")

@@ -492,7 +492,7 @@ def test_credential_key_names_are_known_in_any_spelling(key: str) -> None:
 
 @pytest.mark.parametrize(
     "key", ["max_tokens", "maxTokens", "input_tokens", "token_count", "role", "content", "keyboard", "author",
-            "monkey", "passport_country", "tokens", "secretary"],
+            "monkey", "passport_country", "tokens", "secretary", "pass", "session_id", "sessionId"],
 )  # fmt: skip
 def test_ordinary_key_names_are_kept(key: str) -> None:
     assert snapshot({key: "v"}) == {key: "v"}
