@@ -93,7 +93,6 @@ SENSITIVE_KEYS: Mapping[str, str] = {
             "id_token",
             "auth_token",
             "session_token",
-            "sessionid",
             "csrf_token",
             "csrftoken",
             "xsrf_token",
