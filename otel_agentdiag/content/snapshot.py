@@ -238,15 +238,28 @@ _SHORTEST = 5
 """The shortest text that can hold a URL (``a://b``) or a credential (``pwd=x``, ``xoxb-``)."""
 
 
+_CLEAN: set[str] = set()
+"""Strings already found to hold nothing to cut (only those: never one that held a credential). An agent sends
+the same system prompt, tool definitions and earlier messages on every model call, so most captured strings
+were seen before. Bounded: at most ``_CLEAN_SIZE`` strings of at most ``_CLEAN_MAX_LEN`` characters."""
+_CLEAN_SIZE = 4096
+_CLEAN_MAX_LEN = 1024
+
+
 def _scrub(text: str) -> str:
     """``text`` with URL user-info, query and fragment, and credentials and card numbers, replaced by
     ``[redacted]``. Text without any of them is returned as it is (the same object)."""
-    if len(text) < _SHORTEST:
+    if len(text) < _SHORTEST or text in _CLEAN:
         return text
+    original = text
     if "://" in text:
         text = _redact_urls(text)
     spans = credential_spans(text)
     if not spans:
+        if text is original and len(text) <= _CLEAN_MAX_LEN:
+            if len(_CLEAN) >= _CLEAN_SIZE:
+                _CLEAN.clear()
+            _CLEAN.add(text)
         return text
     pieces = []
     done = 0

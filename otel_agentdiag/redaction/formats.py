@@ -38,7 +38,8 @@ class Format:
     :param anchors: space-separated lower-case literals: the lower-cased text holds one of them wherever the
         format matches (empty: no literal is certain). Only formats whose anchor is found are tried.
     :param needs: another cheap test that every text the format matches (and its ``check`` confirms) passes,
-        a key of ``recognizers._GUARDS``: ``digits13`` (13 digits or more), ``assign`` (an ``=`` or ``:``), ...
+        a key of ``recognizers._GUARDS``: ``digits`` (the shape of a card or phone number), ``assign`` (an ``=``
+        or ``:``), ...
     :param check: confirms a candidate the expression found (given the ``body`` match), for what an expression
         cannot say: the Luhn digit of a card number, a phone number's digit count. The Collector, which runs the
         expression alone, masks every candidate: a superset.
@@ -271,7 +272,7 @@ FORMATS: Final[tuple[Format, ...]] = (
         "discord_bot_token", CREDENTIAL, "Discord bot token (three base64url parts)",
         r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}",
         "gitleaks:discord-api-token; detect-secrets:DiscordBotTokenDetector", lead=_NOT_ALNUM, anchors=".",
-        needs="dots2", content=True,
+        needs="discord", content=True,
     ),
     Format(
         "discord_webhook", CREDENTIAL, "Discord webhook URL path",
@@ -486,7 +487,7 @@ FORMATS: Final[tuple[Format, ...]] = (
         "is not); loopback and 0.0.0.0 pass",
         r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}",
         "RFC 791; detect-secrets:IPPublicDetector", lead=r"(?:^|[^A-Za-z0-9.])", trail=r"(?:$|[^0-9.]|\.(?:$|[^0-9]))",
-        check=_public_ipv4, anchors=".", needs="dots3",
+        check=_public_ipv4, anchors=".", needs="dotted_digits",
     ),
     Format(
         "ipv6_address", PERSONAL, "an IPv6 address, full or compressed (::), with a digit; loopback and :: pass",

@@ -108,14 +108,17 @@ def _fold_char(text: str) -> str:
 # --- guards: cheap necessary conditions, so most expressions never run --------------------------------------
 _DIGIT_SHAPE = re.compile(r"[0-9](?:[0-9]{3}|[ -][0-9])")
 """Four digits in a row, or two digits with a space or dash between: card and phone numbers all have one."""
+_DISCORD_MIDDLE = re.compile(r"\.[A-Za-z0-9_-]{6}\.")
+"""The middle part of a Discord bot token: six token characters between two dots."""
+_DIGIT_DOT = re.compile(r"[0-9]\.[0-9]")
 
 _GUARDS: Final[Mapping[str, Callable[[str], bool]]] = {
     "always": lambda text: True,
     "assign": lambda text: "=" in text or ":" in text,
     "space": lambda text: " " in text,
     "colon": lambda text: "::" in text or text.count(":") >= 7,
-    "dots2": lambda text: text.count(".") >= 2,
-    "dots3": lambda text: text.count(".") >= 3,
+    "discord": lambda text: _DISCORD_MIDDLE.search(text) is not None,
+    "dotted_digits": lambda text: text.count(".") >= 3 and _DIGIT_DOT.search(text) is not None,
     "digits": lambda text: _DIGIT_SHAPE.search(text) is not None,
     "SK": lambda text: "SK" in text,
 }
@@ -185,7 +188,7 @@ class _Table:
     """The formats indexed for speed: one expression finds which anchor literals the lower-cased text holds;
     only the formats of those anchors, and the few formats without one, are tried, each behind its guard."""
 
-    __slots__ = ("anchored", "anchors", "entries", "free")
+    __slots__ = ("anchored", "anchors", "entries", "free", "prefilter")
 
     def __init__(self, formats: tuple[Format, ...]) -> None:
         self.entries = tuple(_Entry(fmt, index) for index, fmt in enumerate(formats))
@@ -200,11 +203,22 @@ class _Table:
             self.anchored[anchor] = tuple(self.entries[index] for index in sorted(indexes))
         self.anchors = re.compile(_trie(list(own)))
         self.free = tuple(entry for fmt, entry in zip(formats, self.entries, strict=True) if not fmt.anchors)
+        # One expression for the common case, a text with nothing to try: the anchors, or (when every format
+        # without an anchor needs digits) the digit shape those need.
+        prefilter = self.anchors.pattern
+        if self.free:
+            if any(entry.needs != "digits" for entry in self.free):
+                prefilter = ""  # no shortcut: a free format could match anything
+            else:
+                prefilter += "|" + _DIGIT_SHAPE.pattern
+        self.prefilter = re.compile(prefilter) if prefilter else None
 
     def candidates(self, text: str) -> list[_Entry]:
         """The entries worth trying on ``text``, in table order: those with an anchor the lower-cased text holds
         and those without anchors; of these, those whose guard passes."""
         lowered = text.lower()
+        if self.prefilter is not None and self.prefilter.search(lowered) is None:
+            return []
         search = self.anchors.search
         match = search(lowered)
         if match is None:
@@ -229,6 +243,8 @@ class _Table:
 
 _ALL: Final = _Table(FORMATS)
 _CONTENT: Final = _Table(tuple(f for f in FORMATS if f.content))
+assert _CONTENT.prefilter is not None, "every content format without an anchor needs digits"
+_CONTENT_QUICK: Final = re.compile(_CONTENT.prefilter.pattern + "|" + _ASCII_STRIP.pattern)
 
 
 def recognise(text: str, *, confirm: bool = True) -> str | None:
@@ -268,7 +284,10 @@ def is_sensitive(text: str) -> bool:
 # --- captured content ---------------------------------------------------------------------------------------
 def _content_spans(text: str) -> list[tuple[int, int]]:
     """Every credential/card span of (folded) ``text``, sorted and merged."""
-    spans = sorted(span for entry in _CONTENT.candidates(text) for span in entry.spans(text))
+    candidates = _CONTENT.candidates(text)
+    if not candidates:
+        return []
+    spans = sorted(span for entry in candidates for span in entry.spans(text))
     merged: list[tuple[int, int]] = []
     for start, end in spans:
         if merged and start <= merged[-1][1]:
@@ -283,8 +302,11 @@ def credential_spans(text: str) -> list[tuple[int, int]]:
     not overlapping. What counts is the formats marked ``content`` in the table (not e-mail addresses, phone
     numbers, IP addresses, URLs or paths: those are ordinary content). A credential split or disguised with
     hidden or full-width characters is found too, and its span covers the characters that disguised it."""
-    if text.isascii() and _ASCII_STRIP.search(text) is None:
-        return _content_spans(text)
+    if text.isascii():
+        if _CONTENT_QUICK.search(text.lower()) is None:
+            return []  # the common case: no anchor, no digits, no control character that could split one
+        if _ASCII_STRIP.search(text) is None:
+            return _content_spans(text)
     folded = _fold_char(text)
     if folded == text:
         return _content_spans(text)

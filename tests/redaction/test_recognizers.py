@@ -539,3 +539,19 @@ def test_long_hostile_text_is_scanned_in_linear_time(unit: str) -> None:
     r.credential_spans(text)
     r.recognise(text)
     snapshot(text)
+
+
+def test_strings_seen_before_are_scrubbed_the_same() -> None:
+    """The scrubber remembers strings that held nothing to cut; one that held a credential is cut every time,
+    also after the memory of clean strings filled up and was cleared."""
+    import importlib
+
+    snapshot_module = importlib.import_module("otel_agentdiag.content.snapshot")  # the package exports the function
+
+    secret = "use glpat-" + b64(20) + " please"
+    for _ in range(3):
+        assert snapshot(secret) == "use [redacted] please"
+    for index in range(snapshot_module._CLEAN_SIZE + 10):
+        assert snapshot(f"ordinary text number {index:06d}") == f"ordinary text number {index:06d}"
+    assert len(snapshot_module._CLEAN) <= snapshot_module._CLEAN_SIZE
+    assert snapshot(secret) == "use [redacted] please"
