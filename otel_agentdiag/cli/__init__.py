@@ -18,7 +18,7 @@ from otel_agentdiag.cli import ingest as _ingest
 from otel_agentdiag.cli import policy as _policy
 from otel_agentdiag.cli import push as _push
 from otel_agentdiag.cli import traces as _traces
-from otel_agentdiag.cli._common import EXIT_USAGE, CliError, CliIncomplete
+from otel_agentdiag.cli._common import EXIT_USAGE, CliError, CliIncomplete, printable
 from otel_agentdiag.redaction.hash_keys import REFUSED
 from otel_agentdiag.storage import StoreError
 from otel_agentdiag.version import __version__
@@ -102,7 +102,7 @@ def _given_words(args: Any) -> list[str]:
 def _one_line(text: str) -> str:
     """An error message as one readable line: a path or id given on the command line may hold line breaks,
     terminal escapes or undecodable bytes; each such character is shown escaped, as ``repr`` would."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return printable(text)
 
 
 def _tolerant_stdout() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import click
 
 from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.redaction.policy import is_sensitive
+from otel_agentdiag.redaction.recognizers import HIDDEN_CHARACTERS
 from otel_agentdiag.storage import SpanStore, StoreError
 from otel_agentdiag.storage.store import default_store_path
 
@@ -152,3 +154,35 @@ def safe_url(url: str) -> str:
     scheme = parts.scheme if _WORD.fullmatch(parts.scheme or "") else "…"
     path = "/".join(_segment(s) for s in parts.path.split("/"))
     return f"{scheme}://{host}{port}{path}"
+
+
+def printable(value: object) -> str:
+    """``str(value)`` safe to print on a terminal: each character that is not printable (C0 and C1 controls and
+    DEL, the bidi embeddings, overrides, isolates and marks, zero-width and other format characters, tag
+    characters, line and paragraph separators, lone surrogates, spaces other than the plain one) is shown as its
+    escape, as ``repr`` writes it (``\\x1b``, ``\\x85``, ``\\u202e``, ``\\U000e0041``). Every stored or
+    user-given string passes through it before it is printed as text: it cannot move the cursor, recolour the
+    terminal, reorder the line or hide part of itself. Style (colour) is applied after, to the escaped text."""
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+_JSON_UNSAFE = re.compile(HIDDEN_CHARACTERS.replace("\\x00-\\x1f", "", 1)[:-1] + "\ud800-\udfff]")
+"""What ``json.dumps(..., ensure_ascii=False)`` leaves raw and a terminal would act on: DEL, C1 controls, format,
+bidi and tag characters, line separators, lone surrogates (C0 controls it escapes itself)."""
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code > 0xFFFF:  # a UTF-16 surrogate pair, as JSON writes characters beyond the BMP
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def json_text(value: Any, *, indent: int | None = 2) -> str:
+    """``value`` as JSON for the terminal: non-ASCII text stays readable, but every character a terminal would act
+    on or hide is written as its ``\\uXXXX`` escape (still the same JSON value)."""
+    return _JSON_UNSAFE.sub(_json_escape, json.dumps(value, indent=indent, ensure_ascii=False))

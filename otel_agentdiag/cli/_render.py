@@ -1,4 +1,8 @@
-"""Render stored traces as a tree (text) or as the documented JSON contract."""
+"""Render stored traces as a tree (text) or as the documented JSON contract.
+
+Every stored string shown as text goes through :func:`~otel_agentdiag.cli._common.printable` (content through
+:func:`_compact`): a span name, attribute or captured value cannot carry terminal escapes, C1 controls or bidi
+overrides to the screen."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Any
 import click
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.cli._common import can_encode, duration_ms, human_duration, iso_utc
+from otel_agentdiag.cli._common import can_encode, duration_ms, human_duration, iso_utc, printable
 from otel_agentdiag.storage import StoredSpan, TraceSummary
 
 
@@ -90,7 +94,9 @@ def _fold(value: Any) -> Any:
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    """Compact JSON of a content value, every character a terminal would act on or hide escaped (JSON escapes
+    C0 controls itself; :func:`printable` takes the C1 controls, bidi, format and tag characters)."""
+    return printable(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")))
 
 
 CONTENT_WIDTH = 100
@@ -104,7 +110,7 @@ def content_lines(content: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for role, value in content.items():
         folded = _fold(value)
-        label = click.style(role.removeprefix("gen_ai."), fg="cyan")
+        label = click.style(printable(role.removeprefix("gen_ai.")), fg="cyan")
         text = _compact(folded)
         if len(text) <= CONTENT_WIDTH or not isinstance(folded, (list, dict)) or not folded:
             lines.append(f"{label}: {text}")
@@ -128,8 +134,8 @@ class _Glyphs:
 
 
 def _short(value: object) -> str:
-    """Digests are long; show algorithm, key id and 8 hex digits."""
-    text = str(value)
+    """Digests are long; show algorithm, key id and 8 hex digits. Whatever else is shown escaped (printable)."""
+    text = printable(value)
     if text.startswith("hmac-sha256:") and text.count(":") == 2:
         return text[: text.rindex(":") + 9] + "…"
     return text
@@ -146,19 +152,19 @@ def _details(span: StoredSpan) -> list[str]:
                 out.append(f"user={_short(a[sc.USER_ID])}")
         # Roll-ups of the LLM spans below (agentdiag.usage.*), labelled "total" to tell them from a leaf's own.
         totals = [
-            f"{label} {a[sc.AGENTDIAG_USAGE_PREFIX + key]}"
+            f"{label} {printable(a[sc.AGENTDIAG_USAGE_PREFIX + key])}"
             for label, key in (("in", "input_tokens"), ("out", "output_tokens"))
             if sc.AGENTDIAG_USAGE_PREFIX + key in a
         ]
         if totals:
             out.append("total " + "/".join(totals))
         if sc.AGENTDIAG_STOP_REASON in a:
-            out.append(f"stop={a[sc.AGENTDIAG_STOP_REASON]}")
+            out.append(f"stop={printable(a[sc.AGENTDIAG_STOP_REASON])}")
     elif span.kind == sc.KIND_LLM:
         if sc.GEN_AI_PROVIDER_NAME in a:
-            out.append(str(a[sc.GEN_AI_PROVIDER_NAME]))
+            out.append(printable(a[sc.GEN_AI_PROVIDER_NAME]))
         tokens = [
-            f"{label} {a[key]}"
+            f"{label} {printable(a[key])}"
             for label, key in (("in", sc.GEN_AI_USAGE_INPUT_TOKENS), ("out", sc.GEN_AI_USAGE_OUTPUT_TOKENS))
             if key in a
         ]
@@ -166,12 +172,12 @@ def _details(span: StoredSpan) -> list[str]:
             out.append("tokens " + "/".join(tokens))
         reasons = a.get(sc.GEN_AI_RESPONSE_FINISH_REASONS)
         if reasons:
-            out.append("finish=" + ",".join(str(r) for r in reasons))
+            out.append("finish=" + ",".join(printable(r) for r in reasons))
     elif span.kind == sc.KIND_TOOL:
         if sc.GEN_AI_TOOL_CALL_ID in a:
             out.append(f"call={_short(a[sc.GEN_AI_TOOL_CALL_ID])}")
     if sc.ERROR_TYPE in a:
-        out.append(f"error={a[sc.ERROR_TYPE]}")
+        out.append(f"error={printable(a[sc.ERROR_TYPE])}")
     redacted = sum(
         v
         for k, v in a.items()
@@ -201,7 +207,7 @@ def render_tree(trace_id: str, spans: list[StoredSpan], content: dict[str, dict[
     start = min((s.start_ns for s in spans), default=0)
     end = max((s.end_ns or s.start_ns for s in spans), default=0)
     errors = sum(1 for s in spans if s.status == "error")
-    header = f"trace {trace_id}  {len(spans)} spans  {human_duration(end - start)}"
+    header = f"trace {printable(trace_id)}  {len(spans)} spans  {human_duration(end - start)}"
     if errors:
         header += f"  {errors} error{'s' if errors != 1 else ''}"
     lines = [click.style(header, bold=True)]
@@ -214,9 +220,9 @@ def render_tree(trace_id: str, spans: list[StoredSpan], content: dict[str, dict[
         return click.style(glyphs.ok, fg="green")
 
     def walk(span: StoredSpan, prefix: str, connector: str, child_prefix: str) -> None:
-        name = span.name
+        name = printable(span.name)
         if span.kind == sc.KIND_ITERATION and sc.AGENTDIAG_ITERATION_INDEX in span.attributes:
-            name = f"{name} #{span.attributes[sc.AGENTDIAG_ITERATION_INDEX]}"
+            name = f"{name} #{printable(span.attributes[sc.AGENTDIAG_ITERATION_INDEX])}"
         parts = [f"{prefix}{connector}{mark(span)} {click.style(name, bold=span.kind == sc.KIND_RUN)}"]
         parts.append(click.style(human_duration(span.duration_ns), dim=True))
         parts.extend(_details(span))
@@ -242,5 +248,6 @@ def render_traces_table(summaries: list[TraceSummary]) -> list[str]:
         mark = click.style(glyphs.error, fg="red") if s.status == "error" else click.style(glyphs.ok, fg="green")
         errors = f"  ({s.error_count} error{'s' if s.error_count != 1 else ''})" if s.error_count else ""
         duration = human_duration(s.duration_ns)
-        lines.append(f"{s.trace_id}  {start:<19}  {duration:>10}  {s.span_count:>5}  {mark} {s.name}{errors}")
+        name = printable(s.name)
+        lines.append(f"{printable(s.trace_id)}  {start:<19}  {duration:>10}  {s.span_count:>5}  {mark} {name}{errors}")
     return lines

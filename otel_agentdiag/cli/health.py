@@ -8,7 +8,6 @@ when another process keeps that from happening). Arguments are checked before th
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -25,7 +24,9 @@ from otel_agentdiag.cli._common import (
     describe_input,
     format_option,
     iso_utc,
+    json_text,
     open_store,
+    printable,
     resolve_store_path,
     store_option,
 )
@@ -196,7 +197,7 @@ def _short(session: str | None) -> str:
 
 # -- rendering --------------------------------------------------------------------------------------------------
 def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    click.echo(json_text(value))
 
 
 _COLOURS = {"valid": "green", "imported": "cyan", "degraded": "yellow", "quarantined": "magenta", "invalid": "red"}
@@ -207,7 +208,7 @@ def _receipt_lines(receipt: Receipt, *, title: str) -> list[str]:
     colour = _COLOURS.get(receipt.status, "red")
     lines = [
         f"{title}: {click.style(receipt.status, fg=colour, bold=True)}",
-        f"  reasons: {', '.join(receipt.reasons) if receipt.reasons else 'none'}",
+        f"  reasons: {printable(', '.join(receipt.reasons)) if receipt.reasons else 'none'}",
         f"  spans stored {c['spans']}  (ledger: stored {c['stored']}, pruned {c['pruned_spans']},"
         f" cleared {c['cleared_spans']})",
         f"  observed {c['observed']} = accepted {c['accepted']} + rejected {c['rejected']} + dropped {c['dropped']}",
@@ -217,7 +218,7 @@ def _receipt_lines(receipt: Receipt, *, title: str) -> list[str]:
         f" unfinished spans {c['unfinished_spans']}",
         f"  redactor errors {c['rejected_redactor_error']}, public-safety removals {c['public_safety_violations']},"
         f" malformed rows {c['malformed_rows']}",
-        f"  observers: {', '.join(receipt.observers) if receipt.observers else 'none'}",
+        f"  observers: {printable(', '.join(receipt.observers)) if receipt.observers else 'none'}",
         f"  provenance: {receipt.provenance}",
     ]
     if receipt.status == "invalid" and not receipt.reasons:
@@ -237,18 +238,18 @@ def _status_lines(status: Status) -> list[str]:
         repetition = "no tool calls"
     else:
         flag = "SUSPECTED" if status.repetition_suspected else "no"
-        repetition = f"{flag}: longest run {status.repetition_longest} x {status.repetition_tool}"
+        repetition = f"{flag}: longest run {status.repetition_longest} x {printable(status.repetition_tool)}"
         repetition += f" (suspected from {REPETITION_THRESHOLD})"
     return [
-        f"session {status.session if status.session is not None else '(no session)'}",
-        f"  stage: {click.style(status.stage, bold=True)} ({active})",
+        f"session {printable(status.session) if status.session is not None else '(no session)'}",
+        f"  stage: {click.style(printable(status.stage), bold=True)} ({active})",
         f"  runs {c['runs']}, iterations {c['iterations']}, LLM calls {c['llm_calls']}, tool calls {c['tool_calls']},"
         f" errors {c['errors']}, tokens in {c['input_tokens']} / out {c['output_tokens']}",
         f"  last event: {iso_utc(status.last_event_ns) or 'none'}; as of {as_of}",
         f"  stall: {stall}",
         f"  repetition: {repetition}",
         f"  recovery: {status.errors} errors, {status.recovered} recovered, {status.unrecovered} unrecovered",
-        f"  signals: {', '.join(status.signals) if status.signals else 'none'}",
+        f"  signals: {printable(', '.join(status.signals)) if status.signals else 'none'}",
     ]
 
 
@@ -291,7 +292,7 @@ def sessions(store_path: Path | None, output_format: str) -> None:
     for row in rows:
         last = (row["last_activity_time"] or "")[:19].replace("T", " ")
         click.echo(
-            f"{_short(row['session']):<34}  {row['span_count']:>6}  {len(row['trace_ids']):>6}  {last:<19}"
+            f"{printable(_short(row['session'])):<34}  {row['span_count']:>6}  {len(row['trace_ids']):>6}  {last:<19}"
             f"  {row['receipt_status']}"
         )
 
@@ -309,7 +310,7 @@ def receipt(session_text: str | None, store_path: Path | None, output_format: st
         else:
             session = resolve_session(store, session_text, resolve_store_path(store_path))
             result = session_receipt(store, session)
-            title = f"receipt for session {session}"
+            title = f"receipt for session {printable(session)}"
     if output_format == "json":
         _echo_json(result.to_json())
         return
@@ -453,7 +454,7 @@ def clear(session_text: str, yes: bool, store_path: Path | None, output_format: 
     with open_store(store_path) as store:
         session = resolve_session(store, session_text, resolve_store_path(store_path))
         if not yes and sys.stdin.isatty():
-            click.confirm(f"delete every span of session {session}?", abort=True, err=True)
+            click.confirm(f"delete every span of session {printable(session)}?", abort=True, err=True)
         try:
             deleted = store.clear_session(session)
         except ScrubIncomplete as exc:
@@ -464,4 +465,4 @@ def clear(session_text: str, yes: bool, store_path: Path | None, output_format: 
     if output_format == "json":
         _echo_json({"session": session, "cleared_spans": deleted})
         return
-    click.echo(f"cleared session {session}: {deleted} span(s) deleted")
+    click.echo(f"cleared session {printable(session)}: {deleted} span(s) deleted")

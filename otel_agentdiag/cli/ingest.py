@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import click
 
-from otel_agentdiag.cli._common import CliError, describe_input, format_option, resolve_store_path, store_option
+from otel_agentdiag.cli._common import (
+    CliError,
+    describe_input,
+    format_option,
+    json_text,
+    resolve_store_path,
+    store_option,
+)
 from otel_agentdiag.interchange.ingest import IngestError, IngestResult, UnusableInput, ingest_otlp_json
 from otel_agentdiag.storage import RetentionLimits
 
@@ -135,7 +141,7 @@ def ingest(
             f" {len(done.rejected)} rejected"
         ) from None
     if output_format == "json":
-        click.echo(json.dumps(_summary_json(result), indent=2, ensure_ascii=False))
+        click.echo(json_text(_summary_json(result)))
     else:
         for line in _summary_lines(result):
             click.echo(line)

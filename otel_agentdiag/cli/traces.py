@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
-from otel_agentdiag.cli._common import CliError, format_option, open_store, store_option
+from otel_agentdiag.cli._common import CliError, format_option, json_text, open_store, store_option
 from otel_agentdiag.cli._render import render_traces_table, render_tree, trace_json, trace_summary_json
 from otel_agentdiag.storage import StoredContent, StoreError
 
@@ -22,7 +21,7 @@ def traces(store_path: Path | None, output_format: str, limit: int | None) -> No
     with open_store(store_path) as store:
         summaries = store.list_traces(limit=limit)
     if output_format == "json":
-        click.echo(json.dumps([trace_summary_json(s) for s in summaries], indent=2, ensure_ascii=False))
+        click.echo(json_text([trace_summary_json(s) for s in summaries]))
         return
     if not summaries:
         click.echo(f"no traces in {store.path}")
@@ -85,7 +84,7 @@ def emit_trace(
     content: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     if output_format == "json":
-        click.echo(json.dumps(trace_json(trace_id, spans, content), indent=2, ensure_ascii=False))
+        click.echo(json_text(trace_json(trace_id, spans, content)))
         return
     for line in render_tree(trace_id, spans, content):
         click.echo(line)

@@ -9,9 +9,11 @@ never raises.
 Excluded even when content is captured, each replaced by an :class:`~otel_agentdiag.content.values.Elided`
 marker (the key of a mapping entry stays): ``os.environ``; header and cookie objects; mapping entries whose key
 names a credential, headers, cookies or the environment (:data:`SENSITIVE_KEYS`,
-:data:`SENSITIVE_KEY_SUFFIXES`); bytes and base64 strings over the media limit. Inside every string, URL
-user-info, query and fragment, and credential-shaped tokens (:data:`CREDENTIAL_PATTERNS`) become
-``[redacted]``.
+:data:`SENSITIVE_KEY_SUFFIXES`, compared after :func:`normal_key`); bytes and base64 strings over the media limit.
+Inside every string, URL user-info, query and fragment, and every credential and card number the public-safety
+recogniser knows (:func:`otel_agentdiag.redaction.recognizers.credential_spans`: the same table of formats the
+redaction policy applies to kept strings, so ``glpat-...``, ``sk-ant-...``, ``password=...`` or
+``user:pass@host:5432``, also when split by zero-width or written in full-width characters) become ``[redacted]``.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ from otel_agentdiag.content.values import (
     CapturedObject,
     Elided,
 )
+from otel_agentdiag.redaction.recognizers import credential_spans
 
-__all__ = ["CREDENTIAL_PATTERNS", "REDACTED", "SENSITIVE_KEYS", "SENSITIVE_KEY_SUFFIXES", "ContentLimits", "snapshot"]
+__all__ = ["REDACTED", "SENSITIVE_KEYS", "SENSITIVE_KEY_SUFFIXES", "ContentLimits", "normal_key", "snapshot"]
 
 REDACTED = "[redacted]"
 """What replaces URL user-info, query and fragment, and each credential found in a string."""
@@ -72,9 +75,9 @@ _DEFAULT_LIMITS = ContentLimits()
 # -- mapping keys --------------------------------------------------------------------------------------------
 
 SENSITIVE_KEYS: Mapping[str, str] = {
-    **dict.fromkeys(("headers", "http_headers"), HEADERS),
-    **dict.fromkeys(("cookie", "cookies", "set_cookie"), COOKIE),
-    **dict.fromkeys(("env", "environ"), ENVIRONMENT),
+    **dict.fromkeys(("headers", "http_headers", "request_headers", "response_headers"), HEADERS),
+    **dict.fromkeys(("cookie", "cookies", "set_cookie", "cookie_jar"), COOKIE),
+    **dict.fromkeys(("env", "environ", "environment_variables", "env_vars"), ENVIRONMENT),
     **dict.fromkeys(
         (
             "authorization",
@@ -85,41 +88,78 @@ SENSITIVE_KEYS: Mapping[str, str] = {
             "x_api_key",
             "api_token",
             "access_token",
+            "access_key",
             "refresh_token",
             "id_token",
             "auth_token",
+            "session_token",
+            "csrf_token",
+            "csrftoken",
+            "xsrf_token",
             "token",
+            "bearer",
             "secret",
             "client_secret",
             "secret_key",
             "secret_access_key",
             "password",
             "passwd",
+            "pwd",
             "passphrase",
+            "pin",
             "private_key",
+            "signing_key",
+            "encryption_key",
             "credentials",
+            "credential",
+            "connection_string",
+            "conn_str",
+            "dsn",
         ),
         CREDENTIAL,
     ),
 }
-"""Normalised mapping keys whose value is never kept, and the reason recorded instead. A key is normalised by
-splitting camelCase (``accessToken`` → ``access_token``), lowercasing and replacing ``-`` by ``_``."""
+"""Normalised mapping keys (see :func:`normal_key`) whose value is never kept, and the reason recorded instead."""
 
 SENSITIVE_KEY_SUFFIXES = (
     "_api_key",
+    "_apikey",
+    "_access_key",
+    "_auth",
     "_secret",
     "_secret_key",
     "_secret_access_key",
     "_private_key",
     "_password",
+    "_passwd",
+    "_pwd",
+    "_pass",
     "_passphrase",
     "_token",
     "_credentials",
+    "_credential",
+    "_connection_string",
+    "_conn_str",
+    "_dsn",
+    "_cookie",
 )
-"""Normalised key endings that also name a credential (``openai_api_key``, ``x_auth_token``). ``max_tokens``
-and ``input_tokens`` do not match: ``_tokens`` is not ``_token``."""
+"""Normalised key endings that also name a credential (``openai_api_key``, ``x_auth_token``, ``db_password``,
+``db_pass``, ``sentry_dsn``). ``max_tokens`` and ``input_tokens`` do not match: ``_tokens`` is not ``_token``.
+(``pass`` and ``session_id`` alone are not credentials: a test result, a conversation id.)"""
 
-_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SQUASHED_KEYS = frozenset(key.replace("_", "") for key, reason in SENSITIVE_KEYS.items() if reason == CREDENTIAL)
+"""The credential names without separators (``APIKEY``, ``accesstoken``, ``x-apikey``): also credential keys."""
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[^a-z0-9]+")
+
+
+def normal_key(key: str) -> str:
+    """A mapping key as it is compared: camelCase split (``accessToken`` → ``access_token``, ``XApiKey`` →
+    ``x_api_key``), lower-cased, every run of other characters (``-``, ``.``, spaces) one ``_``, no ``_`` at
+    either end (``__Password__`` → ``password``)."""
+    return _SEPARATORS.sub("_", _CAMEL_BOUNDARY.sub("_", key).lower()).strip("_")
+
 
 _ELIDED_BY_REASON = {reason: Elided(reason) for reason in (CREDENTIAL, HEADERS, COOKIE, ENVIRONMENT)}
 _ELIDED_TOO_DEEP = Elided(TOO_DEEP)
@@ -135,40 +175,15 @@ _KEY_CACHE_MAX_LEN = 128
 
 def _key_elision(key: str) -> Elided | None:
     """The marker replacing the value of entry ``key``, or None when the key names nothing sensitive."""
-    normal = _CAMEL_BOUNDARY.sub("_", key).lower().replace("-", "_")
+    normal = normal_key(key)
     reason = SENSITIVE_KEYS.get(normal)
-    if reason is None and normal.endswith(SENSITIVE_KEY_SUFFIXES):
+    if reason is None and (normal.endswith(SENSITIVE_KEY_SUFFIXES) or normal.replace("_", "") in _SQUASHED_KEYS):
         reason = CREDENTIAL
     return None if reason is None else _ELIDED_BY_REASON[reason]
 
 
 # -- strings -------------------------------------------------------------------------------------------------
 
-CREDENTIAL_PATTERNS: Mapping[str, str] = {
-    "pem": r"-----BEGIN [A-Z0-9 ]+-----(?s:.*?)(?:-----END [A-Z0-9 ]+-----|\Z)",  # cut blocks too
-    "jwt": r"(?<!-)\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*\.?[A-Za-z0-9_\-]*",
-    "authorization": r"\b(?ai:bearer|basic)\s+(?P<token>[A-Za-z0-9._~+/=\-]{8,})",
-    "api_key": r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{12,}",  # OpenAI, Anthropic (sk-ant-...)
-    "stripe": r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}",  # secret and restricted keys
-    "aws": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    "github": r"\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}",
-    "slack": r"\bxox[abprs]-[A-Za-z0-9-]+",
-    "google": r"\bAIza[0-9A-Za-z_\-]{30,}",
-}
-"""What a credential inside a string looks like; each match becomes ``[redacted]`` (an ``authorization`` match
-whose token is an ordinary word, "Basic understanding", is prose and stays). Each pattern starts only at the
-beginning of its token, so a scan is linear in the length of the string."""
-
-_PEM = re.compile(CREDENTIAL_PATTERNS["pem"])
-_JWT = re.compile(CREDENTIAL_PATTERNS["jwt"])
-_AUTHORIZATION = re.compile(CREDENTIAL_PATTERNS["authorization"])
-_API_KEY = re.compile(CREDENTIAL_PATTERNS["api_key"])
-_STRIPE = re.compile(CREDENTIAL_PATTERNS["stripe"])
-_AWS = re.compile(CREDENTIAL_PATTERNS["aws"])
-_GITHUB = re.compile(CREDENTIAL_PATTERNS["github"])
-_SLACK = re.compile(CREDENTIAL_PATTERNS["slack"])
-_GOOGLE = re.compile(CREDENTIAL_PATTERNS["google"])
-_PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*[.\-~]*")
 _URL_REST = re.compile(r"://[^\s\"'`<>]+")
 _SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
 _SCHEME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -219,44 +234,41 @@ def _redact_urls(text: str) -> str:
     return "".join(pieces)
 
 
-_SHORTEST_CREDENTIAL = 12  # a JWT (eyJ + 8 + .); the others are longer, but for URLs and Slack tokens
+_SHORTEST = 5
+"""The shortest text that can hold a URL (``a://b``) or a credential (``pwd=x``, ``xoxb-``)."""
 
 
-def _redact_authorization(match: re.Match[str]) -> str:
-    return match.group() if _PLAIN_WORD.fullmatch(match.group("token")) else REDACTED
+_CLEAN: set[str] = set()
+"""Strings already found to hold nothing to cut (only those: never one that held a credential). An agent sends
+the same system prompt, tool definitions and earlier messages on every model call, so most captured strings
+were seen before. Bounded: at most ``_CLEAN_SIZE`` strings of at most ``_CLEAN_MAX_LEN`` characters."""
+_CLEAN_SIZE = 4096
+_CLEAN_MAX_LEN = 1024
 
 
 def _scrub(text: str) -> str:
-    """``text`` with URL user-info, query and fragment, and credentials, replaced by ``[redacted]``.
-
-    Each pattern runs only when the literal it cannot match without is in the text (``in`` is far cheaper than
-    any regex scan): a string with none of them costs a few ``in`` tests and is returned as it is.
-    """
-    size = len(text)
-    if size < _SHORTEST_CREDENTIAL and (size < 5 or ("://" not in text and "xox" not in text)):
-        return text  # shorter than a URL (a://b), a Slack token (xoxb-1) and any other credential
+    """``text`` with URL user-info, query and fragment, and credentials and card numbers, replaced by
+    ``[redacted]``. Text without any of them is returned as it is (the same object)."""
+    if len(text) < _SHORTEST or text in _CLEAN:
+        return text
+    original = text
     if "://" in text:
         text = _redact_urls(text)
-    if "-----BEGIN " in text:
-        text = _PEM.sub(REDACTED, text)
-    if "eyJ" in text:
-        text = _JWT.sub(REDACTED, text)
-    lower = text.lower()
-    if "bearer" in lower or "basic" in lower:
-        text = _AUTHORIZATION.sub(_redact_authorization, text)
-    if "k-" in text:
-        text = _API_KEY.sub(REDACTED, text)
-    if "k_live_" in text or "k_test_" in text:
-        text = _STRIPE.sub(REDACTED, text)
-    if "AKIA" in text or "ASIA" in text:
-        text = _AWS.sub(REDACTED, text)
-    if "_" in text and ("gh" in text or "github_pat_" in text):
-        text = _GITHUB.sub(REDACTED, text)
-    if "xox" in text:
-        text = _SLACK.sub(REDACTED, text)
-    if "AIza" in text:
-        text = _GOOGLE.sub(REDACTED, text)
-    return text
+    spans = credential_spans(text)
+    if not spans:
+        if text is original and len(text) <= _CLEAN_MAX_LEN:
+            if len(_CLEAN) >= _CLEAN_SIZE:
+                _CLEAN.clear()
+            _CLEAN.add(text)
+        return text
+    pieces = []
+    done = 0
+    for start, end in spans:
+        pieces.append(text[done:start])
+        pieces.append(REDACTED)
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _is_media(text: str) -> bool:

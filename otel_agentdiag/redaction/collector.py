@@ -15,11 +15,13 @@ What the processor can mirror, and how:
   key a pattern would allow but the catalogue does not name is removed by the Collector: the limitation errs on
   the private side. :func:`unexpanded_patterns` lists the patterns of a custom policy that the catalogue does
   not know (``agentdiag policy --collector`` warns about them).
-- ``blocked_values``: our public-safety check (credentials, e-mail addresses, URLs, absolute paths) as one
-  RE2 expression per kind, plus the policy's own ``blocked_values``. Each flags the same strings as
-  :func:`~otel_agentdiag.redaction.policy.is_sensitive` for ASCII text, but the processor *masks the match*
-  instead of dropping the value, so the expressions extend their match over the whole token (the rest of the
-  URL, the path, the bearer token, the PEM block).
+- ``blocked_values``: our public-safety check (hidden characters, credentials, personal data, URLs, absolute
+  paths) as one RE2 expression per format (:data:`PUBLIC_SAFETY_PATTERNS`), plus the policy's own
+  ``blocked_values``. For ASCII text they flag every string :func:`~otel_agentdiag.redaction.policy.is_sensitive`
+  flags (and the few candidates it clears with a check RE2 cannot run, such as a card number's Luhn digit), but
+  the processor *masks the match* instead of dropping the value, so the expressions extend their match over the
+  whole token (the rest of the URL, the path, the bearer token, the PEM block; all of a value with a hidden
+  character).
 - ``hash_function``: ``hmac-sha256`` with ``hmac_key: ${env:AGENTDIAG_COLLECTOR_HASH_KEY}`` for a keyed policy
   (HMAC arrived in the processor in early 2026, contrib PR #45715); ``sha3`` (SHA3-256, unkeyed) for
   ``hash_function="sha256"``. The Collector then hashes what it masks instead of writing ``****``. The key is the
@@ -50,6 +52,8 @@ from typing import Any, Final
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.redaction import keys as _keys
 from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction import recognizers
+from otel_agentdiag.redaction.formats import FORMATS
 
 COLLECTOR_CONTRIB_VERSION: Final = "0.165.0"
 """The ``otel/opentelemetry-collector-contrib`` release the generated block (and ``collector-config/``) targets."""
@@ -60,23 +64,18 @@ COLLECTOR_HASH_KEY_ENV: Final = "AGENTDIAG_COLLECTOR_HASH_KEY"
 _HMAC_KEY_REFERENCE: Final = "${env:" + COLLECTOR_HASH_KEY_ENV + "}"
 
 PUBLIC_SAFETY_PATTERNS: Final[tuple[str, ...]] = (
-    r"(?i)\b(?:sk|pk|rk)-[a-z0-9_-]{12,}",  # API keys (OpenAI, Anthropic, Stripe, ...)
-    r"(?i)\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",  # AWS access key ids
-    r"(?i)\bgh[pousr]_[A-Za-z0-9]{20,}",  # GitHub tokens
-    r"(?i)\bgithub_pat_[A-Za-z0-9_]{20,}",
-    r"(?i)\bxox[abprs]-[A-Za-z0-9-]*",  # Slack tokens
-    r"(?i)\bAIza[0-9A-Za-z_-]{30,}",  # Google API keys
-    r"(?i)\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_.-]*",  # JWTs
-    r"(?i)\b(?:bearer|basic|token)\s+\S+",  # authorization header values
-    r"(?s)-----BEGIN.*",  # PEM blocks: everything from the armour line on
-    r"(?i)[^@\s/:]+@[^@\s/]+\.[a-z]{2,}",  # e-mail addresses
-    r"(?i)[a-z][a-z0-9+.-]*://\S*",  # URLs
-    r"""(?i)(?:^|[\s=:'"(,])(?:/|~/|[a-z]:[\\/]|\\\\)\S*""",  # absolute paths (POSIX, home, Windows drive, UNC)
-    r"(?i)/(?:home|users|root|private|var|tmp|etc)/\S*",  # paths that name a user or a host's layout
+    "(?s:.*)" + recognizers.HIDDEN_CHARACTERS + "(?s:.*)",  # a hidden character: the whole value
+    *(fmt.pattern for fmt in FORMATS),
 )
-"""The public-safety check (:func:`~otel_agentdiag.redaction.policy.is_sensitive`) as RE2 expressions, one per
-kind. A string is flagged by one of them exactly when ``is_sensitive`` flags it (for ASCII text: RE2's ``\\s``
-and ``\\b`` are ASCII-only); each match is extended to the whole token because the Collector masks matches."""
+"""The public-safety check (:func:`~otel_agentdiag.redaction.recognizers.is_sensitive`) as RE2 expressions: one
+for hidden characters (it masks the whole value), then the expression of each format of
+:data:`~otel_agentdiag.redaction.formats.FORMATS`, written for both engines. For ASCII text they flag every string
+``is_sensitive`` flags, and exactly what ``recognise(text, confirm=False)`` flags: the few candidates the SDK then
+clears with a check RE2 cannot express (a card number's Luhn digit, a phone number's digit count, an IPv6
+address that does not parse, loopback addresses) are masked by the Collector, the private side. The Collector
+does not fold Unicode (full-width or look-alike letters): that part of the check is the SDK's alone. Each
+expression extends its match over the whole token (the rest of the URL, the path, the bearer token, the PEM
+block), because the Collector masks matches."""
 
 KNOWN_PATTERN_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     sc.AGENTDIAG_REDACTION_PREFIX + "*": _keys.redaction_counter_keys(p.REASONS),

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.redaction import keys as _keys
+from otel_agentdiag.redaction import recognizers as _recognizers
 from otel_agentdiag.redaction.finish_reasons import FINISH_REASONS
 
 # --- reason codes (the suffix of the ``agentdiag.redaction.*`` counters) ----------------------------------
@@ -73,33 +74,8 @@ SUMMARY_MODES: Final = ("info", "silent", "debug")
 HASH_FUNCTIONS: Final = ("hmac-sha256", "sha256")
 ON_ERROR_MODES: Final = ("tombstone", "drop")
 
-# --- public-safety checks ---------------------------------------------------------------------------------
-_PUBLIC_SAFETY = re.compile(
-    r"""(?ix)
-      \b(?:sk|pk|rk)-[a-z0-9_\-]{12,}        # API keys (OpenAI, Anthropic, Stripe, ...)
-    | \b(?:AKIA|ASIA)[0-9A-Z]{16}\b           # AWS access key ids
-    | \bgh[pousr]_[A-Za-z0-9]{20,}            # GitHub tokens
-    | \bgithub_pat_[A-Za-z0-9_]{20,}
-    | \bxox[abprs]-                           # Slack tokens
-    | \bAIza[0-9A-Za-z_\-]{30,}               # Google API keys
-    | \beyJ[A-Za-z0-9_\-]{8,}\.               # JWTs
-    | \b(?:bearer|basic|token)\s+\S           # authorization header values
-    | -----BEGIN                              # PEM blocks (private keys, certificates)
-    | [^@\s/:]+@[^@\s/]+\.[a-z]{2,}           # e-mail addresses
-    | [a-z][a-z0-9+.\-]*://                   # URLs: may carry user-info, hosts and query strings
-    | (?:^|[\s=:'"(,])(?:/|~/|[a-z]:[\\/]|\\\\)   # absolute paths (POSIX, home, Windows drive, UNC)
-    | /(?:home|users|root|private|var|tmp|etc)/   # paths that name a user or a host's layout
-    """
-)
-
-
-def is_sensitive(text: str) -> bool:
-    """The public-safety check: does ``text`` look like a credential, e-mail address, URL or absolute path?
-
-    Applied to every string a token, array or scalar rule would otherwise keep, so an allowed key cannot carry
-    a secret. It is deliberately broader than necessary (any URL, not only those with user-info or a query).
-    """
-    return _PUBLIC_SAFETY.search(text) is not None
+# --- public-safety checks: otel_agentdiag.redaction.recognizers (re-exported here: policy.is_sensitive stays) ---
+is_sensitive = _recognizers.is_sensitive
 
 
 # --- rules ------------------------------------------------------------------------------------------------
@@ -286,12 +262,15 @@ _NAMED_SETS: Final[Mapping[frozenset[str], str]] = {FINISH_REASONS: "the documen
 """Closed sets that ``describe()`` names instead of listing (the README lists them once)."""
 
 
+_OTHER: Final = sc.OTHER_VALUE
+
+
 @dataclass(frozen=True, slots=True)
 class ClosedSet(Rule):
     """A value from a closed vocabulary (finish reasons): a string in ``values`` or, with ``max_items``, a
     sequence of at most that many strings. A string outside ``values`` becomes ``_OTHER`` in its place and is
-    counted as ``invalid_value``, so an array keeps its length and its order; another type, or an array longer
-    than ``max_items``, is dropped."""
+    counted as ``invalid_value``, so an array keeps its length and its order (``_OTHER`` itself passes, so a
+    second redaction changes nothing); another type, or an array longer than ``max_items``, is dropped."""
 
     values: frozenset[str]
     max_items: int | None = None
@@ -308,7 +287,8 @@ class ClosedSet(Rule):
         if self.max_items is None:
             if type(value) is not str:
                 return None, INVALID_VALUE
-            return (value, None) if value in values else (sc.OTHER_VALUE, INVALID_VALUE)
+            # The placeholder itself passes: redacting a redacted span changes nothing (idempotence).
+            return (value, None) if value in values or value == _OTHER else (_OTHER, INVALID_VALUE)
         if not isinstance(value, (tuple, list)):
             return None, INVALID_VALUE
         if len(value) > self.max_items:
@@ -317,11 +297,11 @@ class ClosedSet(Rule):
         for item in value:  # one plain loop: this runs on every LLM span
             if type(item) is not str:
                 return None, INVALID_VALUE
-            if item not in values:
+            if item not in values and item != _OTHER:
                 known = False
         if known:
             return value, None
-        return tuple(item if item in values else sc.OTHER_VALUE for item in value), INVALID_VALUE
+        return tuple(item if item in values or item == _OTHER else _OTHER for item in value), INVALID_VALUE
 
     def describe(self) -> str:
         listed = _NAMED_SETS.get(self.values) or ", ".join(f"`{v}`" for v in sorted(self.values))

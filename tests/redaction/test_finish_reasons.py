@@ -179,3 +179,12 @@ def test_a_closed_set_in_a_policy_file(tmp_path: Path) -> None:
 def test_a_bad_closed_set_is_an_error(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(p.PolicyError, match=message):
         p.rule_from_spec(spec)
+
+
+@pytest.mark.parametrize("value", [("stop", "not_a_reason"), ("jane_doe",), "ssn_123_45_6789"])
+def test_a_second_redaction_changes_nothing(value: object) -> None:
+    """The placeholder an unknown reason became passes as it is: redacting a redacted span is a no-op."""
+    rule = p.FINISH_REASON_ARRAY if isinstance(value, tuple) else p.FINISH_REASON
+    once, reason = rule.apply(value, None)  # type: ignore[arg-type]
+    assert reason == p.INVALID_VALUE and sc.OTHER_VALUE in (once if isinstance(once, tuple) else (once,))
+    assert rule.apply(once, None) == (once, None)  # type: ignore[arg-type]
