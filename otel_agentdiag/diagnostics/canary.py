@@ -16,6 +16,7 @@ a sentinel that survives is a leak.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,8 +44,10 @@ SURFACES = (
     "links",
     "resource",
     "scope",
+    "credentials",
 )
-"""The surfaces of a span the canary covers, in report order."""
+"""The surfaces of a span the canary covers, in report order. ``credentials`` are credential and personal-data
+formats (and disguised ones) in values that allowed keys and resource attributes would otherwise keep."""
 
 _DIGEST_PREFIXES = ("hmac-sha256:", "sha256:")
 
@@ -79,7 +82,12 @@ def _sentinels() -> dict[str, dict[str, str]]:
             "tool_call": s("toolcall"),
             "response": s("response"),
         },
-        "names": {"tool": s("tool"), "agent": s("agent")},
+        "names": {
+            "tool": s("tool"),
+            "agent": s("agent"),
+            # Declared in code, yet credential-shaped: the registration is refused, the name leaves as _OTHER.
+            "registered_secret": f"sk_live_{s('registeredname')}",
+        },
         "events": {"event_name": s("eventname"), "event_value": s("eventvalue")},
         "exception": {"message": s("exceptionmessage")},
         "status": {"description": s("status")},
@@ -96,7 +104,29 @@ def _sentinels() -> dict[str, dict[str, str]]:
             "scope_name": f"/home/{s('scopename')}/lib",
             "schema_url": f"https://opentelemetry.io/schemas/1.37.0/{s('scopeschema')}",
         },
+        "credentials": {
+            "stripe": f"rk_live_{s('stripe')}",
+            "huggingface": f"hf_{s('huggingface')}qx7lm2zp",  # 30+ letters and digits, as Hugging Face makes them
+            "dsn": f"svc:{s('dsnpassword')}@db.internal:5432",
+            # Disguised: full-width letters, a zero-width space, a bidi override (matched after normalising).
+            "full_width": "\uff53\uff4b\uff0d\uff50\uff52\uff4f\uff4a\uff0d" + s("fullwidth"),
+            "zero_width": "gh\u200bp_" + s("zerowidth"),
+            "bidi": "\u202e" + s("bidi"),
+            "card": _card_number(),
+        },
     }
+
+
+def _card_number() -> str:
+    """A random 16-digit number that passes the Luhn check (a card number's shape), in groups of four."""
+    digits = [4] + [secrets.randbelow(10) for _ in range(14)]
+    total = 0
+    for index, digit in enumerate(reversed(digits)):
+        doubled = digit * 2 if index % 2 == 0 else digit
+        total += doubled - 9 if doubled > 9 else doubled
+    digits.append((10 - total % 10) % 10)
+    text = "".join(map(str, digits))
+    return " ".join(text[i : i + 4] for i in range(0, 16, 4))
 
 
 @dataclass
@@ -147,6 +177,7 @@ class CanaryReport:
 def _emit(provider: TracerProvider, sentinels: Mapping[str, Mapping[str, str]]) -> int:
     """Record the canary spans on ``provider``; returns how many were made."""
     attrs, ids, names = sentinels["attributes"], sentinels["ids"], sentinels["names"]
+    credentials = sentinels["credentials"]
     scope = sentinels["scope"]
     tracer = provider.get_tracer(
         scope["scope_name"], "1.0", scope["schema_url"], attributes={"canary.scope": scope["scope_value"]}
@@ -184,6 +215,9 @@ def _emit(provider: TracerProvider, sentinels: Mapping[str, Mapping[str, str]]) 
             attributes={
                 sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
                 sc.GEN_AI_REQUEST_MODEL: attrs["credential"],
+                sc.GEN_AI_RESPONSE_MODEL: credentials["stripe"],
+                sc.GEN_AI_PROVIDER_NAME: credentials["huggingface"],
+                "llm.model_name": credentials["dsn"],
                 sc.GEN_AI_RESPONSE_ID: ids["response"],
                 sc.ERROR_TYPE: attrs["error_type"],
                 sc.GEN_AI_USAGE_PREFIX + attrs["usage_key_name"]: 7,
@@ -196,6 +230,7 @@ def _emit(provider: TracerProvider, sentinels: Mapping[str, Mapping[str, str]]) 
             attributes={
                 sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
                 sc.GEN_AI_TOOL_NAME: names["tool"],
+                "tool.name": names["registered_secret"],
                 sc.GEN_AI_TOOL_CALL_ID: ids["tool_call"],
                 "gen_ai.tool.call.arguments": json.dumps({"query": attrs["content"]}),
             },
@@ -257,13 +292,16 @@ def _search(spans: Sequence[ReadableSpan], sentinels: Mapping[str, Mapping[str, 
             needle = _needle(sentinel)
             for output in outputs:
                 for where, text in output.items():
-                    if needle in text.lower():
+                    if needle in text.lower() or needle in text.replace(" ", "").replace("-", ""):
                         leaks.setdefault(origin, set()).add(where)
     return {origin: sorted(found - {"everything"} or {"everything"}) for origin, found in leaks.items()}
 
 
 def _needle(sentinel: str) -> str:
-    """The random part of a sentinel (lower case): found even if a sentinel was cut, re-cased or escaped."""
+    """The random part of a sentinel (lower case): found even if a sentinel was cut, re-cased or escaped. A
+    sentinel made of digits (the card number) is searched for as its digits, without separators."""
+    if "cnry" not in sentinel:
+        return "".join(c for c in sentinel if c.isdigit())
     start = sentinel.index("cnry")
     end = start + 4
     while end < len(sentinel) and (sentinel[end].isalnum()):
@@ -271,12 +309,26 @@ def _needle(sentinel: str) -> str:
     return sentinel[start:end].lower()
 
 
+def _registry(sentinels: Mapping[str, Mapping[str, str]]) -> NameRegistry:
+    """A fresh registry holding what the canary declares in code, as a framework integration would: among it a
+    credential-shaped name, which the registry must refuse (its warning is the canary's own, not shown)."""
+    names = NameRegistry()
+    quiet = logging.getLogger(NameRegistry.__module__)
+    muted = logging.Filter("otel_agentdiag.diagnostics.canary")  # passes nothing the registry logs
+    quiet.addFilter(muted)
+    try:
+        names.register_valid("tool", [sentinels["names"]["registered_secret"]])
+    finally:
+        quiet.removeFilter(muted)
+    return names
+
+
 def run_canary(destinations: Iterable[Destination], resource: Resource | None = None) -> CanaryReport:
     """Send the canary through each destination's redacting processor and report what survived."""
     results = []
     for destination in destinations:
         sentinels = _sentinels()
-        res = sentinels["resource"]
+        res, credentials = sentinels["resource"], sentinels["credentials"]
         # Built whole rather than merged: Resource.merge() keeps the first schema URL when both have one.
         canary_resource = Resource(
             {
@@ -285,12 +337,16 @@ def run_canary(destinations: Iterable[Destination], resource: Resource | None = 
                 "process.command_line": res["command_line"],
                 "service.namespace": res["namespace"],
                 "telemetry.sdk." + res["sdk_key_name"]: "1.0",
+                "service.version": credentials["full_width"],
+                "deployment.environment.name": credentials["zero_width"],
+                "deployment.environment": credentials["bidi"],
+                "service.instance.id": credentials["card"],
             },
             res["schema_url"],
         )
         sink = InMemorySpanExporter()
         processor = RedactingSpanProcessor(
-            SimpleSpanProcessor(sink), policy=destination.policy, hasher=destination.hasher, names=NameRegistry()
+            SimpleSpanProcessor(sink), policy=destination.policy, hasher=destination.hasher, names=_registry(sentinels)
         )
         provider = TracerProvider(resource=canary_resource, shutdown_on_exit=False)
         provider.add_span_processor(processor)
