@@ -13,7 +13,6 @@ import math
 import os
 import sqlite3
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +67,8 @@ AWKWARD = {
     "surrogate": "\udc80",
 }
 
+pytestmark = pytest.mark.usefixtures("clean_env")
+
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,13 +76,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         if name.startswith(("OTEL_", "AGENTDIAG_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("SENTINEL_ENV_VAR", ENV_VALUE)
-
-
-@pytest.fixture
-def receiver() -> Iterator[OTLPReceiver]:
-    with OTLPReceiver() as running:
-        yield running
-        assert running.errors == []
 
 
 def run_agent(client: Any = None) -> dict[str, Any]:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import gzip
 import logging
-import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -64,20 +63,7 @@ SENTINELS = (
 )
 assert len(set(SENTINELS)) == len(SENTINELS)
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No OTEL_*/AGENTDIAG_* setting from the surrounding shell may steer these tests."""
-    for name in list(os.environ):
-        if name.startswith(("OTEL_", "AGENTDIAG_")):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def receiver() -> Iterator[OTLPReceiver]:
-    with OTLPReceiver() as running:
-        yield running
-        assert running.errors == []
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 UPSTREAM = SpanContext(

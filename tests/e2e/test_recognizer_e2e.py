@@ -12,11 +12,9 @@ format, and the CLI's output. Allowed values on the same spans are present, so e
 from __future__ import annotations
 
 import json
-import os
 import random
 import secrets
 import string
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +28,8 @@ from otel_agentdiag.storage import SpanStore
 
 WAIT_S = 10.0
 RNG = random.Random(3_2026)
+
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def core(alphabet: str, n: int) -> str:
@@ -80,20 +80,6 @@ SCOPE_NAME = "npm_\u202e" + CORES["npm"]  # a bidi override
 SCOPE_VERSION = fullwidth("sk_live_" + CORES["stripe"])  # full-width
 RESOURCE = f"service.version={CARD},deployment.environment=+44 20 {CORES['phone'][:4]} {CORES['phone'][4:]}"
 TAGGED = "gpt-4o-mini\U000e0041\U000e0042"  # tag characters after an allowed model name
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("OTEL_", "AGENTDIAG_")):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def receiver() -> Iterator[OTLPReceiver]:
-    with OTLPReceiver() as running:
-        yield running
-        assert running.errors == []
 
 
 def forms(value: str) -> list[bytes]:

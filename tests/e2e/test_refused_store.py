@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,19 +21,7 @@ import otel_agentdiag as agentdiag
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 WAIT_S = 10.0
 
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("OTEL_", "AGENTDIAG_")):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def receiver() -> Iterator[OTLPReceiver]:
-    with OTLPReceiver() as running:
-        yield running
-        assert running.errors == []
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def _planted_by_another_user(folder: Path) -> str:
