@@ -211,15 +211,9 @@ def read_key_file(path: Path) -> bytes | None:
         return None
     try:
         try:
-            fd, _created = trust.open_trusted_file(folder, path.name, path, "hash key file")
+            return _read_trusted_key(folder, path)
         except FileNotFoundError:
             return None
-        try:
-            key = _read_key(fd, path)
-        finally:
-            os.close(fd)
-        _tighten_key(folder, path)
-        return key
     finally:
         os.close(folder)
 
@@ -236,15 +230,21 @@ def load_or_create_key_file(path: Path) -> bytes:
         created = _create_key_file(folder, path)
         if created is not None:
             return created
-        fd, _created = trust.open_trusted_file(folder, path.name, path, "hash key file")
-        try:
-            key = _read_key(fd, path)
-        finally:
-            os.close(fd)
-        _tighten_key(folder, path)
-        return key
+        return _read_trusted_key(folder, path)
     finally:
         os.close(folder)
+
+
+def _read_trusted_key(folder: int, path: Path) -> bytes:
+    """The key in the file ``path.name`` of the checked ``folder``, opened and checked as ours (``O_NOFOLLOW``,
+    ``fstat``), then set to 0600 if others could read it. ``FileNotFoundError`` when there is none."""
+    fd, _created = trust.open_trusted_file(folder, path.name, path, "hash key file")
+    try:
+        key = _read_key(fd, path)
+    finally:
+        os.close(fd)
+    _tighten_key(folder, path)
+    return key
 
 
 def _create_key_file(folder: int, path: Path) -> bytes | None:
