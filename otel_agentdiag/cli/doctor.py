@@ -32,25 +32,19 @@ _CONTENT_SWITCHES: dict[str, frozenset[str]] = {
 }
 
 
-def _safe_endpoint(url: str) -> str:
-    """Scheme, host, port and the plain-word path segments of an endpoint: never user info, query, fragment or
-    a token in its path (see :func:`~otel_agentdiag.cli._common.safe_url`)."""
-    return safe_url(url)
-
-
 def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, dict[str, Any]]:
     from otel_agentdiag.config import _resolve, batch_settings_from_env
 
     options = _resolve(None, store, otlp_endpoint)
     if options.otlp_endpoint is not None:
-        endpoint: str | None = _safe_endpoint(options.otlp_endpoint)
+        endpoint: str | None = safe_url(options.otlp_endpoint)
     elif options.otlp_from_env:
         variable = (
             env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
             if os.environ.get(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
             else env.OTEL_EXPORTER_OTLP_ENDPOINT
         )
-        endpoint = f"{_safe_endpoint(os.environ[variable])} (from {variable})"
+        endpoint = f"{safe_url(os.environ[variable])} (from {variable})"
     else:
         endpoint = None
     batch = batch_settings_from_env()

@@ -426,7 +426,8 @@ class RedactingSpanProcessor(SpanProcessor):
         """The local store's branch only: captured content moves from each ended span onto its redacted copy."""
         self._propagate = propagate_conversation
         """``False`` when something before it on the provider (``configure()``'s sequencer) already records the
-        run's conversation id beside spans at start: one on_start less per span and destination."""
+        run's conversation id beside spans at start and pins their ids at end: one on_start and one pin less per
+        span and destination."""
         self.redactor = SpanRedactor(policy or p.STRICT, hasher, names)
         self._lock = threading.Lock()
         self._shutdown = False
@@ -487,12 +488,14 @@ class RedactingSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         if self._shutdown:
             return
-        try:
+        if self._propagate:
             # The span's raw ids are tied to the ended span: found there by finish_span() on the worker, and
-            # released with it (also what on_start recorded, when this processor redacts right here).
-            _ids.TABLE.pin(span)
-        except Exception as exc:  # noqa: BLE001
-            log_internal_error("handing a span's ids over", exc)
+            # released with it. Without propagation the processor that recorded them at start (configure()'s
+            # sequencer, first on the provider) has pinned them already.
+            try:
+                _ids.TABLE.pin(span)
+            except Exception as exc:  # noqa: BLE001
+                log_internal_error("handing a span's ids over", exc)
         if self._in_worker:
             # Queued as it ended; the batch processor's worker calls finish_span() before export.
             self._forward(span)
