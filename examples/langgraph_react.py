@@ -1,7 +1,9 @@
 """A LangChain ``create_agent`` ReAct loop traced by otel-agentdiag, offline: run it, then read its trace.
 
-    pip install -e '.[dev]'            # langchain, langgraph
+    pip install -e '.[langchain]' 'langchain>=1.0'   # from a checkout: langchain-core, langchain, langgraph
     python examples/langgraph_react.py [--store PATH] [--stream]
+
+Without them it prints that install line on stderr and exits with code 2.
 
 The agent's model is a tiny scripted chat model defined below (no network, no API key): the first answer asks
 for the ``get_weather`` tool, the second answers. The LangChain instrumentor turns the run into
@@ -13,15 +15,20 @@ run's trace.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterator
 from typing import Any
 
-from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from langchain_core.tools import tool
-from langchain_core.utils.function_calling import convert_to_openai_tool
+try:
+    from langchain.agents import create_agent
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+    from langchain_core.tools import tool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+except ImportError:  # the README's first command installs the base package only
+    print("this example needs LangChain and LangGraph: pip install -e '.[langchain]' 'langchain>=1.0'", file=sys.stderr)
+    raise SystemExit(2) from None
 
 import otel_agentdiag as agentdiag
 from otel_agentdiag.cli import cli

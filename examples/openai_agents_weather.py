@@ -1,7 +1,9 @@
 """An OpenAI Agents SDK agent traced by otel-agentdiag, offline: run it, then read its trace.
 
-    pip install -e '.[dev]'            # openai-agents, openai, and the fake model server's test helpers
+    pip install -e '.[openai-agents]'  # from a checkout: the Agents SDK and the OpenAI client
     python examples/openai_agents_weather.py [--store PATH] [--stream]
+
+Without the ``openai-agents`` extra it prints that install line on stderr and exits with code 2.
 
 The agent's model is the real ``AsyncOpenAI`` client, pointed at the scripted fake OpenAI server of this
 repository's tests (``tests/fakes/openai_server.py``) on 127.0.0.1: the first answer asks for the
@@ -16,8 +18,12 @@ import asyncio
 import sys
 from pathlib import Path
 
-from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
-from openai import AsyncOpenAI
+try:
+    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
+    from openai import AsyncOpenAI
+except ImportError:  # the README's first command installs the base package only
+    print("this example needs the OpenAI Agents SDK: pip install -e '.[openai-agents]'", file=sys.stderr)
+    raise SystemExit(2) from None
 
 import otel_agentdiag as agentdiag
 from otel_agentdiag.cli import cli

@@ -27,7 +27,7 @@ from otel_agentdiag.storage import SpanStore
 KEY = "d71abe986b871b20ae635742c3c22f7c15a8f06ce32a92fb26363cdd97b78994"
 AGENT = "jaeger-agent"
 TOOL = "fetch_rates"
-README = Path(__file__).parents[2] / "README.md"
+README = Path(__file__).parents[2] / "docs" / "cli.md"  # the example moved there from the README
 HEX32 = re.compile(r"[0-9a-f]{32}")
 HEX16 = re.compile(r"[0-9a-f]{16}")
 TAG_TYPES = {"string": str, "bool": bool, "int64": int, "float64": float, "binary": str}
