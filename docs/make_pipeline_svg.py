@@ -88,8 +88,8 @@ def svg() -> str:
     out += _row(
         local_y,
         [
-            ("RedactingSpanProcessor", "local policy", "local"),
             ("batching", "counts every span's fate", "local"),
+            ("RedactingSpanProcessor", "local policy, on the worker", "local"),
             ("SQLiteSpanExporter", "spans + ledger, one txn", "local"),
             (".agentdiag/traces.db", "SQLite file, mode 0600", "outside"),
             ("agentdiag CLI", "traces, show, receipt…", "outside"),
@@ -98,8 +98,8 @@ def svg() -> str:
     out += _row(
         otlp_y,
         [
-            ("RedactingSpanProcessor", "strict policy", "otlp"),
             ("batching", "counts every span's fate", "otlp"),
+            ("RedactingSpanProcessor", "strict policy, on the worker", "otlp"),
             ("OTLP exporter", "http/protobuf or gRPC", "otlp"),
             ("Collector", "redaction processor", "outside"),
             ("Jaeger / Tempo", "(Grafana)", "outside"),
