@@ -34,10 +34,12 @@ from otel_agentdiag.cli._common import (
     safe_url,
     store_option,
 )
+from otel_agentdiag.cli._duration import Duration, format_duration
 from otel_agentdiag.cli.health import parse_as_of, resolve_session
 from otel_agentdiag.diagnostics.projection import load_store_hasher
 from otel_agentdiag.diagnostics.push import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_TIMEOUT_S,
     PushResult,
     effective_timeout,
     endpoint_key,
@@ -220,11 +222,10 @@ def _failure(
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=Duration(example="30s"),
     default=None,
-    metavar="SECONDS",
-    help="Deadline per export, the exporter's retries included [default: $OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, "
-    "$OTEL_EXPORTER_OTLP_TIMEOUT, 10].",
+    help="Deadline per export (45s, 500ms, 2m, or seconds), the exporter's retries included [default: "
+    f"$OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, $OTEL_EXPORTER_OTLP_TIMEOUT, {format_duration(DEFAULT_TIMEOUT_S)}].",
 )
 @store_option
 @format_option
