@@ -30,6 +30,7 @@ from otel_agentdiag.cli._common import (
     resolve_store_path,
     store_option,
 )
+from otel_agentdiag.cli._duration import Duration, format_duration
 from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt, session_receipts, store_receipt
 from otel_agentdiag.diagnostics.status import DEFAULT_STALL_THRESHOLD_S, REPETITION_THRESHOLD, Status, session_status
 from otel_agentdiag.redaction import hashing
@@ -329,11 +330,11 @@ def receipt(session_text: str | None, store_path: Path | None, output_format: st
 )
 @click.option(
     "--stall-threshold",
-    type=float,
-    default=DEFAULT_STALL_THRESHOLD_S,
+    type=Duration(example="10m"),
+    default=format_duration(DEFAULT_STALL_THRESHOLD_S),
     show_default=True,
     callback=_threshold_option,
-    help="Seconds of silence after which an active session is a suspected stall.",
+    help="Silence (30d, 12h, 90m, 45s, 500ms, or seconds) after which an active session is a suspected stall.",
 )
 @click.option("--with-receipt", is_flag=True, help="Include the session's integrity receipt.")
 @store_option
@@ -379,8 +380,9 @@ def status(
 )
 @click.option(
     "--max-session-age",
-    callback=_limit_option,
-    help=f"Seconds a span is kept, or 'none' [default: {RetentionLimits().max_session_age_s:g}].",
+    type=Duration(allow_none=True, example="30d"),
+    help="How long a span is kept (30d, 12h, 90m, 45s, 500ms, or seconds), or 'none' "
+    f"[default: {format_duration(RetentionLimits().max_session_age_s)}].",
 )
 @click.option(
     "--max-store-bytes",

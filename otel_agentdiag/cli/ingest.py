@@ -11,12 +11,12 @@ import click
 
 from otel_agentdiag.cli._common import (
     CliError,
-    describe_input,
     format_option,
     json_text,
     resolve_store_path,
     store_option,
 )
+from otel_agentdiag.cli._duration import Duration, format_duration
 from otel_agentdiag.interchange.ingest import IngestError, IngestResult, UnusableInput, ingest_otlp_json
 from otel_agentdiag.storage import RetentionLimits
 
@@ -74,25 +74,6 @@ def _summary_lines(result: IngestResult) -> list[str]:
     return lines
 
 
-def _age_option(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    """Seconds, or ``none`` (no age limit); None when not given."""
-    if value is None:
-        return None
-    if value.strip().lower() == "none":
-        return math.inf
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise click.BadParameter(
-            f"{describe_input(value)} is not a positive number of seconds or 'none'", ctx=ctx, param=param
-        ) from None
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise click.BadParameter(
-            f"{describe_input(value)} is not a positive number of seconds or 'none'", ctx=ctx, param=param
-        )
-    return seconds
-
-
 @click.command()
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=True))
 @store_option
@@ -104,8 +85,9 @@ def _age_option(ctx: click.Context, param: click.Parameter, value: str | None) -
 )
 @click.option(
     "--max-session-age",
-    callback=_age_option,
-    help=f"Seconds a span is kept, or 'none', for this write [default: {RetentionLimits().max_session_age_s:g}]. "
+    type=Duration(allow_none=True, example="30d"),
+    help="How long a span is kept (30d, 12h, 90m, 45s, 500ms, or seconds), or 'none', for this write "
+    f"[default: {format_duration(RetentionLimits().max_session_age_s)}]. "
     "Older spans are pruned as they arrive (and by the next write that applies the default).",
 )
 @format_option

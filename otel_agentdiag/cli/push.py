@@ -6,7 +6,8 @@ OpenTelemetry SDK exporter; see :mod:`otel_agentdiag.diagnostics.push` for batch
 Exit codes: 0 every selected span was pushed (or there was nothing new), 1 the endpoint did not take a batch
 (batches before it stay marked, nothing of it or after it is), 2 a usage error (bad option, no store).
 The endpoint is shown without user info, query or fragment; the SDK exporter's own log lines (which can name
-the URL) are held back and only a status code or gRPC status name from them is shown.
+the URL) are held back and only a status code or gRPC status name from them is shown, or that the TLS handshake
+failed, with the plaintext ``http://host:port`` to write instead.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import logging
 import math
 import re
+import ssl
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,10 +34,12 @@ from otel_agentdiag.cli._common import (
     safe_url,
     store_option,
 )
+from otel_agentdiag.cli._duration import Duration, format_duration
 from otel_agentdiag.cli.health import parse_as_of, resolve_session
 from otel_agentdiag.diagnostics.projection import load_store_hasher
 from otel_agentdiag.diagnostics.push import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_TIMEOUT_S,
     PushResult,
     effective_timeout,
     endpoint_key,
@@ -48,6 +52,8 @@ from otel_agentdiag.storage import SpanStore
 EXIT_PUSH_FAILED = 1
 _UNIX_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
 _EXPORTER_LOGGERS = ("opentelemetry.exporter", "urllib3", "requests", "grpc")
+_TLS_FAILURE = re.compile(r"(?i)(?:tls|ssl) handshake failed|SSL_ERROR_|WRONG_VERSION_NUMBER|TSI_PROTOCOL_FAILURE")
+"""What gRPC's error details say when a TLS handshake failed (matched, never shown: they name the endpoint)."""
 
 
 def parse_since(text: str) -> int:
@@ -86,10 +92,13 @@ class _ExporterLog(logging.Handler):
         super().__init__(logging.WARNING)
         self.status: str | None = None
         self.error: str | None = None
+        self.tls_failed = False
 
     def emit(self, record: logging.LogRecord) -> None:
         args = record.args if isinstance(record.args, tuple) else ()
         for arg in args:
+            if _is_tls_failure(arg):
+                self.tls_failed = True
             if isinstance(arg, int) and not isinstance(arg, bool) and 100 <= arg <= 599:
                 self.status = f"HTTP {arg}"
             elif type(arg).__name__ == "StatusCode" and isinstance(name := getattr(arg, "name", None), str):
@@ -100,6 +109,29 @@ class _ExporterLog(logging.Handler):
     @property
     def hint(self) -> str | None:
         return self.status or self.error
+
+
+def _is_tls_failure(arg: object) -> bool:
+    """Whether a log argument of the SDK exporter says a TLS handshake failed: gRPC's error details, or an
+    ``SSLError`` (the ssl module's, or a transport's of that name) as the error or anywhere in its causes."""
+    if isinstance(arg, str):
+        return _TLS_FAILURE.search(arg) is not None
+    seen = 0
+    error = arg if isinstance(arg, BaseException) else None
+    while error is not None and seen < 8:
+        if isinstance(error, ssl.SSLError) or any(cls.__name__ == "SSLError" for cls in type(error).__mro__):
+            return True
+        reason = getattr(error, "reason", None)  # urllib3's MaxRetryError carries the SSLError as its reason
+        error = reason if isinstance(reason, BaseException) else (error.__cause__ or error.__context__)
+        seen += 1
+    return False
+
+
+def plaintext_endpoint(where: str) -> str:
+    """``http://host:port`` for a displayed endpoint (``host:port`` or ``scheme://host:port/...``, already
+    without user info, query or fragment): what to write for a plaintext collector at the same address."""
+    rest = where.split("://", 1)[1] if "://" in where else where
+    return "http://" + rest.split("/", 1)[0]
 
 
 @contextmanager
@@ -130,10 +162,15 @@ def _summary(result: PushResult, where: str, protocol: str) -> str:
     )
 
 
-def _failure(result: PushResult, where: str, protocol: str, hint: str | None, timeout: float) -> str:
-    cause = hint or "no connection or no answer"
-    if hint is None or not hint.startswith("HTTP 4"):
-        cause += f"; the exporter gave up within its {timeout:g} s timeout, retries included"
+def _failure(
+    result: PushResult, where: str, protocol: str, hint: str | None, timeout: float, tls_failed: bool = False
+) -> str:
+    if tls_failed:
+        cause = f"the TLS handshake failed; for a plaintext collector write --endpoint {plaintext_endpoint(where)}"
+    else:
+        cause = hint or "no connection or no answer"
+        if hint is None or not hint.startswith("HTTP 4"):
+            cause += f"; the exporter gave up within its {timeout:g} s timeout, retries included"
     kept = (
         f"{result.pushed} span{'' if result.pushed == 1 else 's'} of earlier batches were pushed and stay marked"
         if result.pushed
@@ -151,7 +188,9 @@ def _failure(result: PushResult, where: str, protocol: str, hint: str | None, ti
     "--endpoint",
     required=True,
     metavar="URL",
-    help="OTLP endpoint: a base URL for http/protobuf (/v1/traces is appended), [http[s]://]host:port for gRPC.",
+    help="OTLP endpoint. http/protobuf: a base URL (/v1/traces is appended). gRPC: http://host:port is plaintext, "
+    "https://host:port is TLS, a bare host:port is plaintext when the host is loopback (localhost, 127.0.0.0/8, "
+    "::1) and TLS otherwise.",
 )
 @click.option(
     "--protocol",
@@ -183,11 +222,10 @@ def _failure(result: PushResult, where: str, protocol: str, hint: str | None, ti
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=Duration(example="30s"),
     default=None,
-    metavar="SECONDS",
-    help="Deadline per export, the exporter's retries included [default: $OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, "
-    "$OTEL_EXPORTER_OTLP_TIMEOUT, 10].",
+    help="Deadline per export (45s, 500ms, 2m, or seconds), the exporter's retries included [default: "
+    f"$OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, $OTEL_EXPORTER_OTLP_TIMEOUT, {format_duration(DEFAULT_TIMEOUT_S)}].",
 )
 @store_option
 @format_option
@@ -258,7 +296,9 @@ def push(
         click.echo(json.dumps(report, indent=2))
     if not result.ok:
         click.echo(
-            f"agentdiag: error: {_failure(result, where, protocol, log.hint, effective_timeout(timeout))}", err=True
+            "agentdiag: error: "
+            + _failure(result, where, protocol, log.hint, effective_timeout(timeout), log.tls_failed),
+            err=True,
         )
         return EXIT_PUSH_FAILED
     if output_format == "text":

@@ -13,10 +13,16 @@ Marks are keyed by :func:`endpoint_key`, a SHA-256 digest of the endpoint's norm
 for http, host, port, and path for http/protobuf). User info, query and fragment are not part of it, and the URL
 itself is never stored: it may carry credentials. Headers (a tenant header, say) are not part of the key either:
 two tenants behind one URL share its marks.
+
+A gRPC endpoint chooses plaintext or TLS (:func:`grpc_plaintext`): ``http://host:port`` plaintext,
+``https://host:port`` TLS, and a bare ``host:port`` plaintext when the host is a loopback address
+(``localhost``, ``127.0.0.0/8``, ``::1``: a local collector is plaintext) and TLS otherwise, unless
+``OTEL_EXPORTER_OTLP_(TRACES_)INSECURE`` is set, which then decides as the SDK exporter reads it.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import os
@@ -27,7 +33,12 @@ from hashlib import sha256
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry.sdk.environment_variables import OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_EXPORTER_OTLP_TRACES_TIMEOUT
+from opentelemetry.sdk.environment_variables import (
+    OTEL_EXPORTER_OTLP_INSECURE,
+    OTEL_EXPORTER_OTLP_TIMEOUT,
+    OTEL_EXPORTER_OTLP_TRACES_INSECURE,
+    OTEL_EXPORTER_OTLP_TRACES_TIMEOUT,
+)
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -45,6 +56,8 @@ __all__ = [
     "PushResult",
     "effective_timeout",
     "endpoint_key",
+    "grpc_plaintext",
+    "is_loopback_host",
     "push_exporter",
     "push_spans",
 ]
@@ -138,6 +151,48 @@ def effective_timeout(timeout: float | None) -> float:
     return DEFAULT_TIMEOUT_S
 
 
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 with or without brackets) is this machine's loopback:
+    ``localhost``, an address in ``127.0.0.0/8`` or ``::1``. Any other name is not (no name is resolved)."""
+    name = host.strip().strip("[]").rstrip(".").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def grpc_plaintext(endpoint: str) -> bool:
+    """Whether a push over gRPC to ``endpoint`` talks plaintext (True) or TLS (False).
+
+    ``http://host:port`` plaintext, ``https://host:port`` TLS; a bare ``host:port`` plaintext when the host is a
+    loopback address (:func:`is_loopback_host`) and TLS otherwise. When ``OTEL_EXPORTER_OTLP_TRACES_INSECURE``
+    or ``OTEL_EXPORTER_OTLP_INSECURE`` is set, it decides for anything but ``https://`` (``true``: plaintext), as
+    the SDK exporter reads it. Never raises: an endpoint it cannot read is TLS.
+    """
+    text = endpoint.strip()
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if scheme == "https":
+        return False
+    for variable in (OTEL_EXPORTER_OTLP_TRACES_INSECURE, OTEL_EXPORTER_OTLP_INSECURE):
+        value = os.environ.get(variable)
+        if value is not None:
+            return value.strip().lower() == "true"
+    if scheme:
+        return scheme == "http"
+    try:
+        host = urlsplit("grpc://" + text).hostname
+    except ValueError:
+        return False
+    return host is not None and is_loopback_host(host)
+
+
+def _bare_loopback(endpoint: str) -> bool:
+    """A bare ``host:port`` that :func:`grpc_plaintext` makes plaintext where the SDK exporter would use TLS."""
+    return "://" not in endpoint and grpc_plaintext(endpoint)
+
+
 def push_exporter(endpoint: str, protocol: str, *, timeout: float | None = None) -> SpanExporter:
     """The standard SDK OTLP span exporter for ``endpoint`` over ``protocol``.
 
@@ -145,18 +200,20 @@ def push_exporter(endpoint: str, protocol: str, *, timeout: float | None = None)
     (the deadline from ``OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT``, else 10 s). A ``timeout`` (seconds, > 0) is
     passed to the exporter's constructor, with the same endpoint semantics: it bounds one export, the SDK's
     retries with backoff included, so a collector that is down fails the push within about that long.
-    Headers, TLS and compression come from the ``OTEL_EXPORTER_OTLP_*`` variables either way. Raises
-    ``ValueError`` for a bad protocol or timeout and ``ImportError`` (with an install hint) without the extra.
+    Headers, TLS and compression come from the ``OTEL_EXPORTER_OTLP_*`` variables either way, except that a bare
+    gRPC ``host:port`` on a loopback host is plaintext (:func:`grpc_plaintext`). Raises ``ValueError`` for a bad
+    protocol or timeout and ``ImportError`` (with an install hint) without the extra.
     """
-    if timeout is None:
+    plaintext = protocol == GRPC and _bare_loopback(endpoint)
+    if timeout is None and not plaintext:
         return otlp_span_exporter(endpoint, protocol)
-    if not (math.isfinite(timeout) and timeout > 0):
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise ValueError("timeout must be a positive number of seconds")
     try:
         if protocol == GRPC:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 
-            return GrpcSpanExporter(endpoint=endpoint, timeout=timeout)
+            return GrpcSpanExporter(endpoint=endpoint, timeout=timeout, insecure=True if plaintext else None)
         if protocol == HTTP_PROTOBUF:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
