@@ -49,7 +49,7 @@ from otel_agentdiag._internal.context import (
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
 from otel_agentdiag.instrumentation._base import LLMCallState, error_type_of
-from otel_agentdiag.version import __version__
+from otel_agentdiag.instrumentation._provider import manual_tracer, tracer_provider_in_use, use_tracer_provider
 
 __all__ = [
     "LLMCall",
@@ -64,35 +64,10 @@ __all__ = [
 ]
 
 _logger = logging.getLogger(__name__)
-_TRACER_NAME = "otel_agentdiag"
-
 F = TypeVar("F", bound=Callable[..., Any])
 
-_tracer: trace.Tracer | None = None
-_provider: trace.TracerProvider | None = None
-
-
-def use_tracer_provider(tracer_provider: trace.TracerProvider | None) -> None:
-    """Make the wrappers trace into ``tracer_provider`` (``None``: back to the global provider).
-
-    :func:`otel_agentdiag.configure` calls this, so the wrappers use the pipeline it built even when that
-    provider is not the global one.
-    """
-    global _tracer, _provider
-    _provider = tracer_provider
-    _tracer = None if tracer_provider is None else tracer_provider.get_tracer(_TRACER_NAME, __version__)
-
-
-def _tracer_provider_in_use() -> trace.TracerProvider | None:
-    return _provider
-
-
-def _get_tracer() -> trace.Tracer:
-    tracer = _tracer
-    if tracer is None:
-        # A ProxyTracer until a global provider is set; it follows the global provider from then on.
-        tracer = trace.get_tracer(_TRACER_NAME, __version__)
-    return tracer
+_tracer_provider_in_use = tracer_provider_in_use
+"""The provider :func:`use_tracer_provider` set, or ``None`` (its old private name, read by ``configure()``)."""
 
 
 def register_names(
@@ -151,7 +126,7 @@ class _SpanScope:
             # Correlation ids go beside the span, to our redactors only; never onto it (_internal/ids.py). The
             # run's conversation id reaches every span started in its context through our on_start processors.
             if _ids.KEYS.isdisjoint(attributes):  # iterations, model calls: no id of their own at start
-                span = _get_tracer().start_span(
+                span = manual_tracer().start_span(
                     name,
                     context=ctx,
                     kind=self._kind,
@@ -160,7 +135,7 @@ class _SpanScope:
                     set_status_on_exception=False,
                 )
             else:
-                span = _ids.start_span(_get_tracer(), name, context=ctx, kind=self._kind, attributes=attributes)
+                span = _ids.start_span(manual_tracer(), name, context=ctx, kind=self._kind, attributes=attributes)
             self._span = span
             self._token = otel_context.attach(self._context_values(trace.set_span_in_context(span, ctx)))
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent

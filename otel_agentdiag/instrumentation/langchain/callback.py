@@ -78,8 +78,9 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.names import NameRegistry, default_registry
-from otel_agentdiag.instrumentation._base import CANCELLATIONS, error_type_of, tracer_for
+from otel_agentdiag.instrumentation._base import CANCELLATIONS, error_type_of
 from otel_agentdiag.instrumentation._framework import Node, SpanTree
+from otel_agentdiag.instrumentation._provider import tracer_for
 from otel_agentdiag.instrumentation._values import as_count
 
 try:  # langchain-core is an optional dependency: the module must import without it (for documentation tools)
