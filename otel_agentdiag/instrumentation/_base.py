@@ -31,7 +31,7 @@ from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.context import LLM_CALL_KEY, framework_parent
 from otel_agentdiag._internal.errors import log_internal_error
-from otel_agentdiag.version import __version__
+from otel_agentdiag.instrumentation._provider import tracer_for  # re-exported: its home before _provider
 
 __all__ = ["LLMCallState", "current_llm_call", "error_type_of", "llm_call_owned_by", "tracer_for"]
 
@@ -39,16 +39,6 @@ _logger = logging.getLogger(__name__)
 
 CANCELLATIONS = frozenset({"CancelledError", "KeyboardInterrupt", "GeneratorExit"})
 """Names of the exception classes that mean the caller stopped waiting, not that the call failed."""
-
-
-def tracer_for(name: str, tracer_provider: trace.TracerProvider | None) -> trace.Tracer:
-    """The tracer an instrumentor uses: the provider it was given, else the one ``configure()`` built, else the
-    global provider (a proxy that follows a provider set later)."""
-    if tracer_provider is None:
-        from otel_agentdiag.instrumentation.manual import _tracer_provider_in_use
-
-        tracer_provider = _tracer_provider_in_use()
-    return trace.get_tracer(name, __version__, tracer_provider)
 
 
 def error_type_of(exc: BaseException) -> str:

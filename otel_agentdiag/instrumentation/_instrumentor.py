@@ -16,7 +16,7 @@ from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
 from otel_agentdiag.instrumentation import _attempts
-from otel_agentdiag.instrumentation._base import tracer_for
+from otel_agentdiag.instrumentation._provider import tracer_for
 from otel_agentdiag.instrumentation._wrappers import Wrapper
 
 _logger = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from typing import Any
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from otel_agentdiag.environment_variables import AGENTDIAG_OPENAI_AGENTS_KEEP_SDK_PROCESSORS, parse_bool
-from otel_agentdiag.instrumentation._base import tracer_for
+from otel_agentdiag.instrumentation._provider import tracer_for
 from otel_agentdiag.instrumentation.openai_agents.package import _instruments
 from otel_agentdiag.instrumentation.openai_agents.processor import AgentDiagTracingProcessor
 

@@ -43,14 +43,17 @@ function    tool arguments = ``input`` (the arguments JSON string as the model s
 
 Agent, task, turn, handoff, guardrail and custom steps carry no content (custom spans' ``data`` is the
 application's, not the model's).
+
+This module keeps the span table (SDK span id -> node, the run a step belongs to, the tool call ids a model
+answered with, the conversation of each trace); what each step's span is called and carries is read by
+:mod:`._mapping`.
 """
 
 from __future__ import annotations
 
-import re
+import logging
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -61,7 +64,24 @@ from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag.instrumentation._framework import Node, SpanTree
-from otel_agentdiag.instrumentation._values import as_count
+from otel_agentdiag.instrumentation.openai_agents._mapping import (
+    PROVIDER,  # noqa: F401 - its home before _mapping
+    capture_model_call,
+    capture_tool_call,
+    guardrail_end_attributes,
+    guardrail_span,
+    handoff_end_attributes,
+    handoff_span,
+    iteration_span,
+    llm_end_attributes,
+    model_span,
+    other_span,
+    run_attributes,
+    sdk_error_type,
+    stop_reason,
+    tool_calls,
+    tool_span,
+)
 
 try:  # the SDK is an optional dependency: the module must import without it (for documentation tools)
     from agents.tracing import TracingProcessor
@@ -70,151 +90,7 @@ except ImportError:  # pragma: no cover - exercised only without openai-agents
 
 __all__ = ["AgentDiagTracingProcessor"]
 
-PROVIDER = "openai"
-"""``gen_ai.provider.name`` of the SDK's model calls (its models speak the OpenAI APIs)."""
-
-_ERROR_TYPES: Mapping[str, str] = {
-    "Max turns exceeded": "agents.MaxTurnsExceeded",
-    "Guardrail tripwire triggered": "agents.guardrail_tripwire",
-    "Error running tool": "agents.tool_error",
-    "Error running tool (non-fatal)": "agents.tool_error",
-    "Tool execution cancelled": "agents.tool_cancelled",
-    "Tool not found": "agents.tool_not_found",
-    "Multiple handoffs requested": "agents.multiple_handoffs",
-    "Error getting response": "agents.model_error",
-    "Error streaming response": "agents.model_error",
-    "Error in agent run": "agents.agent_error",
-    "Invalid JSON provided": "agents.invalid_json",
-}
-"""The SDK's fixed error messages and the ``error.type`` each becomes. A message not listed (it may quote
-data) becomes ``agents.SpanError``; the message itself never reaches a span."""
-
-_CLASS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_SPAN_TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
-_CANCELLED = "agents.tool_cancelled"
-
-
-def _error_type(error: Any) -> str | None:
-    if not error:
-        return None
-    message = error.get("message") if isinstance(error, Mapping) else None
-    known = _ERROR_TYPES.get(message) if isinstance(message, str) else None
-    if known is not None:
-        return known
-    data = error.get("data") if isinstance(error, Mapping) else None
-    # Some models report the exception's class as data["name"]: a class name is code, not data.
-    name = data.get("name") if isinstance(data, Mapping) else None
-    if isinstance(name, str) and _CLASS_NAME.fullmatch(name):
-        return name
-    return "agents.SpanError"
-
-
-def _stop_reason(error_type: str) -> str:
-    if error_type == "agents.MaxTurnsExceeded":
-        return sc.STOP_MAX_TURNS
-    if error_type == "agents.guardrail_tripwire":
-        return sc.STOP_GUARDRAIL
-    if error_type == _CANCELLED:
-        return sc.STOP_CANCELLED
-    return sc.STOP_ERROR
-
-
-def _usage_attributes(usage: Any) -> dict[str, int]:
-    """``gen_ai.usage.*`` from the SDK's per-call usage dict. All-zero counts are what the SDK records when
-    the API reported nothing (a stream without ``include_usage``): absent, not 0."""
-    if not isinstance(usage, Mapping):
-        return {}
-    out: dict[str, int] = {}
-    input_tokens, output_tokens = as_count(usage.get("input_tokens")), as_count(usage.get("output_tokens"))
-    if not input_tokens and not output_tokens:
-        return out
-    if input_tokens is not None:
-        out[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
-    if output_tokens is not None:
-        out[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
-    details = usage.get("input_tokens_details")
-    if isinstance(details, Mapping) and as_count(details.get("cached_tokens")) is not None:
-        out[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = details["cached_tokens"]
-    details = usage.get("output_tokens_details")
-    if isinstance(details, Mapping) and as_count(details.get("reasoning_tokens")) is not None:
-        out[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = details["reasoning_tokens"]
-    return out
-
-
-def _get(item: Any, name: str) -> Any:
-    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
-
-
-def _tool_calls(data: Any) -> list[tuple[str, str]]:
-    """``(tool name, call id)`` of each tool call in a model's answer, in order: from a generation's
-    ``output`` (chat-completions messages, or the Responses-shaped answer a streamed call records), or from a
-    response's ``output`` items."""
-    calls: list[tuple[str, str]] = []
-
-    def items(output: Any) -> None:
-        for item in output or ():
-            if _get(item, "type") == "function_call":
-                name, call_id = _get(item, "name"), _get(item, "call_id")
-                if isinstance(name, str) and isinstance(call_id, str):
-                    calls.append((name, call_id))
-
-    if data.type == "generation":
-        if not isinstance(data.output, (list, tuple)):
-            return calls
-        for message in data.output:
-            for call in _get(message, "tool_calls") or ():
-                name, call_id = _get(_get(call, "function"), "name"), _get(call, "id")
-                if isinstance(name, str) and isinstance(call_id, str):
-                    calls.append((name, call_id))
-            items(_get(message, "output"))
-    else:
-        items(_get(data.response, "output"))
-    return calls
-
-
-def _answer(output: Any) -> Any:
-    """A generation's recorded answer as output messages. A streamed chat-completions call records the
-    Responses-shaped answer the SDK assembled (``[response.model_dump()]``): its ``output`` items are the
-    answer, the rest (a made-up id, empty ``tools``) is the SDK's scaffolding."""
-    if isinstance(output, list) and len(output) == 1:
-        only = output[0]
-        if isinstance(only, Mapping) and only.get("object") == "response" and isinstance(only.get("output"), list):
-            return only["output"]
-    return output
-
-
-def _capture_model_call(node: Node, data: Any) -> None:
-    """Content of a generation or response step, from what the SDK recorded (nothing without sensitive
-    data)."""
-    if data.input is not None:
-        node.capture(sc.CONTENT_INPUT_MESSAGES, data.input)
-    if data.type == "generation":
-        if data.output is not None:
-            node.capture(sc.CONTENT_OUTPUT_MESSAGES, _answer(data.output))
-        return
-    response = data.response
-    if response is None:
-        return
-    output, instructions, tools = _get(response, "output"), _get(response, "instructions"), _get(response, "tools")
-    if output is not None:
-        node.capture(sc.CONTENT_OUTPUT_MESSAGES, output)
-    if instructions is not None:
-        node.capture(sc.CONTENT_SYSTEM_INSTRUCTIONS, instructions)
-    if tools:
-        node.capture(sc.CONTENT_TOOL_DEFINITIONS, tools)
-
-
-def _capture_tool_call(node: Node, data: Any, error: Any) -> None:
-    """Content of a function step. The SDK records ``input`` (before the tool runs) only when the run traces
-    sensitive data: without it, nothing is captured, not even the (then redacted) error record."""
-    arguments = data.input
-    if arguments is None:
-        return
-    node.capture(sc.CONTENT_TOOL_ARGUMENTS, arguments)
-    if data.output is not None:
-        node.capture(sc.CONTENT_TOOL_RESULT, data.output)
-    elif error:
-        node.capture(sc.CONTENT_TOOL_RESULT, error)
+_logger = logging.getLogger(__name__)
 
 
 class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
@@ -292,22 +168,12 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
             agent = parent.nearest(sc.KIND_RUN) if parent is not None else None
             if agent is not None:
                 self._register_agent_names(agent)
-            index = data.turn if as_count(data.turn) is not None else 0
+            name, attributes = iteration_span(data)
             tree.start(
-                key,
-                parent_key,
-                kind=sc.KIND_ITERATION,
-                name=sc.ITERATION_SPAN_NAME,
-                attributes={sc.AGENTDIAG_ITERATION_INDEX: index},
-                conversation_id=conversation,
+                key, parent_key, kind=sc.KIND_ITERATION, name=name, attributes=attributes, conversation_id=conversation
             )
         elif kind in ("generation", "response"):
-            attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT, sc.GEN_AI_PROVIDER_NAME: PROVIDER}
-            model = getattr(data, "model", None)
-            name = sc.OP_CHAT
-            if isinstance(model, str) and model:
-                attributes[sc.GEN_AI_REQUEST_MODEL] = model
-                name = f"{sc.OP_CHAT} {model}"
+            name, attributes = model_span(data)
             tree.start(
                 key,
                 parent_key,
@@ -323,55 +189,25 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
                 agent = parent.nearest(sc.KIND_RUN)
                 if agent is not None:
                     self._register_agent_names(agent)
-            attributes = {
-                sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-                sc.GEN_AI_TOOL_NAME: tool,
-                sc.GEN_AI_TOOL_TYPE: "extension" if getattr(data, "mcp_data", None) else "function",
-            }
-            call_id = self._take_call_id(parent, tool)
-            if call_id is not None:
-                attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
+            name, attributes = tool_span(data, tool, self._take_call_id(parent, tool))
             tree.start(
-                key,
-                parent_key,
-                kind=sc.KIND_TOOL,
-                name=f"{sc.OP_EXECUTE_TOOL} {tool}",
-                attributes=attributes,
-                conversation_id=conversation,
+                key, parent_key, kind=sc.KIND_TOOL, name=name, attributes=attributes, conversation_id=conversation
             )
         elif kind == "handoff":
-            attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_TYPE: "function"}
-            if isinstance(data.from_agent, str):
-                attributes[sc.AGENTDIAG_HANDOFF_SOURCE_AGENT] = data.from_agent
+            name, attributes = handoff_span(data)
             tree.start(
-                key,
-                parent_key,
-                kind=sc.KIND_TOOL,
-                name=sc.OP_EXECUTE_TOOL,
-                attributes=attributes,
-                conversation_id=conversation,
+                key, parent_key, kind=sc.KIND_TOOL, name=name, attributes=attributes, conversation_id=conversation
             )
         elif kind == "guardrail":
             self._names.register_valid("guardrail", (data.name,))
+            name, attributes = guardrail_span(data)
             tree.start(
-                key,
-                parent_key,
-                kind=sc.KIND_OTHER,
-                name=sc.GUARDRAIL_SPAN_NAME,
-                attributes={sc.AGENTDIAG_GUARDRAIL_NAME: str(data.name)},
-                conversation_id=conversation,
+                key, parent_key, kind=sc.KIND_OTHER, name=name, attributes=attributes, conversation_id=conversation
             )
         else:
-            attributes = {}
-            if isinstance(kind, str) and _SPAN_TYPE.fullmatch(kind):
-                attributes[sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE] = kind
+            name, attributes = other_span(kind)
             tree.start(
-                key,
-                parent_key,
-                kind=sc.KIND_OTHER,
-                name=sc.FRAMEWORK_SPAN_NAME,
-                attributes=attributes,
-                conversation_id=conversation,
+                key, parent_key, kind=sc.KIND_OTHER, name=name, attributes=attributes, conversation_id=conversation
             )
 
     def _start_agent(self, span: Any, data: Any, conversation: str | None) -> None:
@@ -386,18 +222,11 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
             return
         node = tree.new_node(span.span_id, span.parent_id, kind=sc.KIND_RUN, conversation_id=conversation)
         node.extra["agent_data"] = data
-        tree.open(node, f"{sc.OP_INVOKE_AGENT} {data.name}", self._run_attributes(data.name))
-
-    @staticmethod
-    def _run_attributes(agent: str | None) -> dict[str, Any]:
-        attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_PROVIDER_NAME: PROVIDER}
-        if agent is not None:
-            attributes[sc.GEN_AI_AGENT_NAME] = str(agent)
-        return attributes
+        tree.open(node, f"{sc.OP_INVOKE_AGENT} {data.name}", run_attributes(data.name))
 
     def _open_run(self, node: Node, agent: str | None) -> None:
         name = sc.OP_INVOKE_AGENT if agent is None else f"{sc.OP_INVOKE_AGENT} {agent}"
-        self._tree.open(node, name, self._run_attributes(agent), start_time=node.extra.get("start_ns"))
+        self._tree.open(node, name, run_attributes(agent), start_time=node.extra.get("start_ns"))
 
     def _register_agent_names(self, run: Node) -> None:
         """The agent's declared tools and handoff targets are code: allow their names."""
@@ -436,7 +265,7 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
         node = tree.get(key)
         if node is None:
             return
-        error_type = _error_type(span.error)
+        error_type = sdk_error_type(span.error)
         if kind == "agent" and node.extra.get("task") and node.key != key:
             # The first agent of a task: its span is the task's, which ends with the task.
             tree.forget(key)
@@ -448,10 +277,10 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
         if kind in ("generation", "response"):
             attributes = self._llm_end(node, data)
             if _content.enabled():
-                _capture_model_call(node, data)
+                capture_model_call(node, data)
         elif kind == "function":
             if _content.enabled():
-                _capture_tool_call(node, data, span.error)
+                capture_tool_call(node, data, span.error)
         elif kind == "agent":
             self._register_agent_names(node)
             if error_type is not None:
@@ -475,13 +304,12 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
         elif kind == "handoff":
             attributes = self._handoff_end(node, data)
         elif kind == "guardrail":
-            triggered = bool(getattr(data, "triggered", False))
-            attributes[sc.AGENTDIAG_GUARDRAIL_TRIGGERED] = triggered
+            attributes = guardrail_end_attributes(data)
         tree.end(key, attributes=attributes, error_type=error_type)
 
     def _fail_run(self, run: Node, error_type: str) -> None:
         """A run-fatal error: the run, and every run enclosing it, failed with ``error_type``."""
-        reason = _stop_reason(error_type)
+        reason = stop_reason(error_type)
         node: Node | None = run
         while node is not None:
             if node.kind == sc.KIND_RUN and node.error_type is None:
@@ -490,22 +318,13 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
             node = node.parent
 
     def _llm_end(self, node: Node, data: Any) -> dict[str, Any]:
-        attributes: dict[str, Any] = _usage_attributes(getattr(data, "usage", None))
-        model = getattr(data, "model", None)
-        if isinstance(model, str) and model:
-            attributes[sc.GEN_AI_REQUEST_MODEL] = model
-        else:  # a Responses span names no model: the client instrumentation may have recorded it
+        attributes = llm_end_attributes(data)
+        model = attributes.get(sc.GEN_AI_REQUEST_MODEL)
+        if model is None:  # a Responses span names no model: the client instrumentation may have recorded it
             model = (getattr(node.span, "attributes", None) or {}).get(sc.GEN_AI_REQUEST_MODEL)
         if isinstance(model, str) and model:
             node.span.update_name(f"{sc.OP_CHAT} {model}")
-        response = getattr(data, "response", None)
-        if response is not None:
-            response_model, response_id = _get(response, "model"), _get(response, "id")
-            if isinstance(response_model, str):
-                attributes[sc.GEN_AI_RESPONSE_MODEL] = response_model
-            if isinstance(response_id, str):
-                attributes[sc.GEN_AI_RESPONSE_ID] = response_id
-        calls = _tool_calls(data)
+        calls = tool_calls(data)
         if calls:
             iteration = node.nearest(sc.KIND_ITERATION)
             if iteration is not None:
@@ -513,14 +332,9 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
         return attributes
 
     def _handoff_end(self, node: Node, data: Any) -> dict[str, Any]:
-        attributes: dict[str, Any] = {}
-        source, target = data.from_agent, data.to_agent
-        if isinstance(source, str):
-            attributes[sc.AGENTDIAG_HANDOFF_SOURCE_AGENT] = source
-        if isinstance(target, str):
-            tool = f"transfer_to_{target}"
-            attributes[sc.AGENTDIAG_HANDOFF_TARGET_AGENT] = target
-            attributes[sc.GEN_AI_TOOL_NAME] = tool
+        attributes = handoff_end_attributes(data)
+        tool = attributes.get(sc.GEN_AI_TOOL_NAME)
+        if tool is not None:
             node.span.update_name(f"{sc.OP_EXECUTE_TOOL} {tool}")
         run = node.nearest(sc.KIND_RUN)
         if run is not None:
