@@ -1,5 +1,7 @@
-"""``agentdiag ingest``: OTLP-JSON into the store, re-checked through the local policy and filed as imported
-(never as observed); rejected lines are recorded."""
+"""``agentdiag ingest``: OTLP-JSON into the store, re-checked through the local policy and filed as imported.
+
+Never filed as observed; rejected lines are recorded.
+"""
 
 from __future__ import annotations
 

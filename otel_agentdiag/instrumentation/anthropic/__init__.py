@@ -1,5 +1,7 @@
-"""Auto-instrumentation of the ``anthropic`` Python SDK: ``messages.create`` (streamed with ``stream=True`` or
-not) and the ``messages.stream()`` helper, sync and async.
+"""Auto-instrumentation of the ``anthropic`` Python SDK.
+
+Covers ``messages.create`` (streamed with ``stream=True`` or not) and the ``messages.stream()`` helper, sync and
+async.
 
 Usage::
 

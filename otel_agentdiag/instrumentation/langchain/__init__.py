@@ -1,5 +1,6 @@
-"""Auto-instrumentation of LangChain and LangGraph (``create_agent``, ``create_react_agent``, any graph or chain)
-through LangChain's public callback system.
+"""Auto-instrumentation of LangChain and LangGraph through LangChain's public callback system.
+
+Covers ``create_agent``, ``create_react_agent`` and any graph or chain.
 
 Usage::
 

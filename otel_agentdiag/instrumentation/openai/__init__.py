@@ -1,5 +1,6 @@
-"""Auto-instrumentation of the ``openai`` Python SDK: chat completions, the Responses API and embeddings,
-sync and async, streamed and not.
+"""Auto-instrumentation of the ``openai`` Python SDK.
+
+Covers chat completions, the Responses API and embeddings, sync and async, streamed and not.
 
 Usage::
 
