@@ -69,7 +69,7 @@ DEFAULT_BATCH_SIZE = 512
 DEFAULT_TIMEOUT_S = 10.0
 """The SDK exporters' own default deadline per export, retries included."""
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_INSTALL_HINT = "push needs the OTLP exporters: pip install 'otel-agentdiag[otlp]'"
+_INSTALL_HINT = "push needs the OTLP exporters: pip install -e '.[otlp]' in a checkout of otel-agentdiag"
 
 
 def endpoint_key(endpoint: str, protocol: str) -> str:

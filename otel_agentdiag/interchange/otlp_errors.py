@@ -38,7 +38,7 @@ CONTENT_REASONS = frozenset({INVALID_ID, INVALID_TIME, INVALID_SPAN})
 
 
 class MissingDependency(RuntimeError):
-    """The OpenTelemetry proto packages are not installed (``pip install 'otel-agentdiag[otlp]'``)."""
+    """The OpenTelemetry proto packages are not installed (``pip install -e '.[otlp]'`` in a checkout)."""
 
 
 class InvalidRequest(ValueError):

@@ -42,7 +42,7 @@ def request_type() -> type[ExportTraceServiceRequest]:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     except ImportError as exc:
         raise MissingDependency(
-            "OTLP-JSON needs the OpenTelemetry proto packages: pip install 'otel-agentdiag[otlp]'"
+            "OTLP-JSON needs the OpenTelemetry proto packages: pip install -e '.[otlp]' in a checkout of otel-agentdiag"
         ) from exc
     return ExportTraceServiceRequest
 
@@ -56,7 +56,7 @@ def span_encoder() -> Callable[[Sequence[ReadableSpan]], ExportTraceServiceReque
             from opentelemetry.exporter.otlp.proto.common._internal.trace_encoder import encode_spans
         except ImportError as exc:
             raise MissingDependency(
-                "OTLP-JSON needs opentelemetry-exporter-otlp-proto-common: pip install 'otel-agentdiag[otlp]'"
+                "OTLP-JSON needs opentelemetry-exporter-otlp-proto-common: pip install -e '.[otlp]' in a checkout of otel-agentdiag"
             ) from exc
     encoder: Callable[[Sequence[ReadableSpan]], ExportTraceServiceRequest] = encode_spans
     return encoder
