@@ -56,7 +56,8 @@ def span_encoder() -> Callable[[Sequence[ReadableSpan]], ExportTraceServiceReque
             from opentelemetry.exporter.otlp.proto.common._internal.trace_encoder import encode_spans
         except ImportError as exc:
             raise MissingDependency(
-                "OTLP-JSON needs opentelemetry-exporter-otlp-proto-common: pip install -e '.[otlp]' in a checkout of otel-agentdiag"
+                "OTLP-JSON needs opentelemetry-exporter-otlp-proto-common:"
+                " pip install -e '.[otlp]' in a checkout of otel-agentdiag"
             ) from exc
     encoder: Callable[[Sequence[ReadableSpan]], ExportTraceServiceRequest] = encode_spans
     return encoder
