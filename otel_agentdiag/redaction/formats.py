@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from otel_agentdiag.redaction.format_checks import ipv6, luhn, national_phone, prose_after_scheme, public_ipv4
+
 CREDENTIAL: Final = "credential"
 """A secret: a key, token, password or private key."""
 PERSONAL: Final = "personal"
@@ -72,58 +74,6 @@ class Format:
 _NOT_ALNUM = r"(?:^|[^A-Za-z0-9])"
 _END_NOT_ALNUM = r"(?:$|[^A-Za-z0-9])"
 _B64URL = r"[A-Za-z0-9_-]"
-
-
-def _luhn(body: str) -> bool:
-    """A card number: 13-19 digits whose Luhn check digit is right (ISO/IEC 7812-1)."""
-    digits = [ord(c) - 48 for c in body if "0" <= c <= "9"]
-    if not 13 <= len(digits) <= 19:
-        return False
-    total = 0
-    for index, digit in enumerate(reversed(digits)):
-        if index % 2:
-            digit *= 2
-            if digit > 9:
-                digit -= 9
-        total += digit
-    return total % 10 == 0
-
-
-def _national_phone(body: str) -> bool:
-    """A national number with a trunk prefix has 9-12 digits (a date such as 01-02-2024 has 8)."""
-    return 9 <= sum(c.isdigit() for c in body) <= 12
-
-
-def _public_ipv4(body: str) -> bool:
-    """Loopback (127.0.0.0/8) and the unspecified address 0.0.0.0 name no one and no network."""
-    return not body.startswith("127.") and body != "0.0.0.0"
-
-
-def _ipv6(body: str) -> bool:
-    """A real IPv6 address other than loopback and unspecified, with a digit: ``bad::cafe`` parses, but two hex
-    words with ``::`` between are more likely a name than an address."""
-    import ipaddress
-
-    try:
-        address = ipaddress.IPv6Address(body)
-    except ValueError:
-        return False
-    return not (address.is_loopback or address.is_unspecified) and any(c.isdigit() for c in body)
-
-
-_PLAIN_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz")
-_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~+/=-")
-
-
-def _prose_after_scheme(body: str) -> bool:
-    """In prose, "Basic understanding", "token limit" or "Bearer bonds." are words, not credentials: what follows
-    the scheme is kept when it is shorter than 8 characters, holds a character no token has, or is an ordinary
-    word (a capital, then lower-case letters, then perhaps ``.``, ``-`` or ``~``)."""
-    word = body.split()[-1]
-    if len(word) < 8 or not set(word) <= _TOKEN_CHARS:
-        return True
-    word = word.rstrip(".-~")
-    return word[:1].isalpha() and set(word[1:]) <= _PLAIN_WORD_CHARS
 
 
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
@@ -420,7 +370,7 @@ FORMATS: Final[tuple[Format, ...]] = (
         "authorization_value", CREDENTIAL,
         "an authorization scheme and what follows it (Bearer, Basic, Token); in captured content only a "
         "token-shaped one (8 or more characters, not an ordinary word)", r"(?i:bearer|basic|token) +[^ ]+",
-        "RFC 9110 §11 (HTTP authentication); gitleaks:curl-auth-header", lead=_NOT_ALNUM, prose=_prose_after_scheme,
+        "RFC 9110 §11 (HTTP authentication); gitleaks:curl-auth-header", lead=_NOT_ALNUM, prose=prose_after_scheme,
         anchors="bearer basic token", needs="space", content=True,
     ),
     Format(
@@ -459,7 +409,7 @@ FORMATS: Final[tuple[Format, ...]] = (
         "grouped 4-4-4-x or 4-6-5, passing the Luhn check",
         r"(?:[2-6][0-9]{12,18}|[2-6][0-9]{3}(?:[ -][0-9]{4}){2}[ -][0-9]{1,7}|3[47][0-9]{2}[ -][0-9]{6}[ -][0-9]{5})",
         "ISO/IEC 7812-1 (issuer identification numbers, Luhn check digit)", lead=r"(?:^|[^A-Za-z0-9.])",
-        trail=_END_NOT_ALNUM, check=_luhn, needs="digits", content=True,
+        trail=_END_NOT_ALNUM, check=luhn, needs="digits", content=True,
     ),
     Format(
         "phone_international", PERSONAL,
@@ -479,7 +429,7 @@ FORMATS: Final[tuple[Format, ...]] = (
         "(0151) 1234567), 9-12 digits",
         r"(?:\(0[1-9][0-9]{0,4}\) ?|0[1-9][0-9]{0,4}(?:[ -]|/ ?))[0-9]{2,8}(?:[ -][0-9]{2,8}){0,3}",
         "ITU-T E.123 (national notation)", lead=r"(?:^|[^A-Za-z0-9.+/-])", trail=r"(?:$|[^A-Za-z0-9.:/-])",
-        check=_national_phone, needs="digits",
+        check=national_phone, needs="digits",
     ),
     Format(
         "ipv4_address", PERSONAL,
@@ -487,11 +437,11 @@ FORMATS: Final[tuple[Format, ...]] = (
         "is not); loopback and 0.0.0.0 pass",
         r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}",
         "RFC 791; detect-secrets:IPPublicDetector", lead=r"(?:^|[^A-Za-z0-9.])", trail=r"(?:$|[^0-9.]|\.(?:$|[^0-9]))",
-        check=_public_ipv4, anchors=".", needs="dotted_digits",
+        check=public_ipv4, anchors=".", needs="dotted_digits",
     ),
     Format(
         "ipv6_address", PERSONAL, "an IPv6 address, full or compressed (::), with a digit; loopback and :: pass",
-        _IPV6, "RFC 4291 §2.2, RFC 5952", lead=r"(?:^|[^A-Za-z0-9:.])", trail=r"(?:$|[^0-9A-Za-z:])", check=_ipv6,
+        _IPV6, "RFC 4291 §2.2, RFC 5952", lead=r"(?:^|[^A-Za-z0-9:.])", trail=r"(?:$|[^0-9A-Za-z:])", check=ipv6,
         anchors=":", needs="colon",
     ),
     # --- locations ------------------------------------------------------------------------------------------------
