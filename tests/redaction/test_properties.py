@@ -797,19 +797,27 @@ def _without_counter_keys(span: ReadableSpan) -> bool:
     return not any(k in COUNTER_KEYS for own in surfaces for k in (own or {}))
 
 
+def _removed(policy: p.Policy, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> int:
+    """What the policy removed from one set of attributes: the keys it dropped, and the values of a closed set
+    it replaced by ``_OTHER`` in place (counted as ``invalid_value``, though the key stays)."""
+    before, after = before or {}, after or {}
+    replaced = sum(isinstance(policy.rule_for(k), p.ClosedSet) and before.get(k) != v for k, v in after.items())
+    return len(set(before) - set(after)) + replaced
+
+
 def _expected_counts(policy: p.Policy, span: ReadableSpan, out: ReadableSpan) -> dict[str, int]:
     """The counts that can be recomputed from the policy: unknown keys, events, status, name, removals."""
     unknown = removed = 0
     unknown += sum(policy.rule_for(k) is None for k in span.attributes)
-    removed += len(set(span.attributes) - set(out.attributes))
+    removed += _removed(policy, span.attributes, out.attributes)
     kept_events = [e for e in span.events if e.name in policy.allowed_events]
     for before, after in zip(kept_events, out.events, strict=True):
         only = policy.allowed_events[before.name]
         unknown += sum(k not in only or policy.rule_for(k) is None for k in before.attributes or {})
-        removed += len(set(before.attributes or {}) - set(after.attributes or {}))
+        removed += _removed(policy, before.attributes, after.attributes)
     for before, after in zip(span.links, out.links, strict=True):
         unknown += sum(policy.rule_for(k) is None for k in before.attributes or {})
-        removed += len(set(before.attributes or {}) - set(after.attributes or {}))
+        removed += _removed(policy, before.attributes, after.attributes)
     return {
         p.UNKNOWN_KEY: unknown,
         p.EVENT_DROPPED: len(span.events) - len(kept_events),
