@@ -33,9 +33,9 @@ _CONTENT_SWITCHES: dict[str, frozenset[str]] = {
 
 
 def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, dict[str, Any]]:
-    from otel_agentdiag.config import _resolve, batch_settings_from_env
+    from otel_agentdiag.options import batch_settings_from_env, resolve_options
 
-    options = _resolve(None, store, otlp_endpoint)
+    options = resolve_options(None, store, otlp_endpoint)
     if options.otlp_endpoint is not None:
         endpoint: str | None = safe_url(options.otlp_endpoint)
     elif options.otlp_from_env:
@@ -163,7 +163,7 @@ def doctor(
     zero-code set-up builds; in your application, ``configure()`` logs the same warning and
     ``AgentDiag.foreign_processors()`` lists them.
     """
-    from otel_agentdiag.config import resolve_destinations
+    from otel_agentdiag.destinations import resolve_destinations
     from otel_agentdiag.diagnostics.canary import run_canary
 
     options, configuration = _configuration(store_path, otlp_endpoint)

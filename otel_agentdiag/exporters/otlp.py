@@ -47,6 +47,15 @@ def traces_url(endpoint: str) -> str:
     return base if base.endswith(_TRACES_PATH) else base + _TRACES_PATH
 
 
+def endpoint_variable() -> str | None:
+    """The variable that names the OTLP endpoint (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` wins over
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``; an empty one counts as unset), or None when neither does."""
+    for variable in (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, env.OTEL_EXPORTER_OTLP_ENDPOINT):
+        if os.environ.get(variable):
+            return variable
+    return None
+
+
 def _normalise(value: str) -> str:
     return value.strip().lower()
 
