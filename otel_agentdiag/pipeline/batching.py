@@ -53,7 +53,7 @@ from otel_agentdiag.pipeline.ledger import (
     PipelineStats,
     copy_deltas,
 )
-from otel_agentdiag.pipeline.worker import BatchWorker, SpanFinisher, span_session
+from otel_agentdiag.pipeline.worker import BatchWorker, RetryPolicy, SpanFinisher, span_session
 
 _logger = logging.getLogger(__name__)
 
@@ -88,6 +88,8 @@ _SPAN_OVERHEAD = 512
 _ITEM_OVERHEAD = 48
 """Estimated bytes per attribute (its key, JSON punctuation, a number) besides its string value."""
 _EVENT_OVERHEAD = 96
+_RETRY_MARGIN_S = 0.2
+"""How long before shutdown's deadline the last retry must start (see :meth:`begin_shutdown`)."""
 
 
 def _tuple_size(value: tuple[Any, ...]) -> int:
@@ -132,6 +134,11 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
     that many are queued, when ``schedule_delay_s`` passed since the last export, or on ``force_flush``.
     ``shutdown()`` exports what it can within ``shutdown_timeout_s`` (even if the exporter hangs), then counts
     the rest as ``shutdown`` drops.
+
+    A failed batch is retried ``max_retries`` times with exponential backoff from ``retry_backoff_s``. With a
+    ``retry_policy`` (the OTLP branch: its SDK exporter would retry in place, unseen), the exporter tries once per
+    call and the policy says when to retry; then a retry that could not start before shutdown's deadline is not
+    made, so a dead collector costs an ``export_failure`` and one summary line, not the whole backoff.
     """
 
     def __init__(
@@ -147,6 +154,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         retry_backoff_s: float = DEFAULT_RETRY_BACKOFF_S,
         shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
         max_ledger_sessions: int = DEFAULT_MAX_LEDGER_SESSIONS,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         if max_queue_spans < 1 or max_queue_bytes < 1 or max_export_batch < 1:
             raise ValueError("max_queue_spans, max_queue_bytes and max_export_batch must be positive")
@@ -160,6 +168,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         self.max_retries = max_retries
         self.retry_backoff_s = retry_backoff_s
         self.shutdown_timeout_s = shutdown_timeout_s
+        self._retry_policy = retry_policy
         self._observer_source: _HasObserverId | None = None
         if observer is None:
             self._observer = secrets.token_hex(8)
@@ -291,14 +300,19 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
             log_internal_error("flushing spans", exc)
             return False
 
-    def begin_shutdown(self) -> None:
+    def begin_shutdown(self, deadline: float | None = None) -> None:
         """Refuse new spans (counted as ``shutdown`` drops) and let the worker drain; returns at once.
 
-        :meth:`shutdown` then waits for the drain. Lets several processors drain in parallel.
+        :meth:`shutdown` then waits for the drain. Lets several processors drain in parallel. ``deadline``
+        (``time.monotonic()``): when shutdown gives up; with a retry policy, no retry starts that late.
         """
         with self._lock:
             self._shutdown = True
             self._stopping = True
+            if deadline is not None:
+                # Leave the worker time to count the batch it gives up, before shutdown abandons it.
+                cut = deadline - _RETRY_MARGIN_S
+                self._retry_deadline = cut if self._retry_deadline is None else min(cut, self._retry_deadline)
             self._wake.notify()
 
     def shutdown(self, timeout_s: float | None = None) -> None:
@@ -311,7 +325,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
                 if self._shut_down:
                     return
                 self._shut_down = True
-            self.begin_shutdown()
+            self.begin_shutdown(deadline)
             self._worker.join(timeout)
             if self._worker.is_alive():
                 with self._lock:

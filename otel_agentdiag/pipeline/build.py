@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_agentdiag._internal.trust import UntrustedPathError
 from otel_agentdiag.destinations import LOCAL_DESTINATION, OTLP_DESTINATION, Destination
+from otel_agentdiag.exporters.otlp_attempts import OneAttempt
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.options import AgentDiagOptions, batch_settings_from_env
 from otel_agentdiag.pipeline.audit import warn_about_foreign_processors
@@ -131,11 +132,14 @@ def _branches(
         local = destination.name == LOCAL_DESTINATION
         if local and content is not None:
             exporter.content = content  # type: ignore[attr-defined]
+        otlp = destination.name == OTLP_DESTINATION
         batching = AccountingBatchSpanProcessor(
             exporter,
             observer=sequencer,
-            # The OTLP exporter retries transient failures itself, within OTEL_EXPORTER_OTLP_TIMEOUT.
-            max_retries=0 if destination.name == OTLP_DESTINATION else 3,
+            # The SDK's OTLP exporter would retry in place, unseen: it tries once per call instead, and the batch
+            # processor retries as it asks, within OTEL_EXPORTER_OTLP_TIMEOUT, counting every attempt.
+            max_retries=0 if otlp else 3,
+            retry_policy=OneAttempt() if otlp else None,
             **batch,
         )
         branches.batch_processors.append(batching)
@@ -196,14 +200,18 @@ def _local_exporter(options: AgentDiagOptions, retention: RetentionLimits | None
 
 
 def _otlp_exporter(options: AgentDiagOptions) -> SpanExporter | None:
-    from otel_agentdiag.exporters.otlp import DEFAULT_PROTOCOL, otlp_span_exporter
+    from otel_agentdiag.exporters.otlp import DEFAULT_PROTOCOL, endpoint_variable, otlp_span_exporter
 
     try:
         return otlp_span_exporter(options.otlp_endpoint, options.otlp_protocol or DEFAULT_PROTOCOL)
     except ImportError:
         if options.otlp_endpoint is not None:
             raise
-        _logger.warning("otel-agentdiag: OTEL_EXPORTER_OTLP_ENDPOINT is set but the 'otlp' extra is missing")
+        _logger.warning(
+            "otel-agentdiag: %s is set but the 'otlp' extra is missing (pip install 'otel-agentdiag[otlp]', or "
+            "from a checkout: pip install -e '.[otlp]'); the OTLP export is off",
+            endpoint_variable() or "OTEL_EXPORTER_OTLP_ENDPOINT",
+        )
         return None
 
 

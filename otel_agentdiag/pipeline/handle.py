@@ -185,7 +185,7 @@ class AgentDiag:
         timeout = max(p.shutdown_timeout_s for p in self.batch_processors) if timeout_s is None else max(timeout_s, 0.0)
         deadline = time.monotonic() + timeout
         for processor in self.batch_processors:
-            processor.begin_shutdown()
+            processor.begin_shutdown(deadline)
         for processor in self.batch_processors:
             processor.shutdown(max(deadline - time.monotonic(), 0.0))
 

@@ -66,6 +66,20 @@ class SpanFinisher(Protocol):
         ...
 
 
+class RetryPolicy(Protocol):
+    """For an exporter that retries in place (the SDK's OTLP ones): make it try once per call and say when to
+    retry, so the worker retries instead, counts every attempt, and a shutdown deadline can cut a wait short
+    (:class:`otel_agentdiag.exporters.otlp_attempts.OneAttempt`)."""
+
+    budget_s: float
+    """How long a batch may keep being retried, from its first attempt."""
+    max_attempts: int
+
+    def call(self, export: Callable[[], SpanExportResult]) -> tuple[bool, float | None]:
+        """Call ``export`` once: success, and the delay before a retry the exporter asked for (None: no retry)."""
+        ...
+
+
 class BatchWorker:
     """The worker side of a batch processor, and the state both sides share (guarded by ``_lock``)."""
 
@@ -81,6 +95,7 @@ class BatchWorker:
     _persists_counts: bool
     _export_with_accounting: Callable[[Sequence[ReadableSpan], Accounting], Any] | None
     _record_accounting: Callable[[Accounting], Any] | None
+    _retry_policy: RetryPolicy | None
 
     # -- state --------------------------------------------------------------------------------------------
     def _reset_state(self) -> None:
@@ -118,6 +133,8 @@ class BatchWorker:
         """``shutdown()`` was called."""
         self._stopping = False
         self._abandoned = False
+        self._retry_deadline: float | None = None
+        """Set by shutdown: a retry that would start after it is not made (the batch is an export failure)."""
         self._full_warned = False
 
     def _start_worker(self) -> None:
@@ -218,14 +235,17 @@ class BatchWorker:
             started_ns=self._started_ns,
         )
 
-    def _call_exporter(self, spans: list[ReadableSpan], accounting: Accounting | None) -> bool:
+    def _call_exporter(self, spans: list[ReadableSpan], accounting: Accounting | None) -> tuple[bool, float | None]:
+        """One call to the exporter: success, and the delay before a retry a retry policy was asked for."""
         try:
             if accounting is not None and self._export_with_accounting is not None:
-                return self._export_with_accounting(spans, accounting) is True
-            return self.exporter.export(spans) is SpanExportResult.SUCCESS
+                return self._export_with_accounting(spans, accounting) is True, None
+            if self._retry_policy is not None:
+                return self._retry_policy.call(lambda: self.exporter.export(spans))
+            return self.exporter.export(spans) is SpanExportResult.SUCCESS, None
         except Exception as exc:  # noqa: BLE001 - an exporter's failure is a failed batch, nothing more
             log_internal_error("exporting a batch of spans", exc)
-            return False
+            return False, None
 
     def _finish(self, batch: list[_Item], finisher: SpanFinisher) -> list[_Item] | None:
         """Finish a taken batch; the spans to export (None: shutdown abandoned the batch meanwhile)."""
@@ -262,47 +282,83 @@ class BatchWorker:
         spans = [item[0] for item in batch]
         sessions = [span_session(span) for span in spans]
         attempt = 0
+        started = time.monotonic()
         while True:
             with self._lock:
                 if self._abandoned:
                     return  # counted as shutdown drops
                 self.flush_attempts += 1
                 accounting = self._accounting_locked() if self._export_with_accounting is not None else None
-            ok = self._call_exporter(spans, accounting)
+            ok, retry_in = self._call_exporter(spans, accounting)
             with self._lock:
                 if self._abandoned:
                     return
                 if ok:
-                    if accounting is not None:
-                        subtract_deltas(self._rejected, accounting.rejected)
-                        subtract_deltas(self._dropped, accounting.dropped)
-                        self._dirty = bool(self._rejected or self._dropped)
-                    ledger = self._ledger
-                    for span, session in zip(spans, sessions, strict=True):
-                        ledger.observe(session)
-                        if _TOMBSTONE_KEY in span_attributes(span):
-                            ledger.reject(session, REDACTOR_ERROR)
-                        else:
-                            ledger.accept(session)
-                    self._in_flight = []
+                    self._settle_locked(spans, sessions, accounting)
                     return
                 self.flush_failures += 1
-                if attempt >= self.max_retries:
-                    for session in sessions:
-                        self._ledger.observe(session)
-                        self._drop_locked(session, EXPORT_FAILURE)
-                    self._in_flight = []
-                    break
-            delay = self.retry_backoff_s * (2**attempt)
-            attempt += 1
-            if self._abandon.wait(delay):
-                return
+                delay = self._retry_delay(attempt, retry_in, started)
+            if delay is not None and self._wait_to_retry(delay):
+                attempt += 1
+                continue
+            with self._lock:
+                if self._abandoned:
+                    return
+                for session in sessions:
+                    self._ledger.observe(session)
+                    self._drop_locked(session, EXPORT_FAILURE)
+                self._in_flight = []
+            break
         _logger.warning(
             "otel-agentdiag: %d spans could not be exported after %d attempts; counted as %s",
             len(batch),
             attempt + 1,
             EXPORT_FAILURE,
         )
+
+    def _settle_locked(
+        self, spans: list[ReadableSpan], sessions: list[str | None], accounting: Accounting | None
+    ) -> None:
+        """Count an exported batch: accepted (or rejected, for a tombstone), and the deltas that went with it."""
+        if accounting is not None:
+            subtract_deltas(self._rejected, accounting.rejected)
+            subtract_deltas(self._dropped, accounting.dropped)
+            self._dirty = bool(self._rejected or self._dropped)
+        ledger = self._ledger
+        for span, session in zip(spans, sessions, strict=True):
+            ledger.observe(session)
+            if _TOMBSTONE_KEY in span_attributes(span):
+                ledger.reject(session, REDACTOR_ERROR)
+            else:
+                ledger.accept(session)
+        self._in_flight = []
+
+    def _retry_delay(self, attempt: int, retry_in: float | None, started: float) -> float | None:
+        """How long to wait before retrying a failed batch after ``attempt`` retries; None: give up."""
+        policy = self._retry_policy
+        if policy is None:
+            return None if attempt >= self.max_retries else self.retry_backoff_s * (2**attempt)
+        if retry_in is None or attempt + 1 >= policy.max_attempts:
+            return None
+        if time.monotonic() - started + retry_in > policy.budget_s:
+            return None
+        return retry_in
+
+    def _wait_to_retry(self, delay: float) -> bool:
+        """Wait ``delay`` s; False when shutdown abandoned the batch, or (with a retry policy) when the retry would
+        start after shutdown's deadline (then the wait ends as soon as shutdown begins)."""
+        if self._retry_policy is None:
+            return not self._abandon.wait(delay)
+        end = time.monotonic() + delay
+        with self._lock:
+            while True:
+                deadline = self._retry_deadline
+                if self._abandoned or (deadline is not None and end > deadline):
+                    return False
+                remaining = end - time.monotonic()
+                if remaining <= 0:
+                    return True
+                self._wake.wait(remaining)
 
     def _write_counts(self) -> None:
         """Write pending deltas (and the observer's figures) alone, when the exporter can."""
