@@ -81,7 +81,9 @@ def configure(
         or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set, and the SDK exporter reads the endpoint itself (the
         generic variable gets ``/v1/traces`` appended for http/protobuf; the traces one is used as it is).
         Headers, TLS files, compression and timeout always come from the standard ``OTEL_EXPORTER_OTLP_*``
-        variables. Needs the ``otlp`` extra.
+        variables. Needs the ``otlp`` extra. For http/protobuf the endpoint must start with ``http://`` or
+        ``https://``: ``localhost:4318`` raises ``ValueError`` (write ``http://localhost:4318``); such a value in
+        one of the variables logs one error and turns the OTLP export off (the local store is unaffected).
     :param otlp_protocol: ``"http/protobuf"`` (default) or ``"grpc"`` (default:
         ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, then ``OTEL_EXPORTER_OTLP_PROTOCOL``). Any other argument,
         ``"http/json"`` included (the Python SDK has no such exporter), raises ``ValueError``; such a
@@ -128,6 +130,8 @@ def configure(
     if retention is not None and not isinstance(retention, RetentionLimits):
         raise ValueError("retention must be a RetentionLimits")
     refusals: list[hash_keys.Refusal] = []
+    if options.otlp_refused is not None:
+        refusals.append(hash_keys.Refusal(options.otlp_refused, (OTLP_DESTINATION,)))
     destinations = resolve_destinations(
         options,
         hash_key=hash_key,

@@ -45,6 +45,10 @@ class AgentDiagOptions:
     """Where the protocol came from: ``argument``, ``default``, or the environment variable that named it."""
     capture_content: bool = False
     """Whether content (prompts, outputs, tool arguments and results) is captured into the local store."""
+    otlp_refused: str | None = None
+    """Why the OTLP endpoint from the environment was refused (the OTLP branch is then off, the local store is
+    not), in one line that names the variable and shows the endpoint's host and port only; ``None`` if it was
+    not."""
 
 
 def resolve_options(
@@ -65,9 +69,19 @@ def resolve_options(
     otlp_from_env = otlp_endpoint is None and endpoint_variable is not None
     protocol: str | None = None
     protocol_source: str | None = None
+    refused: str | None = None
     if otlp_endpoint is not None or otlp_from_env:
         # Only an OTLP branch reads the protocol variables (and warns about an unusable one).
         protocol, protocol_source = otlp.resolve_protocol(otlp_protocol)
+        if otlp_endpoint is not None:
+            problem = otlp.endpoint_problem(otlp_endpoint, protocol)
+            if problem is not None:
+                raise ValueError(f"otlp_endpoint: {problem}")
+        else:
+            assert endpoint_variable is not None
+            refused = _refused_variable(endpoint_variable, protocol)
+            if refused is not None:  # fail closed: the OTLP branch is off, the local store is not
+                otlp_from_env, protocol, protocol_source = False, None, None
     return AgentDiagOptions(
         enabled=enabled,
         service_name=service_name,
@@ -77,6 +91,7 @@ def resolve_options(
         otlp_protocol=protocol,
         otlp_protocol_source=protocol_source,
         capture_content=_capture_content(capture_content, store_path, enabled),
+        otlp_refused=refused,
     )
 
 
@@ -86,6 +101,12 @@ def _store_path(store: str | os.PathLike[str] | Literal[False] | None) -> Path |
     if store is None:
         return default_store_path().absolute()
     return Path(store).absolute()
+
+
+def _refused_variable(variable: str, protocol: str) -> str | None:
+    """Why the endpoint in ``variable`` cannot be used with ``protocol`` (``configure()`` logs it), or None."""
+    problem = otlp.endpoint_problem(os.environ[variable], protocol)
+    return None if problem is None else f"{variable}: {problem}"
 
 
 def _capture_content(argument: bool | None, store_path: Path | None, enabled: bool) -> bool:
