@@ -51,3 +51,19 @@ def test_another_otlp_exporter_keeps_its_own_retries_and_lines(
     theirs.shutdown()
     assert result is SpanExportResult.FAILURE
     assert any(r.getMessage().startswith("Transient error") for r in caplog.records)  # theirs retried, and said so
+
+
+def test_a_dead_collector_is_an_export_failure_even_at_a_short_shutdown(diag: AgentDiag) -> None:
+    assert diag.tracer_provider is not None
+    tracer = diag.tracer_provider.get_tracer("test")
+    for index in range(5):
+        with tracer.start_as_current_span(f"span {index}"):
+            pass
+    local, otlp = diag.batch_processors
+    assert local.force_flush()
+    diag.shutdown(timeout_s=1.0)  # shorter than the SDK's first backoffs together (1 + 2 s)
+
+    totals = otlp.stats().totals
+    assert (totals.observed, totals.accepted, totals.dropped) == (5, 0, {"export_failure": 5})
+    assert otlp.stats().flush_attempts >= 1
+    assert local.stats().totals.accepted == 5
