@@ -58,7 +58,11 @@ def test_the_message_never_echoes_credentials(tmp_path: Path) -> None:
 
 def test_grpc_keeps_a_bare_host_and_port(tmp_path: Path) -> None:
     diag = agentdiag.configure(
-        store=tmp_path / "t.db", otlp_endpoint="127.0.0.1:4317", otlp_protocol="grpc", hash_key=HASH_KEY
+        store=tmp_path / "t.db",
+        otlp_endpoint="127.0.0.1:4317",
+        otlp_protocol="grpc",
+        hash_key=HASH_KEY,
+        set_global=False,
     )
     try:
         assert [d.name for d in diag.destinations] == [LOCAL_DESTINATION, OTLP_DESTINATION]
