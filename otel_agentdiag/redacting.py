@@ -56,7 +56,8 @@ def redacting_processor(
     as it is built to) and is counted. Raises ``ValueError`` (a ``PolicyError`` for the policy) for a bad
     argument, before anything starts.
     """
-    from otel_agentdiag.config import _hasher, batch_settings_from_env
+    from otel_agentdiag.destinations import _hasher
+    from otel_agentdiag.options import batch_settings_from_env
     from otel_agentdiag.redaction.hash_keys import argument_key, environment_key, resolve_key
 
     if not callable(getattr(exporter, "export", None)):

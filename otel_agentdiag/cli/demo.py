@@ -8,9 +8,13 @@ import click
 
 from otel_agentdiag.cli._common import CliError, resolve_store_path, store_option
 from otel_agentdiag.cli.traces import emit_trace, read_content
+from otel_agentdiag.destinations import LOCAL_DESTINATION
 from otel_agentdiag.diagnostics.receipt import session_receipt
 from otel_agentdiag.redaction.hash_keys import resolve_key
 from otel_agentdiag.storage import SpanStore, StoreError
+
+SHUTDOWN_WAIT_S = 1.5
+"""How long the demo waits for its OTLP branch, if any, once the local store has every span."""
 
 
 @click.command()
@@ -38,7 +42,12 @@ def demo(store_path: Path | None, capture_content: bool) -> None:
         service_name="agentdiag-demo", store=path, set_global=False, capture_content=capture_content
     ) as diag:
         result = run_demo_agent()
-        diag.force_flush()
+        # The local store gets everything; an OTLP branch (OTEL_EXPORTER_OTLP_ENDPOINT) gets a short while only,
+        # so a collector that is down costs one summary line and about a second, not the exporter's backoff.
+        for destination, processor in zip(diag.destinations, diag.processors, strict=True):
+            if destination.name == LOCAL_DESTINATION:
+                processor.force_flush()
+        diag.shutdown(timeout_s=SHUTDOWN_WAIT_S)
     click.echo(f"demo agent answered after {result.iterations} iterations ({result.tool_errors} tool error recovered):")
     click.echo(f"  {result.answer}")
     click.echo()

@@ -33,20 +33,13 @@ _CONTENT_SWITCHES: dict[str, frozenset[str]] = {
 
 
 def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, dict[str, Any]]:
-    from otel_agentdiag.config import _resolve, batch_settings_from_env
+    from otel_agentdiag.options import batch_settings_from_env, resolve_options
 
-    options = _resolve(None, store, otlp_endpoint)
-    if options.otlp_endpoint is not None:
-        endpoint: str | None = safe_url(options.otlp_endpoint)
-    elif options.otlp_from_env:
-        variable = (
-            env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-            if os.environ.get(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
-            else env.OTEL_EXPORTER_OTLP_ENDPOINT
-        )
-        endpoint = f"{safe_url(os.environ[variable])} (from {variable})"
-    else:
-        endpoint = None
+    try:
+        options = resolve_options(None, store, otlp_endpoint)
+    except ValueError as exc:  # an --otlp-endpoint that cannot work: one line, exit 2
+        raise CliError(str(exc)) from None
+    endpoint = _endpoint(options)
     batch = batch_settings_from_env()
     return options, {
         "enabled": options.enabled,
@@ -66,6 +59,34 @@ def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, 
             "schedule_delay_ms": round(batch["schedule_delay_s"] * 1000),
         },
     }
+
+
+def _endpoint(options: Any) -> str | None:
+    """Where the OTLP branch would send, safe to print (host and port; never user info or a query)."""
+    from otel_agentdiag.exporters.otlp import describe_endpoint, endpoint_variable
+
+    def shown(value: str) -> str:
+        return safe_url(value) if "://" in value else describe_endpoint(value)
+
+    if options.otlp_endpoint is not None:
+        return shown(options.otlp_endpoint)
+    variable = endpoint_variable()
+    if variable is None:
+        return None
+    refused = "; refused, the OTLP export is off" if options.otlp_refused else ""
+    return f"{shown(os.environ[variable])} (from {variable}{refused})"
+
+
+def _otlp_refusals(options: Any) -> list[Refusal]:
+    """What would turn the OTLP branch off: an endpoint variable it cannot use, or a missing ``otlp`` extra."""
+    from otel_agentdiag.exporters.otlp import DEFAULT_PROTOCOL, INSTALL_HINT, exporter_importable
+
+    if options.otlp_refused:
+        return [Refusal(options.otlp_refused, ("otlp",))]
+    wants_otlp = options.otlp_endpoint is not None or options.otlp_from_env
+    if wants_otlp and not exporter_importable(options.otlp_protocol or DEFAULT_PROTOCOL):
+        return [Refusal(INSTALL_HINT, ("otlp",))]
+    return []
 
 
 def _destination_info(destination: Any) -> dict[str, Any]:
@@ -163,7 +184,7 @@ def doctor(
     zero-code set-up builds; in your application, ``configure()`` logs the same warning and
     ``AgentDiag.foreign_processors()`` lists them.
     """
-    from otel_agentdiag.config import resolve_destinations
+    from otel_agentdiag.destinations import resolve_destinations
     from otel_agentdiag.diagnostics.canary import run_canary
 
     options, configuration = _configuration(store_path, otlp_endpoint)
@@ -176,6 +197,10 @@ def doctor(
             )
         except (PolicyError, ValueError) as exc:
             raise CliError(str(exc)) from None
+        otlp_off = _otlp_refusals(options)
+        if otlp_off:  # the OTLP branch would not run: neither shown nor checked as if it did
+            refusals.extend(otlp_off)
+            destinations = tuple(d for d in destinations if d.name != "otlp")
     report = run_canary(destinations)
     processors = _span_processors()
     result = {

@@ -30,7 +30,7 @@ from opentelemetry.trace import Link, SpanContext, Status, StatusCode, TraceFlag
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NameRegistry
-from otel_agentdiag.config import Destination
+from otel_agentdiag.destinations import Destination
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 
 SURFACES = (

@@ -1,4 +1,4 @@
-"""Exporters: ``sqlite`` (the local store); OTLP wiring lives in ``otlp``."""
+"""Exporters: ``sqlite`` (the local store); OTLP wiring lives in ``otlp``, its retry policy in ``otlp_attempts``."""
 
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 

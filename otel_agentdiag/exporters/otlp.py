@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
@@ -38,13 +40,79 @@ PROTOCOLS = (HTTP_PROTOBUF, GRPC)
 """The protocols this wiring can build an exporter for."""
 DEFAULT_PROTOCOL = HTTP_PROTOBUF
 
-_INSTALL_HINT = "OTLP export needs the 'otlp' extra: pip install 'otel-agentdiag[otlp]'"
+INSTALL_HINT = (
+    "OTLP export needs the 'otlp' extra (the OpenTelemetry OTLP exporter packages cannot be imported): "
+    "pip install 'otel-agentdiag[otlp]', or from a checkout: pip install -e '.[otlp]'"
+)
+_HTTP_SCHEMES = ("http://", "https://")
+_SAFE_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]")
 
 
 def traces_url(endpoint: str) -> str:
     """The traces URL for a base endpoint, as ``OTEL_EXPORTER_OTLP_ENDPOINT`` is read (``/v1/traces`` appended)."""
     base = endpoint.rstrip("/")
     return base if base.endswith(_TRACES_PATH) else base + _TRACES_PATH
+
+
+def endpoint_variable() -> str | None:
+    """The variable that names the OTLP endpoint (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` wins over
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``; an empty one counts as unset), or None when neither does."""
+    for variable in (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, env.OTEL_EXPORTER_OTLP_ENDPOINT):
+        if os.environ.get(variable):
+            return variable
+    return None
+
+
+def describe_endpoint(endpoint: str) -> str:
+    """Where ``endpoint`` points, safe to print: ``[scheme://]host[:port]`` as written (a scheme only when it has
+    one), never user info, path, query or fragment (any may hold a credential). ``<unparseable endpoint>`` when
+    no host can be read."""
+    text = endpoint.strip()
+    scheme, separator, rest = text.partition("://")
+    if not separator:
+        scheme, rest = "", text
+    try:
+        parts = urlsplit("//" + rest)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return "<unparseable endpoint>"
+    if not host:
+        return "<unparseable endpoint>"
+    host = f"[{host}]" if ":" in host else host
+    if not _SAFE_HOST.fullmatch(host):
+        return "<unparseable endpoint>"
+    where = f"{host}:{port}" if port is not None else host
+    if scheme and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]{0,15}", scheme):
+        return f"{scheme}://{where}"
+    return where if not scheme else f"…://{where}"
+
+
+def endpoint_problem(endpoint: str, protocol: str) -> str | None:
+    """Why ``endpoint`` cannot be used with ``protocol``, in one line that says what to write instead; None when
+    it can. http/protobuf needs an ``http://`` or ``https://`` URL (``localhost:4318`` alone would be read as a
+    scheme and a path); gRPC takes ``http://``, ``https://`` or a bare ``host:port``. The line shows the
+    endpoint's host and port only (:func:`describe_endpoint`)."""
+    if protocol != HTTP_PROTOBUF or endpoint.strip().lower().startswith(_HTTP_SCHEMES):
+        return None
+    where = describe_endpoint(endpoint)
+    if where.startswith("<"):
+        return "the endpoint is not a URL; http/protobuf needs one like http://localhost:4318"
+    bare = where.partition("://")[2] or where
+    if "://" in where:
+        return f"{where} is not an http:// or https:// URL; http/protobuf needs one, e.g. http://{bare}"
+    return f"{where} has no scheme; http/protobuf needs http:// or https://, e.g. http://{bare}"
+
+
+def exporter_importable(protocol: str) -> bool:
+    """Whether the SDK exporter for ``protocol`` can be imported (the ``otlp`` extra is installed)."""
+    try:
+        if protocol == GRPC:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as _Grpc  # noqa: F401
+        else:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as _Http  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _normalise(value: str) -> str:
@@ -112,7 +180,7 @@ def otlp_span_exporter(endpoint: str | None, protocol: str = DEFAULT_PROTOCOL) -
         try:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
         except ImportError as exc:
-            raise ImportError(_INSTALL_HINT) from exc
+            raise ImportError(INSTALL_HINT) from exc
         _logger.debug("otel-agentdiag: OTLP branch exports over gRPC")
         return GrpcSpanExporter() if endpoint is None else GrpcSpanExporter(endpoint=endpoint)
     if protocol != HTTP_PROTOBUF:
@@ -120,7 +188,7 @@ def otlp_span_exporter(endpoint: str | None, protocol: str = DEFAULT_PROTOCOL) -
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError as exc:
-        raise ImportError(_INSTALL_HINT) from exc
+        raise ImportError(INSTALL_HINT) from exc
     _logger.debug("otel-agentdiag: OTLP branch exports over http/protobuf")
     if endpoint is None:
         return OTLPSpanExporter()

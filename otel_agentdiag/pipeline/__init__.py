@@ -7,6 +7,9 @@
   in the store itself.
 - :func:`foreign_processors` names the processors on a provider that are not otel-agentdiag's and so see
   (and may export) spans before redaction.
+
+``build`` puts these together into the pipeline ``configure()`` installs and ``handle`` is the
+:class:`~otel_agentdiag.config.AgentDiag` it returns (imported from there, not here: they need the rest).
 """
 
 from otel_agentdiag.pipeline.audit import ForeignProcessor, foreign_processors

@@ -1,0 +1,227 @@
+"""Build the redacting pipeline ``configure()`` installs: exporters, batching, redactors, provider, handle.
+
+Pipeline (design.md §2; docs/architecture.md says where the code departs from it)::
+
+    TracerProvider ─┬─ SessionSequencer (on_start: agentdiag.observer.id, agentdiag.sequence)
+                    ├─ ContentRecorder (only with capture_content: content onto the ended span, for the store)
+                    ├─ AccountingBatchSpanProcessor ─ [worker] RedactingSpanProcessor(local) ─ SQLiteSpanExporter
+                    └─ AccountingBatchSpanProcessor ─ [worker] RedactingSpanProcessor(strict) ─ OTLPSpanExporter
+
+The provider hands ended spans to the batch processors; each redacts on its worker thread, just before export,
+so the agent's thread only queues the span and no exporter ever receives anything but the redacted copy.
+What to build comes resolved (:mod:`otel_agentdiag.options`, :mod:`otel_agentdiag.destinations`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from otel_agentdiag._internal.trust import UntrustedPathError
+from otel_agentdiag.destinations import LOCAL_DESTINATION, OTLP_DESTINATION, Destination
+from otel_agentdiag.exporters.otlp_attempts import OneAttempt
+from otel_agentdiag.instrumentation import manual
+from otel_agentdiag.options import AgentDiagOptions, batch_settings_from_env
+from otel_agentdiag.pipeline.audit import warn_about_foreign_processors
+from otel_agentdiag.pipeline.batching import AccountingBatchSpanProcessor
+from otel_agentdiag.pipeline.handle import AgentDiag
+from otel_agentdiag.pipeline.sequence import SessionSequencer
+from otel_agentdiag.redaction.processor import RedactingSpanProcessor
+from otel_agentdiag.storage import RetentionLimits
+
+if TYPE_CHECKING:
+    from otel_agentdiag.content.recorder import ContentRecorder
+
+_logger = logging.getLogger(__name__)
+
+__all__ = ["build_pipeline"]
+
+
+@dataclass
+class _Branches:
+    """What was built per destination, in the order of the destinations that got an exporter."""
+
+    processors: list[RedactingSpanProcessor] = field(default_factory=list)
+    batch_processors: list[AccountingBatchSpanProcessor] = field(default_factory=list)
+    installed: list[Destination] = field(default_factory=list)
+
+
+def build_pipeline(
+    options: AgentDiagOptions,
+    destinations: tuple[Destination, ...],
+    *,
+    tracer_provider: TracerProvider | None,
+    set_global: bool | None,
+    retention: RetentionLimits | None,
+) -> AgentDiag:
+    """Build every destination's branch, put them on the provider (built here when none is given) and return
+    the handle. Raises only for what an argument asked for (an OTLP endpoint argument without the extra)."""
+    owns_provider = tracer_provider is None
+    provider = tracer_provider if tracer_provider is not None else _new_provider(options.service_name)
+    sequencer = SessionSequencer()
+    content: ContentRecorder | None = None
+    if options.capture_content:
+        from otel_agentdiag.content.recorder import ContentRecorder
+
+        content = ContentRecorder()
+    exporters = _exporters(destinations, options, retention)
+    branches = _branches(destinations, exporters, sequencer, content)
+    installed = bool(branches.processors)
+    if installed:
+        _install(provider, sequencer, content, branches, options)
+    if not owns_provider and installed:
+        warn_about_foreign_processors(provider)  # the user's own processors see spans before redaction
+    _maybe_set_global(provider, set_global)
+    manual.use_tracer_provider(provider)
+    return AgentDiag(
+        options,
+        tracer_provider=provider,
+        processors=tuple(branches.processors),
+        owns_provider=owns_provider,
+        destinations=tuple(branches.installed),
+        sequencer=sequencer if installed else None,
+        batch_processors=tuple(branches.batch_processors),
+        content=content if installed else None,
+    )
+
+
+def _new_provider(service_name: str | None) -> TracerProvider:
+    attributes = {SERVICE_NAME: service_name} if service_name else {}
+    return TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
+
+
+def _exporters(
+    destinations: tuple[Destination, ...], options: AgentDiagOptions, retention: RetentionLimits | None
+) -> dict[str, SpanExporter | None]:
+    """Every exporter before any thread or processor: the OTLP one first, since a missing extra raises (and
+    then the ones already built are shut down)."""
+    exporters: dict[str, SpanExporter | None] = {}
+    try:
+        for destination in sorted(destinations, key=lambda d: d.name != OTLP_DESTINATION):
+            if destination.name == LOCAL_DESTINATION:
+                exporters[destination.name] = _local_exporter(options, retention)
+            else:
+                exporters[destination.name] = _otlp_exporter(options)
+    except BaseException:
+        for built in exporters.values():
+            if built is not None:
+                built.shutdown()
+        raise
+    return exporters
+
+
+def _branches(
+    destinations: tuple[Destination, ...],
+    exporters: dict[str, SpanExporter | None],
+    sequencer: SessionSequencer,
+    content: ContentRecorder | None,
+) -> _Branches:
+    """A batch processor and its redactor for each destination that has an exporter."""
+    batch = batch_settings_from_env()
+    branches = _Branches()
+    for destination in destinations:
+        exporter = exporters[destination.name]
+        if exporter is None:
+            continue
+        local = destination.name == LOCAL_DESTINATION
+        if local and content is not None:
+            exporter.content = content  # type: ignore[attr-defined]
+        otlp = destination.name == OTLP_DESTINATION
+        batching = AccountingBatchSpanProcessor(
+            exporter,
+            observer=sequencer,
+            # The SDK's OTLP exporter would retry in place, unseen: it tries once per call instead, and the batch
+            # processor retries as it asks, within OTEL_EXPORTER_OTLP_TIMEOUT, counting every attempt.
+            max_retries=0 if otlp else 3,
+            retry_policy=OneAttempt() if otlp else None,
+            **batch,
+        )
+        branches.batch_processors.append(batching)
+        branches.processors.append(
+            # The sequencer, first on the provider, already copies the run's conversation id onto each span.
+            # Redaction runs on the batch worker, just before export: the agent's thread only queues the span.
+            RedactingSpanProcessor(
+                batching,
+                policy=destination.policy,
+                hasher=destination.hasher,
+                propagate_conversation=False,
+                redact_in_worker=True,
+                content=content if local else None,
+            )
+        )
+        branches.installed.append(destination)
+    return branches
+
+
+def _install(
+    provider: TracerProvider,
+    sequencer: SessionSequencer,
+    content: ContentRecorder | None,
+    branches: _Branches,
+    options: AgentDiagOptions,
+) -> None:
+    """Put the built processors on the provider, in the order the pipeline needs them."""
+    # First: the numbers must be on the span before any destination sees it.
+    provider.add_span_processor(sequencer)
+    if content is not None:
+        # Before the batch processors: content moves onto each ended span before any branch queues it.
+        provider.add_span_processor(content)
+        content.install()
+        _logger.info("otel-agentdiag: content capture is on; content is kept in %s only", options.store_path)
+    for batching in branches.batch_processors:
+        # Redaction runs in the batch worker, so the provider hands ended spans straight to the batch processor
+        # (one call fewer per span than through the redacting processor, whose on_end would only forward them).
+        provider.add_span_processor(batching)
+
+
+def _local_exporter(options: AgentDiagOptions, retention: RetentionLimits | None) -> SpanExporter | None:
+    from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
+    from otel_agentdiag.storage import SpanStore, StoreError
+
+    assert options.store_path is not None
+    try:
+        # Opened now, so a bad store is reported at once; the exporter closes it on shutdown.
+        return SQLiteSpanExporter(SpanStore(options.store_path, retention=retention), owns_store=True)
+    except UntrustedPathError as exc:
+        # Not ours (changed since resolve_destinations looked): fail closed, the local branch is off.
+        _logger.error("otel-agentdiag: %s; the local store is off", exc)
+        return None
+    except (StoreError, OSError) as exc:
+        # Never hurt the agent: keep the pipeline; the exporter retries opening on each batch and counts
+        # what it cannot write.
+        _logger.error("otel-agentdiag: cannot open the trace store %s: %s", options.store_path, exc)
+        return SQLiteSpanExporter(options.store_path, retention=retention)
+
+
+def _otlp_exporter(options: AgentDiagOptions) -> SpanExporter | None:
+    from otel_agentdiag.exporters.otlp import DEFAULT_PROTOCOL, endpoint_variable, otlp_span_exporter
+
+    try:
+        return otlp_span_exporter(options.otlp_endpoint, options.otlp_protocol or DEFAULT_PROTOCOL)
+    except ImportError:
+        if options.otlp_endpoint is not None:
+            raise
+        _logger.warning(
+            "otel-agentdiag: %s is set but the 'otlp' extra is missing (pip install 'otel-agentdiag[otlp]', or "
+            "from a checkout: pip install -e '.[otlp]'); the OTLP export is off",
+            endpoint_variable() or "OTEL_EXPORTER_OTLP_ENDPOINT",
+        )
+        return None
+
+
+def _maybe_set_global(provider: TracerProvider, set_global: bool | None) -> None:
+    current = trace.get_tracer_provider()
+    if current is provider or set_global is False:
+        return
+    no_global = isinstance(current, trace.ProxyTracerProvider)
+    if set_global or no_global:
+        if not no_global:
+            _logger.warning("otel-agentdiag: a global TracerProvider is already set and cannot be replaced")
+            return
+        trace.set_tracer_provider(provider)
