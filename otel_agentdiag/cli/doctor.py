@@ -1,5 +1,7 @@
-"""``agentdiag doctor``: the resolved configuration, the policies per destination, the redaction canary, and
-the span processors that see spans before redaction.
+"""``agentdiag doctor``: is this configuration sound, and does the redaction hold?
+
+It prints the resolved configuration, the policies per destination, the redaction canary, and the span
+processors that see spans before redaction.
 
 Exit codes: 0 nothing leaked (or nothing is exported at all), 1 a sentinel survived or the canary did not
 come through, 2 a usage or configuration error, including a store or key that would be refused (the report

@@ -42,7 +42,7 @@ DEFAULT_PROTOCOL = HTTP_PROTOBUF
 
 INSTALL_HINT = (
     "OTLP export needs the 'otlp' extra (the OpenTelemetry OTLP exporter packages cannot be imported): "
-    "pip install 'otel-agentdiag[otlp]', or from a checkout: pip install -e '.[otlp]'"
+    "pip install -e '.[otlp]' in a checkout of otel-agentdiag"
 )
 _HTTP_SCHEMES = ("http://", "https://")
 _SAFE_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]")

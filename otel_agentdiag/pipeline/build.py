@@ -208,8 +208,8 @@ def _otlp_exporter(options: AgentDiagOptions) -> SpanExporter | None:
         if options.otlp_endpoint is not None:
             raise
         _logger.warning(
-            "otel-agentdiag: %s is set but the 'otlp' extra is missing (pip install 'otel-agentdiag[otlp]', or "
-            "from a checkout: pip install -e '.[otlp]'); the OTLP export is off",
+            "otel-agentdiag: %s is set but the 'otlp' extra is missing (from a checkout of "
+            "otel-agentdiag: pip install -e '.[otlp]'); the OTLP export is off",
             endpoint_variable() or "OTEL_EXPORTER_OTLP_ENDPOINT",
         )
         return None

@@ -1,5 +1,6 @@
-"""Keyed pseudonyms for correlation IDs: HMAC-SHA256 with a derived key per ID kind, tagged with the
-algorithm and a key id.
+"""Keyed pseudonyms for correlation IDs: HMAC-SHA256 digests tagged with the algorithm and a key id.
+
+Each ID kind has a key of its own, derived from the secret.
 
 Contract (documented, stable from 0.2.0): with a secret ``key``, the digest of an ID of kind ``k``
 (``conversation``, ``user``, ``agent``, ``tool_call``, ``response``, ...) with raw value ``v`` is::

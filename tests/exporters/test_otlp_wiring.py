@@ -370,7 +370,7 @@ def test_grpc_without_the_extra(
 ) -> None:
     monkeypatch.setitem(sys.modules, GRPC_MODULE, None)  # makes the import fail as if grpcio were absent
 
-    with pytest.raises(ImportError, match=r"otel-agentdiag\[otlp\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[otlp\]'"):
         # No store: the OTLP branch is the only one, so nothing was started when the import fails.
         agentdiag.configure(
             store=False, hash_key=HASH_KEY, set_global=False, otlp_endpoint="http://h:4317", otlp_protocol="grpc"
@@ -390,7 +390,7 @@ def test_missing_extra_with_a_store_starts_nothing(tmp_path: Path, monkeypatch: 
     threads = {t.ident for t in threading.enumerate()}
     store = tmp_path / "traces.db"
 
-    with pytest.raises(ImportError, match=r"otel-agentdiag\[otlp\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[otlp\]'"):
         agentdiag.configure(
             store=store, hash_key=HASH_KEY, set_global=False, otlp_endpoint="http://h:4317", otlp_protocol="grpc"
         )
