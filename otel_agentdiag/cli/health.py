@@ -451,7 +451,7 @@ def clear(session_text: str, yes: bool, store_path: Path | None, output_format: 
     the same clear again. On an interactive terminal it asks first (``--yes`` skips the question); in scripts it
     does what it is told.
     """
-    with open_store(store_path) as store:
+    with open_store(store_path, write=True) as store:
         session = resolve_session(store, session_text, resolve_store_path(store_path))
         if not yes and sys.stdin.isatty():
             click.confirm(f"delete every span of session {printable(session)}?", abort=True, err=True)

@@ -12,6 +12,7 @@ from otel_agentdiag.storage.connection import (
     DIR_MODE,
     FILE_MODE,
     StoreConnection,
+    StoreNeedsUpgrade,
     default_store_path,
 )
 from otel_agentdiag.storage.maintenance import StoreMaintenance
@@ -68,6 +69,7 @@ __all__ = [
     "SpanStore",
     "StoreConnection",
     "StoreError",
+    "StoreNeedsUpgrade",
     "StoreSummary",
     "StoredContent",
     "StoredSpan",
@@ -86,6 +88,12 @@ class SpanStore(StoreWriter, StoreMaintenance, StoreReader, ViolationLog, PushMa
     ``create=False`` opens an existing store only (readers): a missing file raises :class:`StoreError`.
     All methods are thread-safe. Constructing raises :class:`StoreError` for a file that is not a store.
     Opening an up-to-date store only reads, so a read-only store can be opened for reading.
+    ``read_only=True`` (readers: the CLI's ``traces``, ``show``, ``sessions``, ``status``, ``receipt``, ``export``)
+    never writes (``PRAGMA query_only``; SQLite's ``mode=ro`` where the folder cannot be written): no journal
+    mode, no migration (a store of an older schema raises
+    :class:`~otel_agentdiag.storage.connection.StoreNeedsUpgrade`), every write method raises; a store in a
+    folder the user cannot write, or on read-only media, is read as it is (see
+    :func:`~otel_agentdiag.storage.connection.read_only_uri`). The trust checks are the same.
 
     ``retention`` (None: the defaults of :class:`RetentionLimits`) applies on writes and :meth:`prune`.
     ``max_page_count`` caps the database file in pages (``PRAGMA max_page_count``, per connection; a write
