@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.jsonsafe import finite
-from otel_agentdiag.storage.rows import StoredSpan
+from otel_agentdiag.storage.rows import SpanRow, StoredSpan
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
@@ -41,6 +42,9 @@ def canonical_json(value: Any) -> str:
     except ValueError:
         return json.dumps(finite(value), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
+
+_NUMBERING = frozenset({sc.AGENTDIAG_OBSERVER_ID, sc.AGENTDIAG_SEQUENCE})
+"""The attributes that carry a span's numbering (also its ``observer`` and ``sequence`` columns)."""
 
 SPAN_COLUMNS = (
     "s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.span_kind, s.start_ns, s.end_ns, s.status,"
@@ -109,3 +113,40 @@ def decode_span(row: tuple[Any, ...]) -> StoredSpan:
 def bad_json(column: str, json_type: str) -> str:
     """SQL: ``column`` is not valid JSON of ``json_type`` (json_type is evaluated only on valid JSON)."""
     return f"(CASE WHEN json_valid({column}) THEN json_type({column}) <> '{json_type}' ELSE 1 END)"
+
+
+def same_content(row: SpanRow, stored: StoredSpan, *, session: str | None, numbering: bool = True) -> bool:
+    """Whether ``stored`` holds exactly ``row`` filed under ``session``: every column the same, the JSON ones
+    compared as JSON (a tuple and the array it was stored as are equal). ``numbering=False``: the observer and
+    sequence number (columns and attributes) are left out, for a span whose numbering is not its own content
+    (one ``agentdiag ingest`` numbers because its file did not)."""
+    ignore = frozenset() if numbering else _NUMBERING
+    if stored.corrupt or (row.trace_id, row.span_id) != (stored.trace_id, stored.span_id):
+        return False
+    if (row.parent_span_id, row.name, row.kind, row.span_kind, row.start_ns, row.end_ns, row.status, session) != (
+        stored.parent_span_id,
+        stored.name,
+        stored.kind,
+        stored.span_kind,
+        stored.start_ns,
+        stored.end_ns,
+        stored.status,
+        stored.session,
+    ):
+        return False
+    if numbering and (row.observer, row.sequence) != (stored.observer, stored.sequence):
+        return False
+
+    def kept(attributes: Any) -> dict[str, Any]:
+        return {k: v for k, v in dict(attributes).items() if k not in ignore}
+
+    return all(
+        canonical_json(mine) == canonical_json(theirs)
+        for mine, theirs in (
+            (kept(row.attributes), kept(stored.attributes)),
+            (list(row.events), stored.events),
+            (list(row.links), stored.links),
+            (dict(row.resource), stored.resource),
+            (row.scope, stored.scope),
+        )
+    )

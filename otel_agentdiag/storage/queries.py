@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 from otel_agentdiag._internal.inputs import describe_input
@@ -152,6 +153,21 @@ class StoreReader(StoreConnection):
                 (trace_id,),
             ).fetchall()
         return [decode_span(row) for row in rows]
+
+    def spans_by_id(self, ids: Iterable[tuple[str, str]]) -> dict[tuple[str, str], StoredSpan]:
+        """The stored spans with these ``(trace_id, span_id)`` keys, read through the key; those not stored are
+        absent."""
+        found: dict[tuple[str, str], StoredSpan] = {}
+        with self._lock:
+            for key in dict.fromkeys(ids):
+                row = self._conn.execute(
+                    f"SELECT {SPAN_COLUMNS} FROM spans s LEFT JOIN resources r ON r.id = s.resource_id"
+                    " WHERE s.trace_id = ? AND s.span_id = ?",
+                    key,
+                ).fetchone()
+                if row is not None:
+                    found[key] = decode_span(row)
+        return found
 
     def trace_content(self, trace_id: str) -> list[StoredContent]:
         """The captured content of one trace's spans (local only: ``configure(capture_content=True)``), by
