@@ -17,6 +17,7 @@ from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.redaction.policy import is_sensitive
 from otel_agentdiag.redaction.recognizers import HIDDEN_CHARACTERS
 from otel_agentdiag.storage import SpanStore, StoreError
+from otel_agentdiag.storage.connection import StoreNeedsUpgrade
 from otel_agentdiag.storage.store import default_store_path
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,14 +83,21 @@ def resolve_store_path(store_path: Path | None) -> Path:
     return store_path if store_path is not None else default_store_path()
 
 
-def open_store(store_path: Path | None) -> SpanStore:
-    """Open an existing store for reading; a missing or foreign file is a one-line error. A store that is not
-    ours (another user's, writable by others, a symbolic link) raises
-    :class:`~otel_agentdiag._internal.trust.UntrustedPathError`: the command line shows it as one line, exit 2."""
+def open_store(store_path: Path | None, *, write: bool = False) -> SpanStore:
+    """Open an existing store: read-only (SQLite ``mode=ro``, so a store in a folder or on media the user cannot
+    write can be read), or with ``write`` for the commands that change it (``clear``, ``push``'s marks). A
+    missing or foreign file is a one-line error. A store that is not ours (another user's, writable by others,
+    a symbolic link) raises :class:`~otel_agentdiag._internal.trust.UntrustedPathError`: the command line shows
+    it as one line, exit 2. A store of an older schema is opened for writing, to be migrated, as before."""
     path = resolve_store_path(store_path)
     if not path.exists():
         raise CliError(f"no trace store at {path} (run 'agentdiag demo', or configure() in your agent, first)")
     try:
+        if not write:
+            try:
+                return SpanStore(path, read_only=True)
+            except StoreNeedsUpgrade:
+                pass
         return SpanStore(path, create=False)
     except StoreError as exc:
         raise CliError(str(exc)) from None

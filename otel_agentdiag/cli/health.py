@@ -31,7 +31,7 @@ from otel_agentdiag.cli._common import (
     store_option,
 )
 from otel_agentdiag.cli._duration import Duration, format_duration
-from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt, session_receipts, store_receipt
+from otel_agentdiag.diagnostics.receipt import Receipt, nothing_to_judge, session_receipt, store_overview, store_receipt
 from otel_agentdiag.diagnostics.status import DEFAULT_STALL_THRESHOLD_S, REPETITION_THRESHOLD, Status, session_status
 from otel_agentdiag.redaction import hashing
 from otel_agentdiag.storage import RetentionLimits, ScrubIncomplete, SpanStore, StoreError
@@ -223,8 +223,25 @@ def _receipt_lines(receipt: Receipt, *, title: str) -> list[str]:
         f"  provenance: {receipt.provenance}",
     ]
     if receipt.status == "invalid" and not receipt.reasons:
-        lines.insert(1, "  (nothing to judge)" if c["spans"] == 0 else "  (malformed rows)")
+        why = nothing_to_judge(receipt)
+        if why is not None:
+            lines.insert(1, f"  (nothing to judge: {_NOT_JUDGED[why]}; the store's receipt leaves it out)")
+        else:
+            lines.insert(1, "  (nothing to judge)" if c["spans"] == 0 else "  (malformed rows)")
+    if receipt.not_judged:
+        lines.append(
+            f"  not judged: {len(receipt.not_judged)} session(s) with nothing left to judge (cleared or pruned);"
+            " agentdiag sessions lists them as invalid"
+        )
     return lines
+
+
+_NOT_JUDGED = {
+    "cleared": "every span of it was cleared on request",
+    "pruned": "every span of it was pruned by retention",
+    "empty": "no span of it is stored",
+}
+"""Why a session has nothing to judge (:func:`~otel_agentdiag.diagnostics.verdict.nothing_to_judge`), in words."""
 
 
 def _status_lines(status: Status) -> list[str]:
@@ -261,12 +278,13 @@ def _status_lines(status: Status) -> list[str]:
 def sessions(store_path: Path | None, output_format: str) -> None:
     """List sessions, newest activity first, with their receipt status."""
     with open_store(store_path) as store:
-        summaries = store.list_sessions()
-        receipts, _ = session_receipts(store)
-    by_session = {r.session: r for r in receipts}
+        overview = store_overview(store)  # rows and receipts of one reading, the one the store receipt combines
     rows: list[dict[str, Any]] = []
-    for s in summaries:
-        receipt = by_session.get(s.session)
+    unjudged: list[str | None] = []
+    for s, receipt in overview.sessions:
+        if s is None:
+            continue  # known only from the ledger or a violation: not a session with rows or bookkeeping
+        unjudged.append(nothing_to_judge(receipt))
         rows.append(
             {
                 "session": s.session,
@@ -278,7 +296,7 @@ def sessions(store_path: Path | None, output_format: str) -> None:
                 "cleared_at": iso_utc(s.cleared_at_ns),
                 "generation": s.generation,
                 "pruned_spans": s.pruned_spans,
-                "receipt_status": receipt.status if receipt is not None else "invalid",
+                "receipt_status": receipt.status,
                 "provenance": provenance_of(s.session),
             }
         )
@@ -290,11 +308,12 @@ def sessions(store_path: Path | None, output_format: str) -> None:
         return
     header = f"{'SESSION':<34}  {'SPANS':>6}  {'TRACES':>6}  {'LAST ACTIVITY (UTC)':<19}  RECEIPT"
     click.echo(click.style(header, bold=True))
-    for row in rows:
+    for row, why in zip(rows, unjudged, strict=True):
         last = (row["last_activity_time"] or "")[:19].replace("T", " ")
+        verdict = row["receipt_status"] if why is None else f"{row['receipt_status']} (nothing to judge: {why})"
         click.echo(
             f"{printable(_short(row['session'])):<34}  {row['span_count']:>6}  {len(row['trace_ids']):>6}  {last:<19}"
-            f"  {row['receipt_status']}"
+            f"  {verdict}"
         )
 
 
@@ -453,7 +472,7 @@ def clear(session_text: str, yes: bool, store_path: Path | None, output_format: 
     the same clear again. On an interactive terminal it asks first (``--yes`` skips the question); in scripts it
     does what it is told.
     """
-    with open_store(store_path) as store:
+    with open_store(store_path, write=True) as store:
         session = resolve_session(store, session_text, resolve_store_path(store_path))
         if not yes and sys.stdin.isatty():
             click.confirm(f"delete every span of session {printable(session)}?", abort=True, err=True)

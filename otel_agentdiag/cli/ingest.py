@@ -43,6 +43,7 @@ def _summary_json(result: IngestResult) -> dict[str, Any]:
         "spans": result.spans,
         "inserted": result.inserted,
         "duplicates": result.duplicates,
+        "unchanged": result.unchanged,
         "pruned": result.pruned,
         "numbered": result.numbered,
         "claimed_observers": result.claimed_observers,

@@ -263,7 +263,7 @@ def push(
         raise CliError(f"--timeout must be a positive number of seconds, not {describe_input(timeout)}")
     where = display_endpoint(endpoint, protocol)
     path = resolve_store_path(store_path)
-    with open_store(store_path) as store:
+    with open_store(store_path, write=True) as store:  # it records push marks
         sessions = [resolve_session(store, text, path) for text in session_texts] or None
         hasher = load_store_hasher(path)
         if hasher is None:

@@ -1,403 +1,59 @@
-"""Integrity receipts: is the stored trace of a session (or of the whole store) complete and trustworthy?
+"""Integrity receipts read from the store: one session's, every session's, and the whole store's.
 
-A receipt reads the store only. It compares three records the pipeline keeps independently:
-
-- the rows (``spans``), each numbered with ``agentdiag.sequence`` per (observer, session) at span start;
-- the cumulative ledger per (observer, session) (``session_stats``), in which
-  ``observed == accepted + sum(rejected) + sum(dropped)`` must hold;
-- the store's own bookkeeping of what it deleted on purpose (``pruned_spans`` by retention,
-  ``cleared_spans`` by ``agentdiag clear``).
-
-Status, worst first (the first rule that applies wins):
-
-``invalid``
-    Nothing to judge (no stored span), a stored span whose observer has no ledger row (``stats_missing``), a
-    ledger row that does not balance or that does not account for the stored rows (``ledger_invalid``), or
-    malformed rows (``counts["malformed_rows"] > 0``), or input the store refused to take
-    (``ingest_violation``: a line of ``agentdiag ingest`` that was malformed or rejected, recorded durably; the
-    session's receipt when the line's session is known, the store's receipt always). "No stored span" and
-    "malformed rows" carry no reason code of their own: the counts say which.
-``quarantined``
-    The redactor failed on a span (``redactor_error``) or removed a credential-like value
-    (``public_safety_violation``).
-``degraded``
-    Spans are missing or doubled: ``sequence_gap``, ``duplicate_sequence``, ``backpressure_drop`` (queue full,
-    or still queued at shutdown), ``export_failure``, ``unfinished_span`` (started, never ended).
-``imported``
-    None of the above, but the spans were imported (``agentdiag ingest``), not observed here: their numbers
-    and ledger come from a file nothing authenticates, so the copy is judged against its own numbering and
-    never called ``valid``. Every receipt of an imported session carries the reason ``imported``.
-``valid``
-    None of the above, for spans this machine observed.
-
-Provenance (:mod:`otel_agentdiag.storage.provenance`): imported spans are filed under ``imported:<digest>``
-session keys, so the receipt of a session this machine observed reads only what it observed (its rows, its
-ledger rows, its violations, and, to tell a missing parent, the observed spans of its traces): nothing an
-ingest writes changes it. :attr:`Receipt.provenance` says which (``observed`` or ``imported``; a store
-receipt says ``mixed`` when it holds both).
-
-Spans dropped because their session was cleared while they were in flight are counted
-(``dropped_cleared``) but do not degrade a receipt: the user asked for them to go.
+The verdict rules (statuses, reason codes, counts) are in :mod:`otel_agentdiag.diagnostics.verdict`; this
+module reads what they judge from the store, consistently (a writer that commits meanwhile makes it read again),
+and re-exports them. Every function here reads only.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from otel_agentdiag import semconv as sc
 from otel_agentdiag.diagnostics.parents import spans_elsewhere
+from otel_agentdiag.diagnostics.verdict import (
+    COUNT_KEYS,
+    DEGRADED,
+    IMPORTED,
+    INVALID,
+    MIXED,
+    PROVENANCES,
+    QUARANTINED,
+    REASONS,
+    STATUSES,
+    VALID,
+    Receipt,
+    ReceiptInput,
+    combine,
+    judge,
+    nothing_to_judge,
+)
 from otel_agentdiag.storage import SessionStats, SessionSummary, SpanStore, StoredSpan
-from otel_agentdiag.storage.provenance import IMPORTED as IMPORTED_PROVENANCE
-from otel_agentdiag.storage.provenance import OBSERVED, is_imported
 
 __all__ = [
     "COUNT_KEYS",
+    "DEGRADED",
+    "IMPORTED",
+    "INVALID",
+    "MIXED",
     "PROVENANCES",
+    "QUARANTINED",
     "REASONS",
     "STATUSES",
+    "VALID",
+    "Overview",
     "Receipt",
     "ReceiptInput",
     "judge",
     "combine",
+    "nothing_to_judge",
     "session_receipt",
     "session_receipts",
+    "store_overview",
     "store_receipt",
 ]
-
-VALID = "valid"
-IMPORTED = "imported"
-DEGRADED = "degraded"
-QUARANTINED = "quarantined"
-INVALID = "invalid"
-STATUSES = (VALID, IMPORTED, DEGRADED, QUARANTINED, INVALID)
-"""From best to worst."""
-MIXED = "mixed"
-PROVENANCES = (OBSERVED, IMPORTED_PROVENANCE, MIXED)
-"""Values of :attr:`Receipt.provenance` (``mixed``: a store receipt over observed and imported sessions)."""
-
-SEQUENCE_GAP = "sequence_gap"
-DUPLICATE_SEQUENCE = "duplicate_sequence"
-BACKPRESSURE_DROP = "backpressure_drop"
-EXPORT_FAILURE = "export_failure"
-REDACTOR_ERROR = "redactor_error"
-PUBLIC_SAFETY_VIOLATION = "public_safety_violation"
-UNFINISHED_SPAN = "unfinished_span"
-STATS_MISSING = "stats_missing"
-LEDGER_INVALID = "ledger_invalid"
-INGEST_VIOLATION = "ingest_violation"
-REASONS = (
-    BACKPRESSURE_DROP,
-    DUPLICATE_SEQUENCE,
-    EXPORT_FAILURE,
-    IMPORTED,
-    INGEST_VIOLATION,
-    LEDGER_INVALID,
-    PUBLIC_SAFETY_VIOLATION,
-    REDACTOR_ERROR,
-    SEQUENCE_GAP,
-    STATS_MISSING,
-    UNFINISHED_SPAN,
-)
-
-_INVALID_REASONS = frozenset({STATS_MISSING, LEDGER_INVALID, INGEST_VIOLATION})
-_QUARANTINE_REASONS = frozenset({REDACTOR_ERROR, PUBLIC_SAFETY_VIOLATION})
-_DEGRADED_REASONS = frozenset({SEQUENCE_GAP, DUPLICATE_SEQUENCE, BACKPRESSURE_DROP, EXPORT_FAILURE, UNFINISHED_SPAN})
-
-# Drop causes and reject reasons as the pipeline and the store record them.
-DROP_QUEUE_FULL = "queue_full"
-DROP_EXPORT_FAILURE = "export_failure"
-DROP_SHUTDOWN = "shutdown"
-DROP_CLEARED = "cleared"
-REJECT_REDACTOR_ERROR = "redactor_error"
-
-PUBLIC_SAFETY_COUNTER = sc.AGENTDIAG_REDACTION_PREFIX + "public_safety_violation"
-
-COUNT_KEYS = (
-    "spans",
-    "sequence_gaps",
-    "duplicate_sequences",
-    "unfinished_spans",
-    "dropped_queue_full",
-    "dropped_export_failure",
-    "dropped_shutdown",
-    "dropped_cleared",
-    "rejected_redactor_error",
-    "public_safety_violations",
-    "observed",
-    "accepted",
-    "rejected",
-    "dropped",
-    "stored",
-    "malformed_rows",
-    "pruned_spans",
-    "cleared_spans",
-    "ingest_violations",
-)
-"""The keys of :attr:`Receipt.counts`, in output order."""
-
-NO_OBSERVER = ""
-"""The ledger's observer for rows that carried none (spans not numbered by a sequencer)."""
-
-
-@dataclass(frozen=True)
-class Receipt:
-    """The integrity verdict on one session (``session`` = its digest, ``None`` = spans outside any session)
-    or, from :func:`store_receipt`, on the whole store (``scope == "store"``)."""
-
-    status: str
-    reasons: list[str]
-    """Reason codes, sorted."""
-    counts: dict[str, int]
-    """The numbers behind the verdict; keys are :data:`COUNT_KEYS`."""
-    observers: list[str]
-    """The pipeline instances (``agentdiag.observer.id``) that wrote to the session, sorted."""
-    session: str | None
-    scope: str = "session"
-    """``session`` or ``store``."""
-    provenance: str = OBSERVED
-    """``observed`` (spans this machine recorded), ``imported`` (``agentdiag ingest``), or for the store
-    ``mixed``: see :data:`PROVENANCES`."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The documented JSON shape: ``{"session", "status", "reasons", "counts", "observers", "provenance"}``."""
-        return {
-            "session": self.session,
-            "status": self.status,
-            "reasons": list(self.reasons),
-            "counts": dict(self.counts),
-            "observers": list(self.observers),
-            "provenance": self.provenance,
-        }
-
-
-@dataclass(frozen=True)
-class ReceiptInput:
-    """What a session receipt is computed from: everything the store knows about the session."""
-
-    session: str | None
-    spans: Sequence[StoredSpan]
-    stats: Sequence[SessionStats]
-    pruned_spans: int = 0
-    cleared_spans: int | None = 0
-    """Rows ``agentdiag clear`` deleted; ``None``: not known (then the rows need only not exceed the ledger)."""
-    cleared: bool = False
-    """Whether the session was ever cleared (its rows deleted on purpose at some point)."""
-    outside_span_ids: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    """trace id -> span ids stored in that trace outside the session (a parent there is not missing)."""
-    violations: int = 0
-    """Durable records of input of this session the store refused (``agentdiag ingest``)."""
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _missing_below(present: Sequence[int], low: int, limit: int) -> int:
-    """How many integers in ``[low, limit)`` are not in the sorted, distinct ``present``."""
-    if limit <= low:
-        return 0
-    inside = sum(1 for s in present if low <= s < limit)
-    return (limit - low) - inside
-
-
-def _status_for(reasons: Iterable[str], *, spans: int, malformed: int) -> str:
-    found = set(reasons)
-    if spans == 0 or malformed > 0 or found & _INVALID_REASONS:
-        return INVALID
-    if found & _QUARANTINE_REASONS:
-        return QUARANTINED
-    if found & _DEGRADED_REASONS:
-        return DEGRADED
-    if IMPORTED in found:
-        return IMPORTED
-    return VALID
-
-
-def judge(data: ReceiptInput) -> Receipt:
-    """The receipt of one session from its rows, its ledger rows and the store's deletion counts. Pure.
-
-    - ``sequence_gaps``: per (observer, session), sequence numbers missing between the lowest judged number
-      and the highest stored one, less those held by unfinished spans (still open, not lost) and less the
-      spans the ledger counted as dropped or rejected (lost, but explained by their own reason): a gap is a
-      loss nothing accounts for. Once the session lost rows on purpose (retention pruned it or it was
-      cleared), the rows deleted are subtracted too (from the numbers missing from 0; when a clear's count is
-      unknown, numbers below the oldest survivor are explained instead): retention deletes by start time, and
-      concurrent spans of a session take their numbers in a slightly different order.
-    - ``duplicate_sequences``: spans the store received twice (ledger ``duplicates``) plus stored rows that
-      share one (observer, sequence).
-    - ``unfinished_spans``: distinct parents that stored spans of the session name but that are stored nowhere
-      in their trace, counted only where the numbering shows a span of this session on the child's observer
-      that started before the child and was never accounted for (so a remote parent, a parent outside the
-      session or a parent lost to a counted drop is not "unfinished").
-    - ``stats_missing``: a stored span whose observer has no ledger row for the session.
-    - ``ledger_invalid``: a ledger row with ``observed != accepted + sum(rejected) + sum(dropped)``, or
-      ``sum(stored) - pruned_spans - cleared_spans`` different from the number of stored rows.
-    - ``ingest_violation``: ``data.violations > 0`` (counted as ``ingest_violations``).
-    - ``imported``: the session key is an imported one (``imported:...``): the best verdict is ``imported``.
-    """
-    spans = data.spans
-    stats = data.stats
-    by_observer: dict[str, SessionStats] = {}
-    reasons: set[str] = set()
-    counts: Counter[str] = Counter()
-    ledger_ok = True
-    explained: Counter[str] = Counter()
-    """Per observer: spans the ledger says never reached the store (counted drops and rejections). Each
-    accounts for one missing sequence number; only the rest are gaps."""
-    for row in stats:
-        by_observer[row.observer] = row
-        rejected = {k: _int(v) for k, v in row.rejected.items()}
-        dropped = {k: _int(v) for k, v in row.dropped.items()}
-        explained[row.observer] += sum(dropped.values()) + sum(rejected.values())
-        counts["observed"] += row.observed
-        counts["accepted"] += row.accepted
-        counts["stored"] += row.stored
-        counts["rejected"] += sum(rejected.values())
-        counts["dropped"] += sum(dropped.values())
-        counts["duplicate_sequences"] += max(row.duplicates, 0)
-        counts["dropped_queue_full"] += dropped.get(DROP_QUEUE_FULL, 0)
-        counts["dropped_export_failure"] += dropped.get(DROP_EXPORT_FAILURE, 0)
-        counts["dropped_shutdown"] += dropped.get(DROP_SHUTDOWN, 0)
-        counts["dropped_cleared"] += dropped.get(DROP_CLEARED, 0)
-        counts["rejected_redactor_error"] += rejected.get(REJECT_REDACTOR_ERROR, 0)
-        if row.observed != row.accepted + sum(rejected.values()) + sum(dropped.values()):
-            ledger_ok = False
-
-    counts["spans"] = len(spans)
-    counts["pruned_spans"] = max(data.pruned_spans, 0)
-    counts["cleared_spans"] = max(data.cleared_spans or 0, 0)
-    counts["malformed_rows"] = sum(1 for s in spans if s.corrupt)
-    counts["public_safety_violations"] = sum(_int(s.attributes.get(PUBLIC_SAFETY_COUNTER)) for s in spans)
-    counts["ingest_violations"] = _int(data.violations)
-
-    # -- sequence numbers, per observer --------------------------------------------------------------
-    numbers: dict[str, Counter[int]] = defaultdict(Counter)
-    row_observers: set[str] = set()
-    for span in spans:
-        observer = span.observer or NO_OBSERVER
-        row_observers.add(observer)
-        if span.name == sc.TOMBSTONE_SPAN_NAME:
-            explained[observer] -= 1  # a rejected span stored as a tombstone keeps its number
-        if span.observer and isinstance(span.sequence, int) and span.sequence >= 0:
-            numbers[span.observer][span.sequence] += 1
-    lost_on_purpose = data.pruned_spans > 0 or bool(data.cleared_spans) or data.cleared
-    present: dict[str, list[int]] = {}
-    low_of: dict[str, int] = {}
-    for observer, seen in numbers.items():
-        counts["duplicate_sequences"] += sum(n - 1 for n in seen.values() if n > 1)
-        distinct = sorted(seen)
-        present[observer] = distinct
-        low_of[observer] = distinct[0] if lost_on_purpose else 0
-
-    # -- unfinished spans: parents that started and never arrived; their numbers are not gaps ----------
-    open_spans, unnumbered = _unfinished(data, present, low_of, by_observer)
-    counts["unfinished_spans"] = unnumbered + sum(open_spans.values())
-    # Rows deleted on purpose, when the store knows how many: retention deletes the oldest by *start time*, and
-    # numbers are handed out just after the start time is taken, so under concurrency a deleted span may hold a
-    # number above the oldest survivor's. Then every number from 0 is judged and the deleted rows are subtracted.
-    exact = lost_on_purpose and not (data.cleared and data.cleared_spans is None)
-    unexplained = 0
-    for observer, distinct in present.items():
-        missing = _missing_below(distinct, 0 if exact else low_of[observer], distinct[-1] + 1)
-        # Numbers held by open spans are not lost; numbers of spans the ledger counted as dropped or rejected
-        # are lost *and explained* (their own reason says so). A gap is a loss nothing accounts for.
-        unexplained += max(missing - open_spans.get(observer, 0) - max(explained[observer], 0), 0)
-    deleted = max(data.pruned_spans, 0) + max(data.cleared_spans or 0, 0) if exact else 0
-    counts["sequence_gaps"] += max(unexplained - deleted, 0)
-
-    # -- reasons ------------------------------------------------------------------------------------
-    if counts["sequence_gaps"]:
-        reasons.add(SEQUENCE_GAP)
-    if counts["duplicate_sequences"]:
-        reasons.add(DUPLICATE_SEQUENCE)
-    if counts["dropped_queue_full"] or counts["dropped_shutdown"]:
-        reasons.add(BACKPRESSURE_DROP)
-    if counts["dropped_export_failure"]:
-        reasons.add(EXPORT_FAILURE)
-    if counts["rejected_redactor_error"]:
-        reasons.add(REDACTOR_ERROR)
-    if counts["public_safety_violations"]:
-        reasons.add(PUBLIC_SAFETY_VIOLATION)
-    if counts["unfinished_spans"]:
-        reasons.add(UNFINISHED_SPAN)
-    if counts["ingest_violations"]:
-        reasons.add(INGEST_VIOLATION)
-    imported = is_imported(data.session)
-    if imported:
-        reasons.add(IMPORTED)
-    if row_observers - set(by_observer):
-        reasons.add(STATS_MISSING)
-    elif data.cleared_spans is None:
-        # Rows deleted by a clear are not known: what the ledger stored must at least cover the rows.
-        unexplained = counts["stored"] - counts["pruned_spans"] - counts["spans"]
-        if unexplained < 0 or (unexplained > 0 and not data.cleared):
-            ledger_ok = False
-        counts["cleared_spans"] = max(unexplained, 0)
-    elif counts["stored"] - counts["pruned_spans"] - counts["cleared_spans"] != counts["spans"]:
-        ledger_ok = False
-    if not ledger_ok:
-        reasons.add(LEDGER_INVALID)
-
-    observers = sorted((set(by_observer) | row_observers) - {NO_OBSERVER})
-    ordered = {key: int(counts[key]) for key in COUNT_KEYS}
-    status = _status_for(reasons, spans=ordered["spans"], malformed=ordered["malformed_rows"])
-    provenance = IMPORTED_PROVENANCE if imported else OBSERVED
-    return Receipt(status, sorted(reasons), ordered, observers, data.session, provenance=provenance)
-
-
-def _unfinished(
-    data: ReceiptInput,
-    present: Mapping[str, list[int]],
-    low_of: Mapping[str, int],
-    by_observer: Mapping[str, SessionStats],
-) -> tuple[dict[str, int], int]:
-    """Distinct missing parents that the numbering and the ledger say started in this session and never ended:
-    per observer, and the number named by spans without numbers (nothing says otherwise for those)."""
-    ids_by_trace: dict[str, set[str]] = defaultdict(set)
-    for span in data.spans:
-        ids_by_trace[span.trace_id].add(span.span_id)
-    # missing parent -> the earliest-numbered child that names it
-    first_child: dict[tuple[str, str], StoredSpan] = {}
-    for span in data.spans:
-        parent = span.parent_span_id
-        if parent is None or parent in ids_by_trace[span.trace_id]:
-            continue
-        if parent in data.outside_span_ids.get(span.trace_id, frozenset()):
-            continue
-        key = (span.trace_id, parent)
-        known = first_child.get(key)
-        if known is None or _order(span) < _order(known):
-            first_child[key] = span
-    candidates: Counter[str] = Counter()
-    unnumbered = 0
-    for child in first_child.values():
-        observer, sequence = child.observer, child.sequence
-        if not observer or not isinstance(sequence, int) or observer not in present:
-            unnumbered += 1  # nothing says otherwise: a parent that never arrived
-            continue
-        # The parent started before the child, so it holds a number below the child's; if every number
-        # below is stored (or explained by pruning or clearing), the parent is not a span of this session here.
-        if _missing_below(present[observer], low_of[observer], sequence) > 0:
-            candidates[observer] += 1
-    open_spans: dict[str, int] = {}
-    for observer, n in candidates.items():
-        row = by_observer.get(observer)
-        if row is None:
-            open_spans[observer] = n
-            continue
-        # Numbers 0..max were handed out at span start; the ledger counts spans that ended (stored,
-        # rejected or dropped). Numbers never accounted for belong to spans still open (or lost silently).
-        started = present[observer][-1] + 1
-        ended = row.observed - max(row.duplicates, 0)
-        open_spans[observer] = min(n, max(started - ended, 0))
-    return open_spans, unnumbered
-
-
-def _order(span: StoredSpan) -> tuple[int, int]:
-    return (span.sequence if isinstance(span.sequence, int) else -1, span.start_ns)
 
 
 # -- reading the store --------------------------------------------------------------------------------------
@@ -491,9 +147,27 @@ def session_receipt(store: SpanStore, session: str | None) -> Receipt:
     return judge(data)
 
 
-def session_receipts(store: SpanStore) -> tuple[list[Receipt], int]:
-    """Every session's receipt (newest activity first; the no-session bucket as ``None``) from one consistent
-    reading, and the store's count of malformed rows. Reads only.
+@dataclass(frozen=True)
+class Overview:
+    """Every session of the store and its receipt, from one consistent reading: what ``agentdiag sessions``
+    lists and what the store's receipt combines, so the two cannot tell different stories."""
+
+    sessions: list[tuple[SessionSummary | None, Receipt]]
+    """Newest activity first (the no-session bucket as ``None``); the summary is None for a session known only
+    from the ledger or a recorded violation."""
+    malformed_rows: int
+    violations: int
+    """Violations the store recorded, whatever their session."""
+
+    def receipt(self) -> Receipt:
+        """The store's receipt: the sessions' receipts combined (see :func:`~.verdict.combine`)."""
+        receipts = [receipt for _summary, receipt in self.sessions]
+        return combine(receipts, malformed_rows=self.malformed_rows, violations=self.violations)
+
+
+def store_overview(store: SpanStore) -> Overview:
+    """Every session's summary and receipt, the store's malformed rows and violations, from one consistent
+    reading. Reads only.
 
     A session known only from a recorded violation (none of its spans stored) gets a receipt too: ``invalid``.
     """
@@ -501,7 +175,7 @@ def session_receipts(store: SpanStore) -> tuple[list[Receipt], int]:
     def fingerprint() -> tuple[Any, ...]:
         return (store.session_stats(), store.list_sessions(), store.violation_counts())
 
-    def read() -> tuple[list[Receipt], int]:
+    def read() -> Overview:
         summaries = store.list_sessions()
         stats_by_session: dict[str | None, list[SessionStats]] = defaultdict(list)
         for row in store.session_stats():
@@ -510,49 +184,39 @@ def session_receipts(store: SpanStore) -> tuple[list[Receipt], int]:
         sessions: list[str | None] = [s.session for s in summaries]
         sessions += [s for s in stats_by_session if s not in sessions]
         sessions += [s for s in violations if s is not None and s not in sessions]
-        receipts = []
+        found: list[tuple[SessionSummary | None, Receipt]] = []
         for session in sessions:
             spans = store.session_spans(session)
-            found = violations.get(session, 0) if session is not None else 0
+            summary = _summary_for(summaries, session)
             data = _input_for(
                 store,
                 session,
-                _summary_for(summaries, session),
+                summary,
                 stats_by_session.get(session, []),
                 spans,
-                found,
+                violations.get(session, 0) if session is not None else 0,
                 lambda: _named_pruned(summaries),
             )
-            receipts.append(judge(data))
-        return receipts, store.store_summary().malformed_rows
+            found.append((summary, judge(data)))
+        return Overview(found, store.store_summary().malformed_rows, sum(violations.values()))
 
-    result: tuple[list[Receipt], int] = _consistent(read, fingerprint)
+    result: Overview = _consistent(read, fingerprint)
     return result
+
+
+def session_receipts(store: SpanStore) -> tuple[list[Receipt], int]:
+    """Every session's receipt (newest activity first; the no-session bucket as ``None``) from one consistent
+    reading, and the store's count of malformed rows. Reads only (see :func:`store_overview`)."""
+    overview = store_overview(store)
+    return [receipt for _summary, receipt in overview.sessions], overview.malformed_rows
 
 
 def store_receipt(store: SpanStore) -> Receipt:
     """The receipt of the whole store: every session's counts summed, reasons joined. Reads only.
 
-    A session with nothing left to judge (all its rows cleared or pruned) does not make the store invalid;
-    the store is invalid when it holds no span at all, when a session is invalid for a reason code, or when
-    the store recorded any violation (``ingest_violation``, whether or not its session is known).
+    A session with nothing left to judge (all its rows cleared or pruned) does not make the store invalid
+    (:attr:`Receipt.not_judged` names it); the store is invalid when it holds no span at all, when a session is
+    invalid for a reason code, or when the store recorded any violation (``ingest_violation``, whether or not its
+    session is known).
     """
-    receipts, malformed = session_receipts(store)
-    return combine(receipts, malformed_rows=malformed, violations=sum(store.violation_counts().values()))
-
-
-def combine(receipts: Sequence[Receipt], *, malformed_rows: int = 0, violations: int = 0) -> Receipt:
-    """One store-wide receipt from per-session receipts (``malformed_rows`` and ``violations``: the store's own
-    counts, which may include rows and records no session claims)."""
-    counts = {key: sum(r.counts.get(key, 0) for r in receipts) for key in COUNT_KEYS}
-    counts["malformed_rows"] = max(counts["malformed_rows"], malformed_rows)
-    counts["ingest_violations"] = max(counts["ingest_violations"], violations)
-    found = {reason for r in receipts for reason in r.reasons}
-    if counts["ingest_violations"]:
-        found.add(INGEST_VIOLATION)
-    reasons = sorted(found)
-    observers = sorted({o for r in receipts for o in r.observers})
-    status = _status_for(reasons, spans=counts["spans"], malformed=counts["malformed_rows"])
-    kinds = {r.provenance for r in receipts}
-    provenance = MIXED if len(kinds) > 1 or MIXED in kinds else (kinds.pop() if kinds else OBSERVED)
-    return Receipt(status, reasons, counts, observers, None, scope="store", provenance=provenance)
+    return store_overview(store).receipt()

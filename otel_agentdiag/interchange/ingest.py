@@ -37,7 +37,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,8 @@ from otel_agentdiag.pipeline.sequence import SessionSequencer, session_key
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.policy import is_sensitive
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
-from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore, StoreError
+from otel_agentdiag.storage import Accounting, RetentionLimits, SpanRow, SpanStore, StoreError
+from otel_agentdiag.storage.codec import same_content
 from otel_agentdiag.storage.provenance import imported_session
 
 __all__ = ["INGEST_SOURCE", "IngestError", "IngestResult", "Rejection", "UnusableInput", "ingest_otlp_json"]
@@ -117,7 +118,11 @@ class IngestResult:
     inserted: int = 0
     """Rows written."""
     duplicates: int = 0
-    """Spans already in the store (same trace and span id): not written again, counted in the ledger."""
+    """Spans already in the store (same trace and span id): not written again, counted in the ledger unless
+    :attr:`unchanged`."""
+    unchanged: int = 0
+    """Of the duplicates: spans an earlier ingest stored exactly so (the same file again). Not counted again: an
+    ingest of the same file a second time changes nothing."""
     pruned: int = 0
     """Rows retention deleted during the ingest (spans older than the age limit go at once)."""
     numbered: int = 0
@@ -211,6 +216,8 @@ class _Ingest:
         self._store: SpanStore | None = None
         self._processor: RedactingSpanProcessor | None = None
         self._hasher: IdHasher | None = None
+        self._written: set[tuple[str, str]] = set()
+        """``(trace_id, span_id)`` of every row this ingest handed to the store."""
         self._observers: dict[str, str] = {}
         """Claimed observer id -> the imported observer id it is filed under."""
         self._collect = _Collect()
@@ -289,11 +296,13 @@ class _Ingest:
             self.result.claimed_observers = len(self._observers)
         return found
 
-    def _number(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    def _number(self, spans: list[ReadableSpan]) -> tuple[list[ReadableSpan], list[str | None]]:
         """Every span gets an imported observer id: a claimed one is re-keyed (its sequence number kept, so the
-        copy is judged against its own numbering); a span that claims none gets this ingest's observer id and
-        the next number of its session, in start order (as a live sequencer numbers spans at start)."""
+        copy is judged against its own numbering); a span that claims none gets this ingest's observer id and,
+        for now, its place in start order as its number (as a live sequencer numbers spans at start). Returns
+        the spans and each place's session key: :meth:`_renumber` turns places into numbers of the sessions."""
         out = list(spans)
+        keys: list[str | None] = []
         unnumbered: list[int] = []
         for i, span in enumerate(spans):
             claimed = _claimed_observer(span)
@@ -312,9 +321,44 @@ class _Ingest:
             else:
                 raw = attributes.get(sc.SESSION_ID)
             attributes[sc.AGENTDIAG_OBSERVER_ID] = self.sequencer.observer_id
-            attributes[sc.AGENTDIAG_SEQUENCE] = self.sequencer.next_sequence(session_key(raw))
+            attributes[sc.AGENTDIAG_SEQUENCE] = len(keys)
+            keys.append(session_key(raw))
             out[i] = _with_attributes(span, attributes)
-        self.result.numbered += len(unnumbered)
+        return out, keys
+
+    def _unchanged(self, rows: Sequence[SpanRow]) -> set[int]:
+        """Indexes of the rows an earlier ingest stored exactly as they are now (the same file again): neither
+        written nor counted. A span this ingest wrote is no such row: a file that repeats a span has a
+        duplicate. A span this ingest numbers is compared without its numbering (a new ingest numbers anew)."""
+        assert self._store is not None
+        stored = self._store.spans_by_id(
+            key for key in ((r.trace_id, r.span_id) for r in rows) if key not in self._written
+        )
+        mine = self.sequencer.observer_id
+        return {
+            index
+            for index, row in enumerate(rows)
+            if (found := stored.get((row.trace_id, row.span_id))) is not None
+            and (row.trace_id, row.span_id) not in self._written
+            and same_content(row, found, session=imported_session(row.session), numbering=row.observer != mine)
+        }
+
+    def _renumber(self, rows: Sequence[SpanRow], keys: Sequence[str | None], unchanged: set[int]) -> list[SpanRow]:
+        """The rows to write: the unchanged ones left out, and the spans this ingest numbers given the next
+        numbers of their sessions in place order. A place whose span was left out takes no number; one whose span
+        the redactor dropped still does (its loss is counted, and explains the missing number)."""
+        mine = self.sequencer.observer_id
+        skipped = {rows[i].sequence for i in unchanged if rows[i].observer == mine}
+        final = {place: self.sequencer.next_sequence(key) for place, key in enumerate(keys) if place not in skipped}
+        self.result.numbered += len(final)
+        out: list[SpanRow] = []
+        for index, row in enumerate(rows):
+            if index in unchanged:
+                continue
+            if row.observer == mine and isinstance(row.sequence, int) and row.sequence in final:
+                number = final[row.sequence]
+                row = replace(row, attributes={**row.attributes, sc.AGENTDIAG_SEQUENCE: number}, sequence=number)
+            out.append(row)
         return out
 
     def _register_names(self, spans: Sequence[ReadableSpan]) -> None:
@@ -345,18 +389,28 @@ class _Ingest:
         self._register_names(spans)
         processor = self._processor
         failed_before = processor.failed
-        for span in self._number(spans):
+        numbered, keys = self._number(spans)
+        for span in numbered:
             processor.on_end(span)
         clean, rejected = self._collect.take()
         self.result.redaction_failures += processor.failed - failed_before
-        accounting = Accounting(observer=self.sequencer.observer_id, rejected=rejected, started_ns=self.started_ns)
         try:
-            written = self._store.write_batch([span_to_row(span) for span in clean], accounting, imported=True)
+            rows = [span_to_row(span) for span in clean]
+            unchanged = self._unchanged(rows)
+            rows = self._renumber(rows, keys, unchanged)
+            if rows or rejected or not unchanged:
+                accounting = Accounting(
+                    observer=self.sequencer.observer_id, rejected=rejected, started_ns=self.started_ns
+                )
+                written = self._store.write_batch(rows, accounting, imported=True)
+                self._written.update((row.trace_id, row.span_id) for row in rows)
+                self.result.inserted += written.inserted
+                self.result.duplicates += written.duplicates
+                self.result.pruned += written.pruned
         except _STORE_ERRORS as exc:
             raise IngestError(f"could not write to the store {self.store_path}: {exc}", self.result) from None
-        self.result.inserted += written.inserted
-        self.result.duplicates += written.duplicates
-        self.result.pruned += written.pruned
+        self.result.unchanged += len(unchanged)
+        self.result.duplicates += len(unchanged)
         self.result.spans += len(spans)
         self.result.accepted += 1
 

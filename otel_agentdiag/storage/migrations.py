@@ -253,6 +253,12 @@ def _up_to_date(conn: sqlite3.Connection) -> bool:
     return {m.version for m in MIGRATIONS} <= set(current)
 
 
+def is_up_to_date(conn: sqlite3.Connection) -> bool:
+    """Whether every migration is applied (reads only). Raises :class:`StoreError` for a store written by a newer
+    version."""
+    return _up_to_date(conn)
+
+
 def check_not_newer(conn: sqlite3.Connection) -> None:
     """Raise :class:`StoreError` for a store written by a newer version. Reads only, so a refused store is left
     exactly as it was (checked before anything, even the journal mode, is changed)."""

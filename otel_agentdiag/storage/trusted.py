@@ -1,5 +1,7 @@
-"""The store's files are used only when they are ours: the checks of :mod:`otel_agentdiag._internal.trust` for
-the SQLite database, its ``-wal`` and ``-shm``, and their folder.
+"""The store's files are used only when they are ours (checked folder, database, ``-wal`` and ``-shm``).
+
+The checks of :mod:`otel_agentdiag._internal.trust` for the SQLite database, its ``-wal`` and ``-shm``, and
+their folder.
 
 :func:`open_store_files` runs before SQLite sees the path: it opens the folder (``O_DIRECTORY | O_NOFOLLOW``)
 and checks it on its descriptor, creates the database file if asked (mode 0600, ``O_EXCL | O_NOFOLLOW``, checked
@@ -16,6 +18,8 @@ Readers are held to the same rules as writers: a store someone else planted coul
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import stat
 from dataclasses import dataclass
@@ -24,6 +28,8 @@ from pathlib import Path
 from otel_agentdiag._internal import trust
 from otel_agentdiag._internal.files import make_private_folders
 from otel_agentdiag.storage.migrations import StoreError
+
+_logger = logging.getLogger(__name__)
 
 COMPANIONS = {"-wal": "store WAL file", "-shm": "store shared-memory file"}
 """The files SQLite keeps beside the database in WAL mode, and how a refusal names them."""
@@ -41,14 +47,32 @@ class StoreFiles:
     identity: tuple[int, int]
     """``(st_dev, st_ino)`` of the checked database file."""
 
-    def tighten_database(self) -> None:
-        """Set the database to 0600 when others may read it (call once the file is known to be a store)."""
-        trust.tighten(self.folder_fd, self.path.name, self.path)
+    def tighten_database(self, *, read_only: bool = False) -> None:
+        """Set the database to 0600 when others may read it (call once the file is known to be a store).
 
-    def verify(self) -> None:
+        ``read_only`` (a reader): on read-only media, where a mode cannot change, a warning says so instead."""
+        _tighten(self.folder_fd, self.path.name, self.path, read_only=read_only)
+
+    def exists(self, suffix: str) -> bool:
+        """Whether the database's companion ``suffix`` (``-wal``, ``-shm``) is in the checked folder (not followed)."""
+        try:
+            os.stat(f"{self.path.name}{suffix}", dir_fd=self.folder_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def folder_writable(self) -> bool:
+        """Whether the effective user may create files in the checked folder (False on read-only media)."""
+        effective = os.access in os.supports_effective_ids
+        try:
+            return os.access(".", os.W_OK, dir_fd=self.folder_fd, effective_ids=effective)
+        except (NotImplementedError, OSError):
+            return os.access(os.path.dirname(self.connect_path), os.W_OK)
+
+    def verify(self, *, read_only: bool = False) -> None:
         """After SQLite connected: raise :class:`~otel_agentdiag._internal.trust.UntrustedPathError` unless the
         path SQLite opened still names the checked folder and database, and each ``-wal``/``-shm`` is ours and
-        private; tighten those others may read."""
+        private; tighten those others may read (``read_only``: as :meth:`tighten_database`)."""
         folder = os.fstat(self.folder_fd)
         try:
             now = os.stat(os.path.dirname(self.connect_path), follow_symlinks=False)
@@ -65,7 +89,7 @@ class StoreFiles:
         for suffix, what in COMPANIONS.items():
             name = f"{self.path.name}{suffix}"
             trust.check_trusted_entry(self.folder_fd, name, f"{self.path}{suffix}", what)
-            trust.tighten(self.folder_fd, name, f"{self.path}{suffix}")
+            _tighten(self.folder_fd, name, f"{self.path}{suffix}", read_only=read_only)
 
     def close(self) -> None:
         os.close(self.folder_fd)
@@ -104,6 +128,17 @@ def open_store_files(path: Path, *, create: bool) -> StoreFiles:
     except BaseException:
         os.close(folder_fd)
         raise
+
+
+def _tighten(folder_fd: int, name: str, path: str | os.PathLike[str], *, read_only: bool) -> None:
+    """:func:`~otel_agentdiag._internal.trust.tighten`; for a reader, a mode that cannot change (read-only media)
+    is a warning, not a failure: the checks passed, and a reader changes nothing."""
+    try:
+        trust.tighten(folder_fd, name, path)
+    except OSError as exc:
+        if not read_only or exc.errno not in (errno.EROFS, errno.EPERM, errno.EACCES):
+            raise
+        _logger.warning("otel-agentdiag: %s is readable by others and cannot be made private (%s)", path, exc.strerror)
 
 
 def _check_kind(folder_fd: int, path: Path) -> None:

@@ -1,0 +1,247 @@
+"""The store's typed rows: what writers hand in, what readers get back, and the ledger's reason codes."""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_agentdiag.storage.provenance import is_imported
+
+__all__ = [
+    "ALL_SESSIONS",
+    "DROP_CAUSES",
+    "DROP_CLEARED",
+    "DROP_EXPORT_FAILURE",
+    "DROP_QUEUE_FULL",
+    "DROP_SHUTDOWN",
+    "REJECT_REDACTOR_ERROR",
+    "Accounting",
+    "ContentRow",
+    "ObserverInfo",
+    "PruneResult",
+    "SessionStats",
+    "SessionSummary",
+    "SpanRow",
+    "StoreSummary",
+    "StoredContent",
+    "StoredSpan",
+    "TraceSummary",
+    "WriteResult",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRow:
+    """One span as the store keeps it (attributes, events, links and resource already plain data)."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: str
+    span_kind: str
+    start_ns: int
+    end_ns: int | None
+    status: str
+    session: str | None
+    attributes: dict[str, Any]
+    """Values are attribute values: scalars, or tuples/lists of scalars (stored as JSON arrays)."""
+    events: list[dict[str, Any]]
+    links: list[dict[str, Any]]
+    resource: Mapping[str, Any]
+    """Resource attributes; spans sharing one mapping object share one ``resources`` row (cached by identity)."""
+    scope: dict[str, Any] | None
+    observer: str | None = None
+    """``agentdiag.observer.id`` of the pipeline that saw the span (None: unknown)."""
+    sequence: int | None = None
+    """``agentdiag.sequence``: the span's number within (observer, session), from 0 (None: not numbered)."""
+
+    @property
+    def imported(self) -> bool:
+        """Whether the span was imported (``agentdiag ingest``), not observed here: its session key is
+        ``imported:...`` (see :mod:`otel_agentdiag.storage.provenance`)."""
+        return is_imported(self.session)
+
+
+@dataclass(frozen=True, slots=True)
+class ContentRow:
+    """One captured value of a span, encoded: what ``span_content`` keeps (see ``otel_agentdiag.content``)."""
+
+    role: str
+    """Which content: a ``semconv.CONTENT_*`` name such as ``gen_ai.input.messages``."""
+    encoding: str
+    """The lossless form's format, e.g. ``agentdiag-content/1``."""
+    lossless: bytes
+    projection: str
+    """A JSON projection of the value, with explicit markers for what JSON cannot hold."""
+
+    @property
+    def size(self) -> int:
+        return len(self.lossless) + len(self.projection.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredContent(ContentRow):
+    """A captured value read back from the store."""
+
+    span_id: str = ""
+    stored_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSpan(SpanRow):
+    """A span read back from the store."""
+
+    corrupt: bool = False
+    """True when a stored JSON column could not be decoded (the span is shown with what could be read)."""
+
+    @property
+    def duration_ns(self) -> int | None:
+        return None if self.end_ns is None else self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSummary:
+    trace_id: str
+    name: str
+    start_ns: int
+    end_ns: int | None
+    status: str
+    span_count: int
+    error_count: int
+    session: str | None
+
+    @property
+    def duration_ns(self) -> int | None:
+        return None if self.end_ns is None else self.end_ns - self.start_ns
+
+
+@dataclass
+class Accounting:
+    """Counts the pipeline reports with a batch (or alone, through :meth:`SpanStore.record_accounting`).
+
+    ``rejected`` and ``dropped`` are DELTAS since the last successful write: session digest (None = no
+    session) -> reason/cause -> n (counts that are not positive integers are ignored). Each delta adds to
+    ``observed`` as well as to ``rejected``/``dropped`` of the (observer, session) row. The last five fields
+    are ABSOLUTE values for the observer's row of ``observers`` (replaced, not added).
+    """
+
+    observer: str
+    rejected: dict[str | None, dict[str, int]] = field(default_factory=dict)
+    dropped: dict[str | None, dict[str, int]] = field(default_factory=dict)
+    peak_queue: int = 0
+    queue_limit: int = 0
+    flush_attempts: int = 0
+    flush_failures: int = 0
+    pid: int = field(default_factory=os.getpid)
+    started_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What one :meth:`SpanStore.write_batch` did."""
+
+    inserted: int = 0
+    """Rows written."""
+    duplicates: int = 0
+    """Rows already stored (same trace and span id), not written again."""
+    cleared: int = 0
+    """Rows not written because their session was cleared after they started."""
+    pruned: int = 0
+    """Rows deleted by retention in this transaction."""
+    oversize_attributes: int = 0
+    """Attributes removed from spans larger than ``max_span_bytes``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    """Rows (and their bytes) deleted by :meth:`SpanStore.prune`."""
+
+    spans: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One session as the rows show it (``session=None``: spans outside any session), plus its clear/prune
+    bookkeeping. ``last_activity_ns`` is the latest end (or start) of its spans; None without rows."""
+
+    session: str | None
+    span_count: int
+    bytes: int
+    first_start_ns: int | None
+    last_activity_ns: int | None
+    trace_ids: tuple[str, ...]
+    cleared_at_ns: int | None
+    generation: int
+    pruned_spans: int
+    cleared_spans: int = 0
+    """Rows deleted by :meth:`SpanStore.clear_session`, cumulative."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """The cumulative ledger of one (observer, session): ``observed == accepted + sum(rejected) + sum(dropped)``.
+
+    ``observer`` is ``''`` for rows written without an observer and without accounting; ``session`` is None
+    for spans outside any session. ``stored`` counts rows written (a duplicate is accepted, not stored).
+    """
+
+    observer: str
+    session: str | None
+    observed: int
+    accepted: int
+    stored: int
+    duplicates: int
+    rejected: dict[str, int]
+    dropped: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ObserverInfo:
+    """One pipeline instance: the values of its last accounting (``pid`` is None if it never sent one)."""
+
+    observer: str
+    pid: int | None
+    started_ns: int | None
+    last_seen_ns: int | None
+    peak_queue: int
+    queue_limit: int
+    flush_attempts: int
+    flush_failures: int
+    imported: bool = False
+    """Whether the observer wrote imported spans (``agentdiag ingest``), not spans observed here."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSummary:
+    """The whole store: rows and bytes (counted from the rows), cumulative pruned counts, malformed rows and the
+    number of distinct sessions with rows."""
+
+    span_count: int
+    total_bytes: int
+    pruned_spans: int
+    pruned_bytes: int
+    malformed_rows: int
+    session_count: int
+
+
+class _AllSessions(enum.Enum):
+    ALL = "all"
+
+
+ALL_SESSIONS = _AllSessions.ALL
+"""Default of :meth:`SpanStore.session_stats`: every session."""
+
+
+DROP_QUEUE_FULL = "queue_full"
+DROP_EXPORT_FAILURE = "export_failure"
+DROP_SHUTDOWN = "shutdown"
+DROP_CLEARED = "cleared"
+DROP_CAUSES = (DROP_QUEUE_FULL, DROP_EXPORT_FAILURE, DROP_SHUTDOWN, DROP_CLEARED)
+"""The causes a span can be dropped for (keys of :attr:`SessionStats.dropped`)."""
+REJECT_REDACTOR_ERROR = "redactor_error"
+"""A span the redactor could not rebuild (keys of :attr:`SessionStats.rejected`)."""
