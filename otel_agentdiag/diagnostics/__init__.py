@@ -1,1 +1,1 @@
-"""Diagnostics over the pipeline and the store: the redaction canary (and, later, receipts and status)."""
+"""Diagnostics over the pipeline and the store: receipts, status, the strict projection, bundles, push, the canary."""

@@ -1,7 +1,9 @@
-"""Instrumentation: manual wrappers (``manual``) and auto-instrumentors (``openai``, ``anthropic``).
+"""Instrumentation: manual wrappers (``manual``), client instrumentors and framework integrations.
 
-Everything here depends only on the OpenTelemetry API and :mod:`otel_agentdiag.semconv`: spans carry raw
-correlation IDs, which the redacting processor hashes before any exporter sees them.
+The client instrumentors are ``openai`` and ``anthropic``; the framework integrations ``openai_agents`` and
+``langchain``. Everything here depends only on the OpenTelemetry API, :mod:`otel_agentdiag.semconv` and
+``_internal/``: correlation ids and content go beside the span (``_internal/ids.py``, ``_internal/content.py``),
+never on it, and the redacting processors hash the ids before any exporter sees them.
 
 :func:`llm_call_owned_by` is the one-owner-per-model-call mechanism: a span that already represents a model call
 (a framework integration's) declares it, and the client instrumentors called inside enrich that span, or stay

@@ -1,4 +1,8 @@
-"""Redaction: the policy (``policy``), keyed ID hashing (``hashing``) and the processor (``processor``)."""
+"""Redaction: the policy (``policy``), keyed ID hashing (``hashing``) and the processor (``processor``).
+
+The policy is built of value rules (``rules``), the ``Policy`` allowlist (``allowlist``), the shipped presets
+(``presets``) and policy files (``policy_file``); ``redactor`` is the per-span transform the processor applies.
+"""
 
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.policy import (

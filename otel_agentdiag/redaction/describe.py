@@ -1,7 +1,7 @@
-"""Render what the presets let out of the process, as Markdown (the README's "What leaves your process").
+"""Render what the presets let out of the process, as Markdown (docs/redaction.md's "What leaves your process").
 
-``python -m otel_agentdiag.redaction.describe`` prints the section body (``--write README.md`` replaces it in
-place); a test keeps the README equal to it, so the documentation cannot drift from the policy that runs.
+``python -m otel_agentdiag.redaction.describe`` prints the section body (``--write docs/redaction.md`` replaces it
+in place); a test keeps that page equal to it, so the documentation cannot drift from the policy that runs.
 ``--formats`` (``--write-formats docs/public-safety.md``) does the same for the table of formats the public-safety
 check recognises (:data:`~otel_agentdiag.redaction.formats.FORMATS`).
 """
