@@ -8,6 +8,7 @@ byte for byte as it was unless the command writes and succeeded (:class:`StoreSn
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -474,11 +475,16 @@ HOSTILE_VALUES: tuple[Any, ...] = (
 
 
 def _mutate(document: Any, path: list[Any], value: Any) -> None:
-    """Replace what ``path`` names in ``document`` (keys or list indexes) with ``value``."""
+    """Replace what ``path`` names in ``document`` (keys or list indexes) with a copy of ``value``.
+
+    A copy: the hostile values are shared module constants, and a later mutation may land inside one that an
+    earlier one put in place. Without the copy, ``[None]`` could be put inside itself (a cycle that no JSON
+    encoder, nor ``_paths``, can walk) and the constant would be changed for every example after it.
+    """
     target = document
     for step in path[:-1]:
         target = target[step]
-    target[path[-1]] = value
+    target[path[-1]] = copy.deepcopy(value)
 
 
 def _paths(document: Any, prefix: list[Any] | None = None) -> list[list[Any]]:
