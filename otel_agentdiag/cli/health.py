@@ -84,18 +84,18 @@ def _threshold_option(ctx: click.Context, param: click.Parameter, value: float) 
 
 
 def _limit_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | float | None:
-    """A retention limit: a positive number, or ``none`` to switch the limit off."""
+    """A retention limit in spans or bytes: a positive integer, or ``none`` to switch the limit off."""
     if value is None:
         return None
     if value.strip().lower() == "none":
         return math.inf
     try:
-        number = float(value) if param.name == "max_session_age" else int(value)
+        number = int(value)
     except ValueError:
         raise click.BadParameter(
             f"{describe_input(value)} is not a positive number or 'none'", ctx=ctx, param=param
         ) from None
-    if not (math.isfinite(number) and number > 0):
+    if number <= 0:
         raise click.BadParameter(f"{describe_input(value)} is not a positive number or 'none'", ctx=ctx, param=param)
     return number
 

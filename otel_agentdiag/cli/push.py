@@ -259,8 +259,6 @@ def push(
             since_ns = parse_since(since_text)
         except ValueError as exc:
             raise CliError(f"--since: {exc}") from None
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise CliError(f"--timeout must be a positive number of seconds, not {describe_input(timeout)}")
     where = display_endpoint(endpoint, protocol)
     path = resolve_store_path(store_path)
     with open_store(store_path, write=True) as store:  # it records push marks
