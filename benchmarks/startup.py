@@ -158,7 +158,7 @@ GOALS: dict[str, tuple[str, float]] = {
 
 
 def run(quick: bool) -> dict[str, Any]:
-    rounds = 7 if quick else 31
+    rounds = 5 if quick else 31
     command = agentdiag_command()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="agentdiag-startup-") as tmp:
@@ -224,7 +224,7 @@ def _shown(argv: list[str], store: Path, folder: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.startup", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="7 rounds (default 31)")
+    parser.add_argument("--quick", action="store_true", help="5 rounds (default 31)")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/startup.json"))
     args = parser.parse_args(argv)
     results = run(args.quick)
