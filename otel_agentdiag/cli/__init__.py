@@ -103,6 +103,10 @@ class _Group(click.Group):
         except click.Abort:
             click.echo("agentdiag: aborted", err=True)
             sys.exit(1)
+        except BrokenPipeError:
+            # `agentdiag traces | head`: the reader left; say nothing more.
+            sys.stderr.close()
+            sys.exit(0)
         except Exception as exc:
             # Imported here, on the error path: the key and store modules are not loaded for `--version`.
             import sqlite3
@@ -119,10 +123,6 @@ class _Group(click.Group):
                 # A store that opened but fails on read (a damaged page, say) is still one line, not a traceback.
                 click.echo(f"agentdiag: error: the trace store cannot be read: {_one_line(str(exc))}", err=True)
                 sys.exit(EXIT_USAGE)
-            if isinstance(exc, BrokenPipeError):
-                # `agentdiag traces | head`: the reader left; say nothing more.
-                sys.stderr.close()
-                sys.exit(0)
             raise
         sys.exit(result if isinstance(result, int) else 0)
 
