@@ -12,7 +12,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import click
 import pytest
@@ -90,7 +89,7 @@ NOT_FOR_SHOW = (
 )
 
 
-def _loaded(code: str, *args: str, cwd: Path | None = None) -> list[str]:
+def _loaded(code: str, *args: str) -> list[str]:
     """Run ``code`` in a fresh interpreter; the modules it holds at the end (``sys.modules``)."""
     probe = (
         "import json, sys\n"
@@ -99,7 +98,7 @@ def _loaded(code: str, *args: str, cwd: Path | None = None) -> list[str]:
         "sys.stderr.write('\\nMODULES=' + json.dumps(sorted(sys.modules)) + '\\n')\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", probe, *args], capture_output=True, text=True, check=False, cwd=cwd, timeout=120
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, check=False, timeout=120
     )
     marker = done.stderr.rfind("MODULES=")
     assert marker >= 0, done.stderr
@@ -157,8 +156,7 @@ def test_version_and_help_load_neither_the_sdk_nor_any_command(flag):
 
 def test_show_loads_only_the_store_and_the_renderer(tmp_path):
     store = tmp_path / "demo" / "traces.db"
-    env = {**os.environ, "AGENTDIAG_STORE": ""}
-    env.pop("AGENTDIAG_STORE")
+    env = {name: value for name, value in os.environ.items() if name != "AGENTDIAG_STORE"}
     demo = subprocess.run(
         [sys.executable, "-m", "otel_agentdiag", "demo", "--store", str(store)],
         capture_output=True,
