@@ -83,6 +83,7 @@ BENCHMARKS: dict[str, Runner] = {
     "instrumentation_overhead": _instrumentation_overhead,
     "memory": _module("memory"),
     "read_path": _module("read_path"),
+    "startup": _module("startup"),
 }
 OPTIONAL = {"phoenix_ingest": _module("phoenix_ingest")}
 

@@ -10,25 +10,61 @@ Quick start::
             with agentdiag.llm_call(provider="openai", model="gpt-4o-mini") as call:
                 ...
                 call.record_response(input_tokens=120, output_tokens=15)
+
+Every public name is imported on first use (PEP 562), so ``import otel_agentdiag`` and the ``agentdiag`` command
+do not pay for the parts they do not use; ``from otel_agentdiag import X`` works as always.
 """
 
-from otel_agentdiag.config import AgentDiag, AgentDiagOptions, configure
-from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
-from otel_agentdiag.instrumentation.manual import (
-    LLMCall,
-    agent,
-    agent_run,
-    iteration,
-    llm_call,
-    register_names,
-    tool,
-    tool_call,
-)
-from otel_agentdiag.pipeline.audit import ForeignProcessor, foreign_processors
-from otel_agentdiag.redacting import redacting_processor
-from otel_agentdiag.redaction import IdHasher, Policy, PolicyError, RedactingSpanProcessor, load_policy
-from otel_agentdiag.storage import SpanStore, StoreError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from otel_agentdiag.version import __version__
+
+if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
+    from otel_agentdiag.config import AgentDiag, AgentDiagOptions, configure
+    from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
+    from otel_agentdiag.instrumentation.manual import (
+        LLMCall,
+        agent,
+        agent_run,
+        iteration,
+        llm_call,
+        register_names,
+        tool,
+        tool_call,
+    )
+    from otel_agentdiag.pipeline.audit import ForeignProcessor, foreign_processors
+    from otel_agentdiag.redacting import redacting_processor
+    from otel_agentdiag.redaction import IdHasher, Policy, PolicyError, RedactingSpanProcessor, load_policy
+    from otel_agentdiag.storage import SpanStore, StoreError
+
+_LAZY: dict[str, str] = {
+    "AgentDiag": "otel_agentdiag.config",
+    "AgentDiagOptions": "otel_agentdiag.config",
+    "configure": "otel_agentdiag.config",
+    "SQLiteSpanExporter": "otel_agentdiag.exporters.sqlite",
+    "LLMCall": "otel_agentdiag.instrumentation.manual",
+    "agent": "otel_agentdiag.instrumentation.manual",
+    "agent_run": "otel_agentdiag.instrumentation.manual",
+    "iteration": "otel_agentdiag.instrumentation.manual",
+    "llm_call": "otel_agentdiag.instrumentation.manual",
+    "register_names": "otel_agentdiag.instrumentation.manual",
+    "tool": "otel_agentdiag.instrumentation.manual",
+    "tool_call": "otel_agentdiag.instrumentation.manual",
+    "ForeignProcessor": "otel_agentdiag.pipeline.audit",
+    "foreign_processors": "otel_agentdiag.pipeline.audit",
+    "redacting_processor": "otel_agentdiag.redacting",
+    "IdHasher": "otel_agentdiag.redaction",
+    "Policy": "otel_agentdiag.redaction",
+    "PolicyError": "otel_agentdiag.redaction",
+    "RedactingSpanProcessor": "otel_agentdiag.redaction",
+    "load_policy": "otel_agentdiag.redaction",
+    "SpanStore": "otel_agentdiag.storage",
+    "StoreError": "otel_agentdiag.storage",
+}
+"""Each public name (but ``__version__``) and the module it comes from."""
 
 __all__ = [
     "AgentDiag",
@@ -55,3 +91,25 @@ __all__ = [
     "tool",
     "tool_call",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use and keep it here, so the next look-up is a plain attribute."""
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        # A submodule read as an attribute (``otel_agentdiag.config``) is imported, as the eager package did.
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -13,32 +13,77 @@ The names that lived here before the split are still importable from here.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from opentelemetry.sdk.trace import TracerProvider
+if TYPE_CHECKING:  # imported on first use (below); type checkers see them here
+    from opentelemetry.sdk.trace import TracerProvider
 
-from otel_agentdiag.destinations import (
-    LOCAL_DESTINATION,
-    OTLP_DESTINATION,
-    Destination,
-    resolve_destinations,
-)
-from otel_agentdiag.destinations import (
-    _hasher as _hasher,
-)
-from otel_agentdiag.options import AgentDiagOptions, BatchSettings, batch_settings_from_env, is_enabled, resolve_options
-from otel_agentdiag.pipeline.build import build_pipeline
-from otel_agentdiag.pipeline.handle import AgentDiag
-from otel_agentdiag.redaction import hash_keys
-from otel_agentdiag.redaction.policy import Policy
-from otel_agentdiag.storage import RetentionLimits
+    from otel_agentdiag.destinations import (
+        LOCAL_DESTINATION,
+        OTLP_DESTINATION,
+        Destination,
+        resolve_destinations,
+    )
+    from otel_agentdiag.destinations import (
+        _hasher as _hasher,
+    )
+    from otel_agentdiag.options import (
+        AgentDiagOptions,
+        BatchSettings,
+        batch_settings_from_env,
+        is_enabled,
+        resolve_options,
+    )
+    from otel_agentdiag.pipeline.handle import AgentDiag
+    from otel_agentdiag.redaction import hash_keys
+    from otel_agentdiag.redaction.policy import Policy
+    from otel_agentdiag.storage import RetentionLimits
+
+    _resolve = resolve_options
 
 _logger = logging.getLogger(__name__)
 
-_resolve = resolve_options
-"""The old private name of :func:`otel_agentdiag.options.resolve_options` (tests and tools import it)."""
+_LAZY: dict[str, tuple[str, str]] = {
+    "LOCAL_DESTINATION": ("otel_agentdiag.destinations", "LOCAL_DESTINATION"),
+    "OTLP_DESTINATION": ("otel_agentdiag.destinations", "OTLP_DESTINATION"),
+    "Destination": ("otel_agentdiag.destinations", "Destination"),
+    "resolve_destinations": ("otel_agentdiag.destinations", "resolve_destinations"),
+    "_hasher": ("otel_agentdiag.destinations", "_hasher"),
+    "AgentDiagOptions": ("otel_agentdiag.options", "AgentDiagOptions"),
+    "BatchSettings": ("otel_agentdiag.options", "BatchSettings"),
+    "batch_settings_from_env": ("otel_agentdiag.options", "batch_settings_from_env"),
+    "is_enabled": ("otel_agentdiag.options", "is_enabled"),
+    "resolve_options": ("otel_agentdiag.options", "resolve_options"),
+    # The old private name of :func:`otel_agentdiag.options.resolve_options` (tests and tools import it).
+    "_resolve": ("otel_agentdiag.options", "resolve_options"),
+    "AgentDiag": ("otel_agentdiag.pipeline.handle", "AgentDiag"),
+    "hash_keys": ("otel_agentdiag.redaction.hash_keys", ""),
+    "build_pipeline": ("otel_agentdiag.pipeline.build", "build_pipeline"),
+    "TracerProvider": ("opentelemetry.sdk.trace", "TracerProvider"),
+    "Policy": ("otel_agentdiag.redaction.policy", "Policy"),
+    "RetentionLimits": ("otel_agentdiag.storage", "RetentionLimits"),
+}
+"""The names this module has always offered, each imported on first use: resolving ``configure`` (the quick
+start's ``from otel_agentdiag import configure``) costs this module only; calling it imports the pipeline."""
+
+
+def __getattr__(name: str) -> Any:
+    """Import one of :data:`_LAZY`'s names on first use and keep it here."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(where[0])
+    value = getattr(module, where[1]) if where[1] else module
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "LOCAL_DESTINATION",
@@ -122,6 +167,13 @@ def configure(
     key file turns off every destination that would have used the key (a refused key is never replaced by
     another). With ``AGENTDIAG_ENABLED=false`` nothing is installed and no file is created; the handle is inert.
     """
+    from otel_agentdiag.destinations import OTLP_DESTINATION, resolve_destinations
+    from otel_agentdiag.options import resolve_options
+    from otel_agentdiag.pipeline.build import build_pipeline
+    from otel_agentdiag.pipeline.handle import AgentDiag
+    from otel_agentdiag.redaction import hash_keys
+    from otel_agentdiag.storage import RetentionLimits
+
     options = resolve_options(service_name, store, otlp_endpoint, otlp_protocol, capture_content)
     if not options.enabled:
         return AgentDiag(options)

@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPECTED = {"pipeline", "redaction_vs_logfire", "throughput", "instrumentation_overhead", "memory", "read_path"}
+EXPECTED = {
+    "pipeline",
+    "redaction_vs_logfire",
+    "throughput",
+    "instrumentation_overhead",
+    "memory",
+    "read_path",
+    "startup",
+}
 
 
 @pytest.mark.benchmarks
@@ -55,6 +63,11 @@ def test_the_quick_benchmark_run_completes_and_reports_every_goal(tmp_path: Path
         "read_show_1m_vs_1k",
         "read_status_1m_vs_1k",
         "instrumentation_chat_vs_openinference",
+        "startup_import_vs_sdk",
+        "startup_quickstart_import_vs_sdk",
+        "startup_version_vs_python",
+        "startup_help_vs_python",
+        "startup_show_vs_python",
     } <= ids
     # The goal table is printed for a reader of the CI log.
     assert "verdict" in completed.stdout and "results:" in completed.stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -43,6 +42,8 @@ def write_private_file(path: str | os.PathLike[str], write: Callable[[IO[str]], 
     """
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
+    import tempfile  # here: only writers of files need it, not every process that loads the store
+
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
         os.fchmod(fd, FILE_MODE)  # mkstemp makes it 0600 already; say so rather than rely on it

@@ -1,27 +1,66 @@
-"""The ``agentdiag`` command. Thin over the library: parse options, call it, render, one-line errors."""
+"""The ``agentdiag`` command. Thin over the library: parse options, call it, render, one-line errors.
+
+Each command's module is imported when that command runs (``agentdiag show`` loads the reading and rendering it
+needs, not the SDK, the exporters or the pipeline); ``agentdiag --help`` lists every command from its one-line
+help, known here (:data:`COMMANDS`), without importing any of them.
+"""
 
 from __future__ import annotations
 
+import importlib
 import io
-import sqlite3
 import sys
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import click
 
 from otel_agentdiag._internal.inputs import scrub
-from otel_agentdiag.cli import demo as _demo
-from otel_agentdiag.cli import doctor as _doctor
-from otel_agentdiag.cli import export as _export
-from otel_agentdiag.cli import health as _health
-from otel_agentdiag.cli import ingest as _ingest
-from otel_agentdiag.cli import policy as _policy
-from otel_agentdiag.cli import push as _push
-from otel_agentdiag.cli import traces as _traces
 from otel_agentdiag.cli._common import EXIT_USAGE, CliError, CliIncomplete, printable
-from otel_agentdiag.redaction.hash_keys import REFUSED
-from otel_agentdiag.storage import StoreError
 from otel_agentdiag.version import __version__
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": (
+        "otel_agentdiag.cli.demo",
+        "Run a scripted demo agent (fake model, real tools, one recovered tool error) and print its trace.",
+    ),
+    "doctor": ("otel_agentdiag.cli.doctor", "Show the resolved configuration and prove redaction with a canary."),
+    "traces": ("otel_agentdiag.cli.traces", "List traces, newest first."),
+    "show": ("otel_agentdiag.cli.traces", "Show one trace as a tree: TRACE_ID is the full id or a unique prefix."),
+    "sessions": ("otel_agentdiag.cli.health", "List sessions, newest activity first, with their receipt status."),
+    "receipt": ("otel_agentdiag.cli.health", "Print the integrity receipt of a session, or of the whole store."),
+    "status": (
+        "otel_agentdiag.cli.health",
+        "Project a session's run health: stage, counts, stall, repetition, recovery, signals.",
+    ),
+    "prune": (
+        "otel_agentdiag.cli.health",
+        "Apply the retention limits now (the defaults unless given) and print what was pruned.",
+    ),
+    "clear": (
+        "otel_agentdiag.cli.health",
+        "Delete a session's spans and captured content; spans of it still in flight are dropped when they arrive"
+        " (counted).",
+    ),
+    "export": (
+        "otel_agentdiag.cli.export",
+        "Export sessions under the strict policy: a support bundle, OTLP-JSON or Jaeger-JSON.",
+    ),
+    "policy": (
+        "otel_agentdiag.cli.policy",
+        "Print a redaction policy as a policy file (JSON), or as the Collector's redaction processor (YAML).",
+    ),
+    "ingest": (
+        "otel_agentdiag.cli.ingest",
+        "Ingest an OTLP-JSON FILE (one request per line, or one document) into the store, as imported spans.",
+    ),
+    "push": (
+        "otel_agentdiag.cli.push",
+        "Push stored spans to an OTLP endpoint (a Collector), strict policy, each span once per endpoint.",
+    ),
+}
+"""Each command: the module that defines it (under the command's own name) and the first paragraph of its help,
+which ``agentdiag --help`` shortens as click does (a test keeps it equal to the command's docstring)."""
 
 _NoArgsIsHelp: type[click.UsageError] = getattr(
     click.exceptions, "NoArgsIsHelpError", type("_Never", (click.UsageError,), {})
@@ -61,14 +100,6 @@ class _Group(click.Group):
                 message = scrub(message, _given_words(sys.argv[1:] if args is None else args), self._names())
             click.echo(f"agentdiag: error: {_one_line(message)}{_one_line(hint)}", err=True)
             sys.exit(exc.exit_code if isinstance(exc, CliIncomplete) else EXIT_USAGE)
-        except REFUSED as exc:
-            # A store or key file that is not ours, or a weak key: it names the path (or variable) and the reason.
-            click.echo(f"agentdiag: error: {_one_line(str(exc))}", err=True)
-            sys.exit(EXIT_USAGE)
-        except (StoreError, sqlite3.DatabaseError) as exc:
-            # A store that opened but fails on read (a damaged page, say) is still one line, not a traceback.
-            click.echo(f"agentdiag: error: the trace store cannot be read: {_one_line(str(exc))}", err=True)
-            sys.exit(EXIT_USAGE)
         except click.Abort:
             click.echo("agentdiag: aborted", err=True)
             sys.exit(1)
@@ -76,7 +107,41 @@ class _Group(click.Group):
             # `agentdiag traces | head`: the reader left; say nothing more.
             sys.stderr.close()
             sys.exit(0)
+        except Exception as exc:
+            # Imported here, on the error path: the key and store modules are not loaded for `--version`.
+            import sqlite3
+
+            from otel_agentdiag.redaction.hash_keys import REFUSED
+            from otel_agentdiag.storage import StoreError
+
+            if isinstance(exc, REFUSED):
+                # A store or key file that is not ours, or a weak key: it names the path (or variable) and the
+                # reason.
+                click.echo(f"agentdiag: error: {_one_line(str(exc))}", err=True)
+                sys.exit(EXIT_USAGE)
+            if isinstance(exc, (StoreError, sqlite3.DatabaseError)):
+                # A store that opened but fails on read (a damaged page, say) is still one line, not a traceback.
+                click.echo(f"agentdiag: error: the trace store cannot be read: {_one_line(str(exc))}", err=True)
+                sys.exit(EXIT_USAGE)
+            raise
         sys.exit(result if isinstance(result, int) else 0)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``, as click writes it, from :data:`COMMANDS` for the commands not yet
+        imported (a bare command carrying the same help shortens to the same line)."""
+        commands = self.commands
+        if not isinstance(commands, _LazyCommands):
+            super().format_commands(ctx, formatter)
+            return
+        rows: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            command = commands.peek(name)
+            if not command.hidden:
+                rows.append((name, command))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in rows])
 
     def _names(self) -> set[str]:
         """Command and option names: words a message may repeat (they are ours, not the user's data)."""
@@ -113,25 +178,58 @@ def _tolerant_stdout() -> None:
         stream.reconfigure(errors="backslashreplace")
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyCommands(MutableMapping[str, click.Command]):
+    """The group's commands by name, each imported from its module on first look-up (:data:`COMMANDS`); a
+    mapping as click's own, so ``cli.commands[name]``, ``in``, iteration and ``add_command`` work as before."""
+
+    def __init__(self, table: dict[str, tuple[str, str]]) -> None:
+        self._table = table
+        self._names: list[str] = list(table)
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        command = self._loaded.get(name)
+        if command is None:
+            if name not in self._table:
+                raise KeyError(name)
+            command = getattr(importlib.import_module(self._table[name][0]), name)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{self._table[name][0]}.{name} is not a click command")
+            self._loaded[name] = command
+        return command
+
+    def peek(self, name: str) -> click.Command:
+        """The command if it is loaded, else a bare command with its help (what ``--help`` lists)."""
+        if name in self._loaded or name not in self._table:
+            return self[name]
+        return click.Command(name, help=self._table[name][1])
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        if name not in self._names:
+            self._names.append(name)
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._names:
+            raise KeyError(name)
+        self._names.remove(name)
+        self._loaded.pop(name, None)
+        self._table = {key: value for key, value in self._table.items() if key != name}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+@click.group(cls=_Group, commands=_LazyCommands(COMMANDS), context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="agentdiag")
 def cli() -> None:
     """Read and demo otel-agentdiag traces (agent runs, iterations, LLM and tool calls); check redaction."""
-
-
-cli.add_command(_demo.demo)
-cli.add_command(_doctor.doctor)
-cli.add_command(_traces.traces)
-cli.add_command(_traces.show)
-cli.add_command(_health.sessions)
-cli.add_command(_health.receipt)
-cli.add_command(_health.status)
-cli.add_command(_health.prune)
-cli.add_command(_health.clear)
-cli.add_command(_export.export)
-cli.add_command(_policy.policy)
-cli.add_command(_ingest.ingest)
-cli.add_command(_push.push)
 
 
 def main() -> None:

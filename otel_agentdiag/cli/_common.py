@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import click
 
 from otel_agentdiag._internal.inputs import describe_input
-from otel_agentdiag.redaction.policy import is_sensitive
-from otel_agentdiag.redaction.recognizers import HIDDEN_CHARACTERS
-from otel_agentdiag.storage import SpanStore, StoreError
-from otel_agentdiag.storage.connection import StoreNeedsUpgrade
-from otel_agentdiag.storage.store import default_store_path
+
+if TYPE_CHECKING:
+    from otel_agentdiag.storage import SpanStore
+
+# The store, the recognisers and the redaction package are imported where they are used (start-up: `agentdiag
+# --version` and `--help` load this module and need none of them).
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -80,6 +82,8 @@ def format_option(fn: F) -> F:
 
 
 def resolve_store_path(store_path: Path | None) -> Path:
+    from otel_agentdiag.storage.store import default_store_path
+
     return store_path if store_path is not None else default_store_path()
 
 
@@ -89,6 +93,9 @@ def open_store(store_path: Path | None, *, write: bool = False) -> SpanStore:
     missing or foreign file is a one-line error. A store that is not ours (another user's, writable by others,
     a symbolic link) raises :class:`~otel_agentdiag._internal.trust.UntrustedPathError`: the command line shows
     it as one line, exit 2. A store of an older schema is opened for writing, to be migrated, as before."""
+    from otel_agentdiag.storage import SpanStore, StoreError
+    from otel_agentdiag.storage.connection import StoreNeedsUpgrade
+
     path = resolve_store_path(store_path)
     if not path.exists():
         raise CliError(f"no trace store at {path} (run 'agentdiag demo', or configure() in your agent, first)")
@@ -144,6 +151,8 @@ def _segment(segment: str) -> str:
     if not segment:
         return segment
     # A word can still be a credential (a short password used as a path): the recogniser decides.
+    from otel_agentdiag.redaction.policy import is_sensitive
+
     return segment if _WORD.fullmatch(segment) and not is_sensitive(segment) else "…"
 
 
@@ -177,9 +186,13 @@ def printable(value: object) -> str:
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
-_JSON_UNSAFE = re.compile(HIDDEN_CHARACTERS.replace("\\x00-\\x1f", "", 1)[:-1] + "\ud800-\udfff]")
-"""What ``json.dumps(..., ensure_ascii=False)`` leaves raw and a terminal would act on: DEL, C1 controls, format,
-bidi and tag characters, line separators, lone surrogates (C0 controls it escapes itself)."""
+@functools.cache
+def _json_unsafe() -> re.Pattern[str]:
+    """What ``json.dumps(..., ensure_ascii=False)`` leaves raw and a terminal would act on: DEL, C1 controls, format,
+    bidi and tag characters, line separators, lone surrogates (C0 controls it escapes itself)."""
+    from otel_agentdiag.redaction.recognizers import HIDDEN_CHARACTERS
+
+    return re.compile(HIDDEN_CHARACTERS.replace("\\x00-\\x1f", "", 1)[:-1] + "\ud800-\udfff]")
 
 
 def _json_escape(match: re.Match[str]) -> str:
@@ -193,4 +206,4 @@ def _json_escape(match: re.Match[str]) -> str:
 def json_text(value: Any, *, indent: int | None = 2) -> str:
     """``value`` as JSON for the terminal: non-ASCII text stays readable, but every character a terminal would act
     on or hide is written as its ``\\uXXXX`` escape (still the same JSON value)."""
-    return _JSON_UNSAFE.sub(_json_escape, json.dumps(value, indent=indent, ensure_ascii=False))
+    return _json_unsafe().sub(_json_escape, json.dumps(value, indent=indent, ensure_ascii=False))

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.spans import attribute_items
 from otel_agentdiag.storage.codec import canonical_json, row_json
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.ledger import Tally, add_accounting, store_totals, upsert_observers, upsert_stats
@@ -58,6 +56,10 @@ class StoreWriter(StoreConnection):
         by_object = self._resource_objects.get(id(resource))
         if by_object is not None and by_object[0] is resource:
             return by_object[1]
+        import hashlib  # here, once per new resource: readers (`agentdiag show`) do not load it
+
+        from otel_agentdiag._internal.spans import attribute_items
+
         text = canonical_json({k: list(v) if isinstance(v, tuple) else v for k, v in attribute_items(resource)})
         digest = hashlib.sha256(text.encode()).hexdigest()
         rid = self._resource_ids.get(digest)
