@@ -119,6 +119,7 @@ class SpanRedactor:
         self._drift_lock = threading.Lock()
         reinit_after_fork(self._at_fork_reinit)
         self._debug = policy.summary == "debug"
+        self._silent = policy.summary == "silent"
         self._blocked = policy.is_blocked if policy.blocked_values else None
 
     def _at_fork_reinit(self) -> None:
@@ -339,19 +340,31 @@ class SpanRedactor:
         if status.description:
             counts[STATUS_DESCRIPTION] = counts.get(STATUS_DESCRIPTION, 0) + 1
             status = Status(status.status_code)
-        resource, resource_dropped = self._resource(span.resource)
-        scope, scope_dropped = self._scope(span.instrumentation_scope)
+        # Resource and scope are shared by many spans: the cached clean copies, looked up inline when present.
+        resource = span.resource
+        cached_resource = self._resources.get(id(resource))
+        if cached_resource is not None and cached_resource[0] is resource:
+            _, resource, resource_dropped = cached_resource
+        else:
+            resource, resource_dropped = self._resource(resource)
+        scope: Any = span.instrumentation_scope
+        cached_scope = self._scopes.get(id(scope))
+        if cached_scope is not None and cached_scope[0] is scope:
+            _, scope, scope_dropped = cached_scope
+        else:
+            scope, scope_dropped = self._scope(scope)
         if resource_dropped or scope_dropped:
             counts[SCHEMA_URL] = resource_dropped + scope_dropped
-        if counts and self.policy.summary != "silent":
+        if counts and not self._silent:
             for reason, count in counts.items():
                 attributes[_COUNTER_KEYS[reason]] = count
             if removed:
                 attributes[sc.AGENTDIAG_REDACTION_KEYS] = self._debug_keys(removed)
+        context, parent = span.context, span.parent
         return ReadableSpan(
             name=name,
-            context=_bare_context(span.context),
-            parent=_bare_context(span.parent),
+            context=_bare_context(context) if context is not None and context.trace_state else context,
+            parent=_bare_context(parent) if parent is not None and parent.trace_state else parent,
             resource=resource,
             attributes=attributes,
             events=events,
