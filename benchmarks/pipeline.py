@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import importlib.util
 import pstats
 import statistics
 import tempfile
@@ -88,11 +89,7 @@ class CountingExporter(SpanExporter):
 
 
 def logfire_available() -> bool:
-    try:
-        import logfire  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("logfire") is not None
 
 
 Close = Callable[[int], None]
