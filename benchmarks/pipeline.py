@@ -17,7 +17,12 @@ Variants (each a fresh ``TracerProvider`` per round, built and shut down outside
   (local policy, HMAC) on the batch worker, ``AccountingBatchSpanProcessor``, ``SQLiteSpanExporter`` into a
   temporary store;
 - ``agentdiag_otlp``: the same with the OTLP branch added (``configure(store=..., otlp_endpoint=...)``: strict
-  policy, its own batch worker, the SDK's http/protobuf exporter) to the same local receiver.
+  policy, its own batch worker, the SDK's http/protobuf exporter) to the same local receiver;
+- ``logfire``: Logfire's own pipeline as ``logfire.configure(local=True, send_to_logfire=False, console=False,
+  metrics=False, additional_span_processors=[BatchSpanProcessor(exporter)])`` builds it (its tracer provider and
+  tracer wrappers, its default scrubbing in front of the processor), with a counting no-op exporter: nothing is
+  sent anywhere. The comparison for the ``pipeline_local_vs_logfire_all_cpu`` goal (skipped, with a note, when
+  ``logfire`` is not installed).
 
 The receiver (``benchmarks/_otlp_sink.py``) is a child process on 127.0.0.1 that decodes and counts every
 span and stores nothing; after each OTLP round the run checks it received exactly the round's spans.
@@ -29,7 +34,9 @@ the same wrappers on every variant, inside one agent run per round.
 Metrics, per span: ``caller_cpu_us``, CPU of the calling thread while it makes the spans (``thread_time``: what
 the agent feels, and the goal's metric); ``wall_us``, wall time of the same section (it includes waiting for
 the GIL while a batch thread encodes or writes); ``all_cpu_us``, CPU of every thread of the process from the
-first span to the end of ``force_flush`` (``process_time``: the export threads' work counts).
+first span to the end of ``force_flush`` (``process_time``: the export threads' work counts). Goals: the
+caller-thread ratios, the all-thread ratio of the local pipeline against ``bare`` (``<= 1.6``) and against
+``logfire`` (``<= 0.6``; the worse of the two shapes).
 
 After the timed rounds, one more pass per variant runs under ``cProfile`` (caller thread only): Python function
 calls per span, a figure that timing noise does not touch, and the functions where the caller's time goes.
@@ -39,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import importlib.util
 import pstats
 import statistics
 import tempfile
@@ -67,6 +75,21 @@ QUEUE = 65536
 class NoOpExporter(SpanExporter):
     def export(self, spans):  # type: ignore[no-untyped-def]
         return SpanExportResult.SUCCESS
+
+
+class CountingExporter(SpanExporter):
+    """A no-op exporter that counts what it got (to check a variant delivered every span)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def export(self, spans):  # type: ignore[no-untyped-def]
+        self.count += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+def logfire_available() -> bool:
+    return importlib.util.find_spec("logfire") is not None
 
 
 Close = Callable[[int], None]
@@ -138,13 +161,37 @@ class Variants:
 
         return provider, close
 
+    def logfire(self) -> tuple[Any, Close]:
+        import logfire
+
+        exporter = CountingExporter()
+        instance = logfire.configure(
+            local=True,
+            send_to_logfire=False,
+            console=False,
+            metrics=False,
+            inspect_arguments=False,
+            service_name="bench",
+            additional_span_processors=[BatchSpanProcessor(exporter, max_queue_size=QUEUE)],
+        )
+        provider = instance.config.get_tracer_provider()
+
+        def close(n: int) -> None:
+            provider.shutdown()
+            if exporter.count != n:
+                raise RuntimeError(f"logfire: the exporter got {exporter.count} spans, expected {n}")
+
+        return provider, close
+
     def _check_sink(self, before: int, n: int) -> None:
         received = self.sink.count() - before
         if received != n:
             raise RuntimeError(f"the OTLP receiver got {received} spans, expected {n}")
 
 
-VARIANTS = ("bare", "bare_otlp", "redact_on_end", "agentdiag", "agentdiag_otlp")
+VARIANTS: tuple[str, ...] = ("bare", "bare_otlp", "redact_on_end", "agentdiag", "agentdiag_otlp") + (
+    ("logfire",) if logfire_available() else ()
+)
 agentdiag.register_names(tools=["get_weather"])
 
 
@@ -194,7 +241,7 @@ def shape_iteration(provider: TracerProvider, n: int) -> int:
 SHAPES: dict[str, Callable[[TracerProvider, int], int]] = {"span": shape_span, "iteration": shape_iteration}
 
 
-def _profile(build: Callable[[], tuple[TracerProvider, Close]], shape: Callable[[TracerProvider, int], int]) -> dict:
+def _profile(build: Callable[[], tuple[Any, Close]], shape: Callable[[TracerProvider, int], int]) -> dict:
     """Python calls per span on the caller thread, and the top functions by own time (deterministic counts)."""
     provider, close = build()
     profiler = cProfile.Profile()
@@ -226,7 +273,7 @@ def run(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         sink = stack.enter_context(OtlpSink())
         variants = Variants(Path(tmp), sink)
-        builders: dict[str, Callable[[], tuple[TracerProvider, Close]]] = {v: getattr(variants, v) for v in VARIANTS}
+        builders: dict[str, Callable[[], tuple[Any, Close]]] = {v: getattr(variants, v) for v in VARIANTS}
         for shape_name, shape in SHAPES.items():
             samples: dict[str, dict[str, list[float]]] = {
                 v: {"caller_cpu_us": [], "wall_us": [], "all_cpu_us": []} for v in VARIANTS
@@ -262,6 +309,13 @@ def run(quick: bool) -> dict[str, Any]:
                     )
                     for metric in samples[v]
                 }
+                if "logfire" in samples:
+                    entry["ratio_vs_logfire"] = {
+                        metric: statistics.median(
+                            a / b for a, b in zip(samples[v][metric], samples["logfire"][metric], strict=True)
+                        )
+                        for metric in samples[v]
+                    }
                 entry["profile"] = _profile(builders[v], shape)
                 shape_result[v] = entry
             results["shapes"][shape_name] = shape_result
@@ -287,13 +341,41 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
                     "met": value <= target,
                 }
             )
+    for shape in SHAPES:
+        value = round(results["shapes"][shape]["agentdiag"]["ratio_vs_bare"]["all_cpu_us"], 3)
+        out.append(
+            {
+                "id": f"pipeline_local_{shape}_all_cpu",
+                "what": f"CPU of all threads per span until force_flush returns, default local pipeline / bare SDK "
+                f"({shape} shape)",
+                "value": value,
+                "target": 1.6,
+                "op": "<=",
+                "met": value <= 1.6,
+            }
+        )
+    if all("ratio_vs_logfire" in results["shapes"][shape]["agentdiag"] for shape in SHAPES):
+        value = round(
+            max(results["shapes"][shape]["agentdiag"]["ratio_vs_logfire"]["all_cpu_us"] for shape in SHAPES), 3
+        )
+        out.append(
+            {
+                "id": "pipeline_local_vs_logfire_all_cpu",
+                "what": "CPU of all threads per span, default local pipeline / Logfire's pipeline with its default "
+                "scrubbing and a no-op exporter (the worse of the two shapes)",
+                "value": value,
+                "target": 0.6,
+                "op": "<=",
+                "met": value <= 0.6,
+            }
+        )
     return out
 
 
 def print_table(results: dict[str, Any]) -> None:
     print(
         f"{'shape':<10} {'variant':<15} {'caller CPU µs':>13} {'wall µs':>9} {'all CPU µs':>11}"
-        f" {'caller':>8} {'wall':>7} {'all':>7} {'calls':>7}"
+        f" {'caller':>8} {'wall':>7} {'all':>7} {'calls':>7} {'all/logfire':>11}"
     )
     for shape_name, shape_result in results["shapes"].items():
         for v, r in shape_result.items():
@@ -302,6 +384,7 @@ def print_table(results: dict[str, Any]) -> None:
                 f"{shape_name:<10} {v:<15} {r['caller_cpu_us']['median']:>13.1f} {r['wall_us']['median']:>9.1f}"
                 f" {r['all_cpu_us']['median']:>11.1f} {ratio['caller_cpu_us']:>7.2f}x {ratio['wall_us']:>6.2f}x"
                 f" {ratio['all_cpu_us']:>6.2f}x {r['profile']['python_calls_per_span']:>7.0f}"
+                + (f" {r['ratio_vs_logfire']['all_cpu_us']:>10.2f}x" if "ratio_vs_logfire" in r else "")
             )
 
 
@@ -313,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     results = run(args.quick)
     save_results(results, args.output)
     print_table(results)
+    if "logfire" not in VARIANTS:
+        print("logfire is not installed (pip install -e '.[bench]'): the comparison with Logfire was skipped")
     for goal in results["goals"]:
         verdict = "met" if goal["met"] else "MISSED"
         print(f"{goal['id']}: {goal['value']} (goal {goal['op']} {goal['target']}) {verdict}")

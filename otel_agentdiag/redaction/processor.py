@@ -196,7 +196,11 @@ class RedactingSpanProcessor(SpanProcessor):
         try:
             clean, tombstone = self._redact_or_tombstone(span)
             if clean is not None:
-                self._count("tombstoned" if tombstone else "redacted")
+                if tombstone:
+                    self._count("tombstoned")
+                else:
+                    with self._lock:  # the common case, without _count's getattr/setattr
+                        self.redacted += 1
             return clean
         except Exception as exc:  # noqa: BLE001 - counted as rejected by the caller
             log_internal_error("redacting a span", exc)

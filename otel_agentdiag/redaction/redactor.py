@@ -29,6 +29,7 @@ from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.reasons import (
     EVENT_DROPPED,
     HASHED,
+    INVALID_VALUE,
     PUBLIC_SAFETY_VIOLATION,
     REASONS,
     REDACTOR_ERROR,
@@ -37,7 +38,16 @@ from otel_agentdiag.redaction.reasons import (
     STATUS_DESCRIPTION,
     UNKNOWN_KEY,
 )
-from otel_agentdiag.redaction.rules import DEBUG_KEYS, HashedId, RedactionContext, Rule, Scalar
+from otel_agentdiag.redaction.rules import (
+    DEBUG_KEYS,
+    INT64_RANGE,
+    FloatRange,
+    HashedId,
+    IntRange,
+    RedactionContext,
+    Rule,
+    Scalar,
+)
 from otel_agentdiag.redaction.schema_url import allowed_schema_url
 
 _COUNTER_KEYS = {reason: sc.AGENTDIAG_REDACTION_PREFIX + reason for reason in REASONS}
@@ -46,7 +56,25 @@ _VERDICT_LIMIT = 8192
 _DRIFT_LIMIT = 1024
 _DEBUG_KEYS_LIMIT = 64
 _UNKNOWN: tuple[None, str] = (None, UNKNOWN_KEY)
+_INVALID: tuple[None, str] = (None, INVALID_VALUE)
 _MISSING: Any = object()
+
+
+_Entry = tuple[Rule | None, dict[str, tuple[Any, str | None]] | None, tuple[float, float] | None]
+"""Per attribute key: its rule, the per-value verdict memo (strings; None: not cacheable), the int range."""
+
+
+def _int_bounds(rule: Rule | None) -> tuple[float, float] | None:
+    """``(lo, hi)`` when ``rule``'s verdict for an ``int`` (exactly; not a bool) is ``(value, None)`` for
+    ``lo <= value <= hi`` and ``(None, invalid_value)`` otherwise, whatever the int; else None.
+
+    Exact types only: a subclass may override ``apply``."""
+    kind = type(rule)
+    if kind is IntRange or kind is FloatRange:
+        return rule.minimum, rule.maximum  # type: ignore[union-attr]
+    if kind is Scalar:
+        return INT64_RANGE
+    return None
 
 
 def attributes_with_ids(span: ReadableSpan) -> Mapping[str, Any]:
@@ -82,7 +110,7 @@ class SpanRedactor:
         self.policy = policy
         self.hasher = hasher
         self._ctx = RedactionContext(hasher, names if names is not None else default_registry)
-        self._entries: dict[str, tuple[Rule | None, dict[str, tuple[Any, str | None]] | None]] = {}
+        self._entries: dict[str, _Entry] = {}
         # Per resource/scope object: the object, its clean copy, and how many schema URLs the copy lost.
         self._resources: dict[int, tuple[Resource, Resource, int]] = {}
         self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope | None, int]] = {}
@@ -91,6 +119,7 @@ class SpanRedactor:
         self._drift_lock = threading.Lock()
         reinit_after_fork(self._at_fork_reinit)
         self._debug = policy.summary == "debug"
+        self._silent = policy.summary == "silent"
         self._blocked = policy.is_blocked if policy.blocked_values else None
 
     def _at_fork_reinit(self) -> None:
@@ -121,11 +150,14 @@ class SpanRedactor:
             entry = entries.get(key)
             if entry is None:
                 entry = self._entry(key)
-            rule, by_value = entry
+            rule, by_value, bounds = entry
             if rule is None or (only is not None and key not in only):
                 verdict: tuple[Any, str | None] = _UNKNOWN
                 if rule is None:
                     self._seen_unknown(key)  # drift: keys no rule knows (not keys merely not kept on an event)
+            elif bounds is not None and type(value) is int:
+                # The rule's decision for an int, decided once per key (see _int_bounds): no call per value.
+                verdict = (value, None) if bounds[0] <= value <= bounds[1] else _INVALID
             elif by_value is not None and type(value) is str:
                 # Strings repeat from span to span (kind, operation, provider, model, the session's ids): a
                 # verdict is remembered per key and value. Only strings, since 1 == 1.0 == True.
@@ -146,11 +178,12 @@ class SpanRedactor:
                 out[key] = new_value
         return out
 
-    def _entry(self, key: str) -> tuple[Rule | None, dict[str, tuple[Any, str | None]] | None]:
-        """The rule for ``key`` and, when its verdicts may be remembered, the per-value verdict memo."""
+    def _entry(self, key: str) -> _Entry:
+        """The rule for ``key``; when its verdicts may be remembered, the per-value verdict memo; and when its
+        decision for an ``int`` is a range test (and no blocked value can apply), the range."""
         rule = self.policy.rule_for(key)
         memo: dict[str, tuple[Any, str | None]] | None = {} if rule is not None and rule.cacheable else None
-        entry = (rule, memo)
+        entry = (rule, memo, None if self._blocked is not None else _int_bounds(rule))
         entries = self._entries
         if len(entries) >= _VERDICT_LIMIT:
             entries.clear()  # keys from a misbehaving instrumentation could be unbounded
@@ -307,19 +340,31 @@ class SpanRedactor:
         if status.description:
             counts[STATUS_DESCRIPTION] = counts.get(STATUS_DESCRIPTION, 0) + 1
             status = Status(status.status_code)
-        resource, resource_dropped = self._resource(span.resource)
-        scope, scope_dropped = self._scope(span.instrumentation_scope)
+        # Resource and scope are shared by many spans: the cached clean copies, looked up inline when present.
+        resource = span.resource
+        cached_resource = self._resources.get(id(resource))
+        if cached_resource is not None and cached_resource[0] is resource:
+            _, resource, resource_dropped = cached_resource
+        else:
+            resource, resource_dropped = self._resource(resource)
+        scope: Any = span.instrumentation_scope
+        cached_scope = self._scopes.get(id(scope))
+        if cached_scope is not None and cached_scope[0] is scope:
+            _, scope, scope_dropped = cached_scope
+        else:
+            scope, scope_dropped = self._scope(scope)
         if resource_dropped or scope_dropped:
             counts[SCHEMA_URL] = resource_dropped + scope_dropped
-        if counts and self.policy.summary != "silent":
+        if counts and not self._silent:
             for reason, count in counts.items():
                 attributes[_COUNTER_KEYS[reason]] = count
             if removed:
                 attributes[sc.AGENTDIAG_REDACTION_KEYS] = self._debug_keys(removed)
+        context, parent = span.context, span.parent
         return ReadableSpan(
             name=name,
-            context=_bare_context(span.context),
-            parent=_bare_context(span.parent),
+            context=_bare_context(context) if context is not None and context.trace_state else context,
+            parent=_bare_context(parent) if parent is not None and parent.trace_state else parent,
             resource=resource,
             attributes=attributes,
             events=events,

@@ -306,6 +306,8 @@ class Scalar(Rule):
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 """C0 and C1 control characters and the Unicode line/paragraph separators: not printable text."""
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+INT64_RANGE: Final = (_INT64_MIN, _INT64_MAX)
+"""The integers OTLP carries (what :class:`Scalar` and :class:`HashedId` accept)."""
 
 MAX_ID_LENGTH: Final = 4096
 
