@@ -304,6 +304,9 @@ def _wire_text(tag: int, value: Any) -> bytes:
 _FIXED64 = struct.Struct("<Q")
 _DOUBLE = struct.Struct("<d")
 _FIXED32 = struct.Struct("<I")
+_KIND_BYTES = {kind: bytes((0x30, kind)) for kind in range(1, 6)}
+_LOCAL_FLAGS = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE)
+_REMOTE_FLAGS = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
 
 
 def _wire_value(value: Any) -> bytes:
@@ -365,44 +368,54 @@ class WireEncoder:
         context = span.context
         if context is None:
             raise Unsupported("no context")
-        trace_id, span_id = _ids(context.trace_id, context.span_id)
+        trace_id, span_id = context.trace_id, context.span_id
+        if type(trace_id) is not int or type(span_id) is not int:
+            raise Unsupported("id not an int")
+        if not (0 <= trace_id <= _MAX_TRACE_ID and 0 <= span_id <= _MAX_SPAN_ID):
+            raise Unsupported("id out of range")
         parts = [b"\x0a\x10", trace_id.to_bytes(16, "big"), b"\x12\x08", span_id.to_bytes(8, "big")]
-        state = _trace_state(context)
-        if state:
-            parts.append(_wire_text(0x1A, state))
+        if context.trace_state:
+            parts.append(_wire_text(0x1A, _trace_state(context)))
         parent = span.parent
         if parent:
             parts += (b"\x22\x08", _ids(0, parent.span_id)[1].to_bytes(8, "big"))
-        if _text(span.name):
-            parts.append(_wire_text(0x2A, span.name))
+        name = span.name
+        if type(name) is str and name.isascii():
+            if name:
+                parts += (b"\x2a", _varint(len(name)), name.encode("ascii"))
+        elif _text(name):
+            parts.append(_wire_text(0x2A, name))
         kind = _KINDS.get(span.kind)
         if kind is None:
             raise Unsupported("span kind")
-        parts.append(bytes((0x30, kind)))
-        if span.start_time:
-            parts += (b"\x39", _FIXED64.pack(_uint64(span.start_time)))
-        if span.end_time:
-            parts += (b"\x41", _FIXED64.pack(_uint64(span.end_time)))
+        parts.append(_KIND_BYTES[kind])
+        start, end = span.start_time, span.end_time
+        if start:
+            parts += (b"\x39", _FIXED64.pack(_uint64(start)))
+        if end:
+            parts += (b"\x41", _FIXED64.pack(_uint64(end)))
         parts.append(self.attributes(0x4A, span.attributes))
         if span.dropped_attributes:
             parts += (b"\x50", _varint(_uint64(span.dropped_attributes)))
-        for event in span.events:
-            parts.append(_field(0x5A, self._event(event)))
+        events = span.events
+        if events:
+            parts += [_field(0x5A, self._event(event)) for event in events]
         if span.dropped_events:
             parts += (b"\x60", _varint(_uint64(span.dropped_events)))
-        for link in span.links:
-            parts.append(_field(0x6A, self._link(link)))
+        links = span.links
+        if links:
+            parts += [_field(0x6A, self._link(link)) for link in links]
         if span.dropped_links:
             parts += (b"\x70", _varint(_uint64(span.dropped_links)))
-        status = b""
-        if span.status is not None:
-            if span.status.description:
-                status = _wire_text(0x12, span.status.description)
-            if span.status.status_code.value:
-                status += bytes((0x18, span.status.status_code.value))
-        parts += (b"\x7a", _varint(len(status)), status)
-        flags = _HAS_IS_REMOTE | (_IS_REMOTE if parent and parent.is_remote else 0)
-        parts += (b"\x85\x01", _FIXED32.pack(flags))
+        status = span.status
+        if status is None or (not status.description and not status.status_code.value):
+            parts.append(b"\x7a\x00")
+        else:
+            body = _wire_text(0x12, status.description) if status.description else b""
+            if status.status_code.value:
+                body += bytes((0x18, status.status_code.value))
+            parts += (b"\x7a", _varint(len(body)), body)
+        parts.append(_REMOTE_FLAGS if parent and parent.is_remote else _LOCAL_FLAGS)
         return b"".join(parts)
 
     def _event(self, event: Any) -> bytes:
