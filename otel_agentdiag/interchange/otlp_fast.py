@@ -224,10 +224,7 @@ class JsonEncoder:
     def _link(self, link: Any) -> dict[str, Any]:
         trace_id, span_id = _ids(link.context.trace_id, link.context.span_id)
         out: dict[str, Any] = {"traceId": format(trace_id, "032x"), "spanId": format(span_id, "016x")}
-        state = _trace_state(link.context)
-        if state:
-            out["traceState"] = state
-        attributes = self.attributes(link.attributes)
+        attributes = self.attributes(link.attributes)  # the SDK encoder leaves a link's trace state out
         if attributes:
             out["attributes"] = attributes
         if link.dropped_attributes:
@@ -432,10 +429,7 @@ class WireEncoder:
     def _link(self, link: Any) -> bytes:
         trace_id, span_id = _ids(link.context.trace_id, link.context.span_id)
         parts = [b"\x0a\x10", trace_id.to_bytes(16, "big"), b"\x12\x08", span_id.to_bytes(8, "big")]
-        state = _trace_state(link.context)
-        if state:
-            parts.append(_wire_text(0x1A, state))
-        parts.append(self.attributes(0x22, link.attributes))
+        parts.append(self.attributes(0x22, link.attributes))  # the SDK encoder leaves a link's trace state out
         if link.dropped_attributes:
             parts += (b"\x28", _varint(_uint64(link.dropped_attributes)))
         flags = _HAS_IS_REMOTE | (_IS_REMOTE if link.context.is_remote else 0)
