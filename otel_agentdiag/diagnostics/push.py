@@ -45,7 +45,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.diagnostics.projection import stored_names, strict_projection
 from otel_agentdiag.exporters.otlp import GRPC, HTTP_PROTOBUF, otlp_span_exporter, traces_url
-from otel_agentdiag.interchange.otlp_fast import Unsupported, WireEncoder, request_bytes
+from otel_agentdiag.interchange.otlp_fast import WireEncoder, request_bytes
 from otel_agentdiag.redaction.hashing import IdHasher, ephemeral_key
 from otel_agentdiag.redaction.policy import STRICT, Policy
 from otel_agentdiag.redaction.processor import SpanRedactor
@@ -347,8 +347,8 @@ def push_spans(
             if hasattr(exporter, "export_encoded"):
                 try:
                     payload = request_bytes(projection.spans, wire)
-                except Unsupported:  # a value the fast encoder does not reproduce exactly: the SDK encodes it
-                    payload = None
+                except Exception:  # noqa: BLE001 - Unsupported (a value it does not reproduce exactly) or a surprise:
+                    payload = None  # the SDK encodes the batch itself and reports its own failure, as before
             try:
                 outcome = _export_batch(exporter, projection.spans, payload)
                 problem = None if outcome is SpanExportResult.SUCCESS else "the exporter reported a failure"

@@ -44,7 +44,7 @@ class EncodedHttpSpanExporter(_HttpExporter):  # type: ignore[misc]
         if client is None or metrics is None or too_large is None or not hasattr(self, "_max_request_size"):
             result: SpanExportResult = self.export(spans)
             return result
-        if self._shutdown:
+        if getattr(self, "_shutdown", False):
             _http_logger.warning("Exporter already shutdown, ignoring batch")
             return SpanExportResult.FAILURE
         with metrics.export_operation(len(spans)) as outcome:

@@ -159,3 +159,26 @@ def test_push_sends_what_the_sdk_exporter_sends_and_marks_it(tmp_path: Path, pro
         assert store.push_backlog(fast_key) == (0, len(delivered))
         again = push_spans(store, push_exporter(endpoint, protocol), endpoint=fast_key, hasher=load_store_hasher(path))
     assert again.ok and again.pushed == 0 and again.already_pushed == len(delivered)
+
+
+def test_the_encoded_http_exporter_keeps_the_sdk_exporters_checks(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from otel_agentdiag.interchange.otlp_fast import request_bytes
+
+    path = build_tampered_store(tmp_path)
+    with SpanStore(path, create=False) as store:
+        rows = [row for s in store.list_sessions() if s.span_count for row in store.session_spans(s.session)]
+    spans = strict_projection(rows, hasher=load_store_hasher(path)).spans
+    payload = request_bytes(spans)
+    with RotelCollector(tmp_path / "rotel") as rotel:
+        url = rotel.endpoint("http/protobuf") + "/v1/traces"
+        small = EncodedHttpSpanExporter(endpoint=url, max_request_size=len(payload) - 1)
+        assert small.export_encoded(spans, payload) is SpanExportResult.FAILURE  # too large: dropped, not sent
+        small.shutdown()
+        exporter = EncodedHttpSpanExporter(endpoint=url)
+        assert exporter.export_encoded(spans, payload) is SpanExportResult.SUCCESS
+        assert rotel.wait_for_spans(len(spans), timeout=WAIT_S)
+        exporter.shutdown()
+        assert exporter.export_encoded(spans, payload) is SpanExportResult.FAILURE  # shut down
+        assert len(rotel.spans()) == len(spans)
