@@ -3,7 +3,10 @@
 :func:`push_spans` reads the selected spans that are not yet marked as pushed to the endpoint, re-validates each
 page under the strict policy (:func:`~otel_agentdiag.diagnostics.projection.strict_projection`, with the store's
 hash key so stored digests go out unchanged), hands the surviving spans to a standard OpenTelemetry SDK OTLP
-exporter, and marks a page's spans in the store only after the exporter returned ``SUCCESS`` for it. The first
+exporter, and marks a page's spans in the store only after the exporter returned ``SUCCESS`` for it. The
+exporters :func:`push_exporter` builds take each page already encoded
+(:func:`~otel_agentdiag.interchange.otlp_fast.request_bytes`, the bytes the SDK's encoder would make;
+:mod:`~otel_agentdiag.diagnostics.push_wire`); any other exporter gets the spans. The first
 batch the exporter does not take stops the push: batches delivered before stay marked, nothing of the failed
 batch or after it is marked, so the next push sends exactly those.
 
