@@ -67,6 +67,9 @@ OMIT_REASONS = (OMIT_CORRUPT_ROW, OMIT_INVALID_ROW, OMIT_REDACTOR_ERROR, OMIT_TO
 """Why a stored row was left out of a projection (keys of :attr:`Projection.omitted_reasons`)."""
 
 _STATUS = {"ok": StatusCode.OK, "error": StatusCode.ERROR, "unset": StatusCode.UNSET}
+_STATUSES = {text: Status(code) for text, code in _STATUS.items()}
+"""One shared ``Status`` per stored status (it holds no description, and a ``Status`` is never changed)."""
+_KINDS = {kind.name.lower(): kind for kind in SpanKind}
 _TOMBSTONE_KEY = sc.AGENTDIAG_REDACTION_PREFIX + "redactor_error"
 _MAX_TRACE_ID = (1 << 128) - 1
 _MAX_SPAN_ID = (1 << 64) - 1
@@ -138,12 +141,17 @@ def stored_to_readable(
     trace_id = _hex_id(span.trace_id, _MAX_TRACE_ID)
     context = _context(trace_id, _hex_id(span.span_id, _MAX_SPAN_ID))
     parent = None if span.parent_span_id is None else _context(trace_id, _hex_id(span.parent_span_id, _MAX_SPAN_ID))
+    kind = _KINDS.get(span.span_kind) if type(span.span_kind) is str else None
+    if kind is None:
+        try:
+            kind = SpanKind[str(span.span_kind).upper()]
+        except KeyError:
+            raise ValueError("unknown span kind") from None
     try:
-        kind = SpanKind[str(span.span_kind).upper()]
-    except KeyError:
-        raise ValueError("unknown span kind") from None
-    status_code = _STATUS.get(span.status)
-    if status_code is None:
+        status = _STATUSES.get(span.status)
+    except TypeError:  # not hashable: not a status
+        status = None
+    if status is None:
         raise ValueError("unknown status")
     start = _ns(span.start_ns)
     end = None if span.end_ns is None else _ns(span.end_ns)
@@ -175,7 +183,7 @@ def stored_to_readable(
         events=events,
         links=links,
         kind=kind,
-        status=Status(status_code),
+        status=status,
         start_time=start,
         end_time=end,
         instrumentation_scope=scope,
