@@ -67,6 +67,9 @@ OMIT_REASONS = (OMIT_CORRUPT_ROW, OMIT_INVALID_ROW, OMIT_REDACTOR_ERROR, OMIT_TO
 """Why a stored row was left out of a projection (keys of :attr:`Projection.omitted_reasons`)."""
 
 _STATUS = {"ok": StatusCode.OK, "error": StatusCode.ERROR, "unset": StatusCode.UNSET}
+_STATUSES = {text: Status(code) for text, code in _STATUS.items()}
+"""One shared ``Status`` per stored status (it holds no description, and a ``Status`` is never changed)."""
+_KINDS = {kind.name.lower(): kind for kind in SpanKind}
 _TOMBSTONE_KEY = sc.AGENTDIAG_REDACTION_PREFIX + "redactor_error"
 _MAX_TRACE_ID = (1 << 128) - 1
 _MAX_SPAN_ID = (1 << 64) - 1
@@ -110,9 +113,15 @@ def _ns(value: Any) -> int:
 def _mapping(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+    if not isinstance(value, dict):
+        raise ValueError("not an attribute mapping")
+    key_types = set(map(type, value))  # one pass in C; a key of a str subclass is checked the slow way
+    if key_types and key_types != _STR_ONLY and not all(isinstance(k, str) for k in value):
         raise ValueError("not an attribute mapping")
     return value
+
+
+_STR_ONLY = {str}
 
 
 def _context(trace_id: int, span_id: int) -> trace.SpanContext:
@@ -132,12 +141,17 @@ def stored_to_readable(
     trace_id = _hex_id(span.trace_id, _MAX_TRACE_ID)
     context = _context(trace_id, _hex_id(span.span_id, _MAX_SPAN_ID))
     parent = None if span.parent_span_id is None else _context(trace_id, _hex_id(span.parent_span_id, _MAX_SPAN_ID))
+    kind = _KINDS.get(span.span_kind) if type(span.span_kind) is str else None
+    if kind is None:
+        try:
+            kind = SpanKind[str(span.span_kind).upper()]
+        except KeyError:
+            raise ValueError("unknown span kind") from None
     try:
-        kind = SpanKind[str(span.span_kind).upper()]
-    except KeyError:
-        raise ValueError("unknown span kind") from None
-    status_code = _STATUS.get(span.status)
-    if status_code is None:
+        status = _STATUSES.get(span.status)
+    except TypeError:  # not hashable: not a status
+        status = None
+    if status is None:
         raise ValueError("unknown status")
     start = _ns(span.start_ns)
     end = None if span.end_ns is None else _ns(span.end_ns)
@@ -160,25 +174,45 @@ def stored_to_readable(
         scope = _shared(cache, ("scope", name, version), lambda: InstrumentationScope(name, version))
     if not isinstance(span.name, str):
         raise ValueError("not a span name")
-    attributes_of_resource = _mapping(span.resource if resource is None else resource)
     return ReadableSpan(
         name=span.name,
         context=context,
         parent=parent,
-        resource=_shared(
-            cache,
-            ("resource", json.dumps(attributes_of_resource, sort_keys=True, default=repr)),
-            lambda: Resource(dict(attributes_of_resource)),
-        ),
+        resource=_resource(cache, span.resource if resource is None else resource),
         attributes=_mapping(span.attributes),
         events=events,
         links=links,
         kind=kind,
-        status=Status(status_code),
+        status=status,
         start_time=start,
         end_time=end,
         instrumentation_scope=scope,
     )
+
+
+def _resource(cache: dict[Any, Any] | None, attributes: Any) -> Resource:
+    """The shared ``Resource`` of these resource attributes (one per distinct key-sorted JSON form).
+
+    Rows of a batch repeat the same resource: an exact key of its items and their types (no float among them:
+    ``-0.0 == 0.0``) finds the object made for the first row without encoding the mapping again."""
+    exact: Any = None
+    if cache is not None and type(attributes) is dict:
+        types = tuple(map(type, attributes.values()))
+        if float not in types:
+            try:
+                exact = ("resource-items", tuple(attributes.items()), types)
+                found = cache.get(exact)
+            except TypeError:  # a list or mapping value: not hashable
+                exact = found = None
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+    mapping = _mapping(attributes)
+    made: Resource = _shared(
+        cache, ("resource", json.dumps(mapping, sort_keys=True, default=repr)), lambda: Resource(dict(mapping))
+    )
+    if exact is not None and cache is not None:
+        cache[exact] = made
+    return made
 
 
 def _shared(cache: dict[Any, Any] | None, key: Any, make: Callable[[], Any]) -> Any:

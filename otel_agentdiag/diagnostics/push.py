@@ -3,7 +3,10 @@
 :func:`push_spans` reads the selected spans that are not yet marked as pushed to the endpoint, re-validates each
 page under the strict policy (:func:`~otel_agentdiag.diagnostics.projection.strict_projection`, with the store's
 hash key so stored digests go out unchanged), hands the surviving spans to a standard OpenTelemetry SDK OTLP
-exporter, and marks a page's spans in the store only after the exporter returned ``SUCCESS`` for it. The first
+exporter, and marks a page's spans in the store only after the exporter returned ``SUCCESS`` for it. The
+exporters :func:`push_exporter` builds take each page already encoded
+(:func:`~otel_agentdiag.interchange.otlp_fast.request_bytes`, the bytes the SDK's encoder would make;
+:mod:`~otel_agentdiag.diagnostics.push_wire`); any other exporter gets the spans. The first
 batch the exporter does not take stops the push: batches delivered before stay marked, nothing of the failed
 batch or after it is marked, so the next push sends exactly those.
 
@@ -45,6 +48,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.diagnostics.projection import stored_names, strict_projection
 from otel_agentdiag.exporters.otlp import GRPC, HTTP_PROTOBUF, otlp_span_exporter, traces_url
+from otel_agentdiag.interchange.otlp_fast import WireEncoder, request_bytes
 from otel_agentdiag.redaction.hashing import IdHasher, ephemeral_key
 from otel_agentdiag.redaction.policy import STRICT, Policy
 from otel_agentdiag.redaction.processor import SpanRedactor
@@ -205,22 +209,25 @@ def push_exporter(endpoint: str, protocol: str, *, timeout: float | None = None)
     protocol or timeout and ``ImportError`` (with an install hint) without the extra.
     """
     plaintext = protocol == GRPC and _bare_loopback(endpoint)
-    if timeout is None and not plaintext:
-        return otlp_span_exporter(endpoint, protocol)
+    if timeout is None and protocol not in (GRPC, HTTP_PROTOBUF):
+        return otlp_span_exporter(endpoint, protocol)  # raises ValueError
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise ValueError("timeout must be a positive number of seconds")
+    if protocol not in (GRPC, HTTP_PROTOBUF):
+        raise ValueError(f"protocol must be one of {HTTP_PROTOBUF}, {GRPC}, not {describe_input(protocol)}")
     try:
-        if protocol == GRPC:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
-
-            return GrpcSpanExporter(endpoint=endpoint, timeout=timeout, insecure=True if plaintext else None)
-        if protocol == HTTP_PROTOBUF:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            return OTLPSpanExporter(endpoint=traces_url(endpoint), timeout=timeout)
+        # The SDK's exporters, able to take a batch already encoded (push_wire); built with the arguments
+        # otlp_span_exporter() would give them, so every other setting still comes from the environment.
+        from otel_agentdiag.diagnostics.push_wire import EncodedGrpcSpanExporter, EncodedHttpSpanExporter
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
-    raise ValueError(f"protocol must be one of {HTTP_PROTOBUF}, {GRPC}, not {describe_input(protocol)}")
+    if protocol == GRPC:
+        if timeout is None and not plaintext:
+            return EncodedGrpcSpanExporter(endpoint=endpoint)
+        return EncodedGrpcSpanExporter(endpoint=endpoint, timeout=timeout, insecure=True if plaintext else None)
+    if timeout is None:
+        return EncodedHttpSpanExporter(endpoint=traces_url(endpoint))
+    return EncodedHttpSpanExporter(endpoint=traces_url(endpoint), timeout=timeout)
 
 
 @dataclass
@@ -288,6 +295,14 @@ def _marks(rows: Sequence[StoredSpan], sent: Sequence[ReadableSpan]) -> list[tup
     return marks
 
 
+def _export_batch(exporter: SpanExporter, spans: Sequence[ReadableSpan], payload: bytes | None) -> SpanExportResult:
+    """``exporter.export_encoded(spans, payload)`` (:mod:`~otel_agentdiag.diagnostics.push_wire`) when it has it
+    and there is a payload, else ``exporter.export(spans)``."""
+    send = getattr(exporter, "export_encoded", None) if payload is not None else None
+    result: SpanExportResult = send(spans, payload) if send is not None else exporter.export(spans)
+    return result
+
+
 def push_spans(
     store: SpanStore,
     exporter: SpanExporter,
@@ -316,6 +331,7 @@ def push_spans(
     result.selected, result.already_pushed = store.push_backlog(endpoint, sessions=sessions, since_ns=since_ns)
     number = 0
     second_hasher: IdHasher | None = None
+    wire = WireEncoder()
     for rows in store.unpushed_spans(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size):
         number += 1
         # Always the strict preset, whatever policy wrote the rows or the agent's OTLP branch uses: what is stored
@@ -330,8 +346,14 @@ def push_spans(
         for reason, n in projection.omitted_reasons.items():
             result.omitted_reasons[reason] = result.omitted_reasons.get(reason, 0) + n
         if projection.spans:
+            payload = None
+            if hasattr(exporter, "export_encoded"):
+                try:
+                    payload = request_bytes(projection.spans, wire)
+                except Exception:  # noqa: BLE001 - Unsupported (a value it does not reproduce exactly) or a surprise:
+                    payload = None  # the SDK encodes the batch itself and reports its own failure, as before
             try:
-                outcome = exporter.export(projection.spans)
+                outcome = _export_batch(exporter, projection.spans, payload)
                 problem = None if outcome is SpanExportResult.SUCCESS else "the exporter reported a failure"
             except Exception as exc:  # noqa: BLE001 - an exporter that raises is a failed batch, not a crash
                 problem = f"the exporter raised {type(exc).__name__}"

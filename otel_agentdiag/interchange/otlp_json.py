@@ -48,6 +48,7 @@ from otel_agentdiag.interchange.otlp_errors import (
     InvalidRequest,
     MissingDependency,
 )
+from otel_agentdiag.interchange.otlp_fast import JsonEncoder, otlp_json_object
 from otel_agentdiag.interchange.otlp_request import (
     parse_request,
     raw_session_ids,
@@ -133,10 +134,14 @@ def write_otlp_json(spans: Sequence[ReadableSpan], path: Path) -> int:
     """
     encode = span_encoder()
     request_type()
-    lines = [
-        json.dumps(request_to_otlp_json(encode(chunk)), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        for chunk in _chunks(spans)
-    ]
+    fast = JsonEncoder()
+    lines = []
+    for chunk in _chunks(spans):
+        try:
+            document = otlp_json_object(chunk, fast)
+        except Exception:  # noqa: BLE001 - Unsupported (a value it does not reproduce exactly) or a surprise:
+            document = request_to_otlp_json(encode(chunk))  # the exporter's encoder, as before
+        lines.append(json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
 
     def write(stream: IO[str]) -> None:
         for line in lines:
