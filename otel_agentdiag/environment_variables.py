@@ -102,6 +102,13 @@ OTEL_BSP_SCHEDULE_DELAY = "OTEL_BSP_SCHEDULE_DELAY"
 """Milliseconds between two exports of a queue that has not filled a batch (default 500, where the SDK's is
 5,000: a local store can take small batches, and a short delay keeps the CLI's view of a live agent fresh)."""
 
+AGENTDIAG_MAX_DROP_SESSIONS = "AGENTDIAG_MAX_DROP_SESSIONS"
+"""How many sessions' drop and rejection counts each batch processor keeps apart while the store cannot be
+written (default 4,096). Counts of further sessions are folded into one overflow row per observer
+(``session_stats`` key ``agentdiag:overflow``): every span stays counted, and a session whose drops may be there
+gets a receipt that says so (``unattributed_drop``). Bounds memory under a stalled store whatever the number of
+sessions. A value that is not a positive integer is ignored with a warning."""
+
 AGENTDIAG_CAPTURE_CONTENT = "AGENTDIAG_CAPTURE_CONTENT"
 """Capture prompts, model outputs, tool definitions, tool arguments and tool results into the local store.
 

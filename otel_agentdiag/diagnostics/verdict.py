@@ -24,7 +24,9 @@ Status, worst first (the first rule that applies wins):
     (``public_safety_violation``).
 ``degraded``
     Spans are missing or doubled: ``sequence_gap``, ``duplicate_sequence``, ``backpressure_drop`` (queue full,
-    or still queued at shutdown), ``export_failure``, ``unfinished_span`` (started, never ended).
+    or still queued at shutdown), ``export_failure``, ``unfinished_span`` (started, never ended), or may be
+    missing: ``unattributed_drop`` (an observer of the session dropped spans it could no longer file under their
+    session; see below).
 ``imported``
     None of the above, but the spans were imported (``agentdiag ingest``), not observed here: their numbers
     and ledger come from a file nothing authenticates, so the copy is judged against its own numbering and
@@ -37,6 +39,15 @@ session keys, so the receipt of a session this machine observed reads only what 
 ledger rows, its violations, and, to tell a missing parent, the observed spans of its traces): nothing an
 ingest writes changes it. :attr:`Receipt.provenance` says which (``observed`` or ``imported``; a store
 receipt says ``mixed`` when it holds both).
+
+Unattributed drops: a pipeline keeps the drop counts of a bounded number of sessions while the store cannot be
+written; those of further sessions go to one ledger row per observer under the reserved key
+:data:`~otel_agentdiag.storage.OVERFLOW_SESSION`. The store's receipt counts them exactly (that row is judged
+like a session, with ``unattributed_drop``). A session's own receipt cannot tell which of them were its spans:
+when an observer of the session (one with rows or ledger rows in it; any observer, for a session the store
+knows nothing of) has such a row, the receipt is at best ``degraded`` with ``unattributed_drop``,
+:attr:`Receipt.unattributed_drops` names how many per observer, and missing numbers up to that many are not
+called ``sequence_gap`` (they may be those drops).
 
 Spans dropped because their session was cleared while they were in flight are counted
 (``dropped_cleared``) but do not degrade a receipt: the user asked for them to go.
@@ -54,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.storage import SessionStats, StoredSpan
+from otel_agentdiag.storage import OVERFLOW_SESSION, SessionStats, StoredSpan
 from otel_agentdiag.storage.provenance import IMPORTED as IMPORTED_PROVENANCE
 from otel_agentdiag.storage.provenance import OBSERVED, is_imported
 
@@ -79,6 +90,7 @@ UNFINISHED_SPAN = "unfinished_span"
 STATS_MISSING = "stats_missing"
 LEDGER_INVALID = "ledger_invalid"
 INGEST_VIOLATION = "ingest_violation"
+UNATTRIBUTED_DROP = "unattributed_drop"
 REASONS = (
     BACKPRESSURE_DROP,
     DUPLICATE_SEQUENCE,
@@ -90,12 +102,15 @@ REASONS = (
     REDACTOR_ERROR,
     SEQUENCE_GAP,
     STATS_MISSING,
+    UNATTRIBUTED_DROP,
     UNFINISHED_SPAN,
 )
 
 _INVALID_REASONS = frozenset({STATS_MISSING, LEDGER_INVALID, INGEST_VIOLATION})
 _QUARANTINE_REASONS = frozenset({REDACTOR_ERROR, PUBLIC_SAFETY_VIOLATION})
-_DEGRADED_REASONS = frozenset({SEQUENCE_GAP, DUPLICATE_SEQUENCE, BACKPRESSURE_DROP, EXPORT_FAILURE, UNFINISHED_SPAN})
+_DEGRADED_REASONS = frozenset(
+    {SEQUENCE_GAP, DUPLICATE_SEQUENCE, BACKPRESSURE_DROP, EXPORT_FAILURE, UNFINISHED_SPAN, UNATTRIBUTED_DROP}
+)
 
 # Drop causes and reject reasons as the pipeline and the store record them.
 DROP_QUEUE_FULL = "queue_full"
@@ -154,10 +169,14 @@ class Receipt:
     not_judged: tuple[str | None, ...] = ()
     """A store receipt: the sessions left out of its verdict, having nothing to judge (see
     :func:`nothing_to_judge`). Not part of the JSON shape."""
+    unattributed_drops: Mapping[str, int] = field(default_factory=dict)
+    """A session receipt with ``unattributed_drop``: observer -> spans it dropped or rejected that are counted
+    under no session (its overflow row), some of which may be this session's. In the JSON only when not empty."""
 
     def to_json(self) -> dict[str, Any]:
-        """The documented JSON shape: ``{"session", "status", "reasons", "counts", "observers", "provenance"}``."""
-        return {
+        """The documented JSON shape: ``{"session", "status", "reasons", "counts", "observers", "provenance"}``,
+        plus ``"unattributed_drops"`` (observer -> n) on a session receipt with the reason ``unattributed_drop``."""
+        out: dict[str, Any] = {
             "session": self.session,
             "status": self.status,
             "reasons": list(self.reasons),
@@ -165,6 +184,9 @@ class Receipt:
             "observers": list(self.observers),
             "provenance": self.provenance,
         }
+        if self.unattributed_drops:
+            out["unattributed_drops"] = dict(sorted(self.unattributed_drops.items()))
+        return out
 
 
 @dataclass(frozen=True)
@@ -183,6 +205,20 @@ class ReceiptInput:
     """trace id -> span ids stored in that trace outside the session (a parent there is not missing)."""
     violations: int = 0
     """Durable records of input of this session the store refused (``agentdiag ingest``)."""
+    unattributed: Mapping[str, int] = field(default_factory=dict)
+    """Observer -> spans it counted under :data:`~otel_agentdiag.storage.OVERFLOW_SESSION` (dropped or rejected
+    when its table of per-session counts was full), for the observers that may have filed this session's there."""
+
+
+def unattributed_of(overflow: Iterable[SessionStats], observers: Iterable[str] | None) -> dict[str, int]:
+    """Observer -> spans in its overflow row (``overflow``: the rows of that key), for ``observers`` (None: all)."""
+    wanted = None if observers is None else set(observers)
+    found: dict[str, int] = {}
+    for row in overflow:
+        n = sum(_int(v) for v in row.dropped.values()) + sum(_int(v) for v in row.rejected.values())
+        if n and (wanted is None or row.observer in wanted):
+            found[row.observer] = found.get(row.observer, 0) + n
+    return found
 
 
 def _int(value: object) -> int:
@@ -277,6 +313,9 @@ def judge(data: ReceiptInput) -> Receipt:
             explained[observer] -= 1  # a rejected span stored as a tombstone keeps its number
         if span.observer and isinstance(span.sequence, int) and span.sequence >= 0:
             numbers[span.observer][span.sequence] += 1
+    unattributed = {} if data.session == OVERFLOW_SESSION else {o: n for o, n in data.unattributed.items() if n > 0}
+    for observer, n in unattributed.items():
+        explained[observer] += n  # maybe this session's drops: not a gap, but not vouched for either
     lost_on_purpose = data.pruned_spans > 0 or bool(data.cleared_spans) or data.cleared
     present: dict[str, list[int]] = {}
     low_of: dict[str, int] = {}
@@ -319,6 +358,8 @@ def judge(data: ReceiptInput) -> Receipt:
         reasons.add(UNFINISHED_SPAN)
     if counts["ingest_violations"]:
         reasons.add(INGEST_VIOLATION)
+    if unattributed or (data.session == OVERFLOW_SESSION and (counts["dropped"] or counts["rejected"])):
+        reasons.add(UNATTRIBUTED_DROP)
     imported = is_imported(data.session)
     if imported:
         reasons.add(IMPORTED)
@@ -339,7 +380,10 @@ def judge(data: ReceiptInput) -> Receipt:
     ordered = {key: int(counts[key]) for key in COUNT_KEYS}
     status = _status_for(reasons, spans=ordered["spans"], malformed=ordered["malformed_rows"])
     provenance = IMPORTED_PROVENANCE if imported else OBSERVED
-    return Receipt(status, sorted(reasons), ordered, observers, data.session, provenance=provenance)
+    found = sorted(reasons)
+    return Receipt(
+        status, found, ordered, observers, data.session, provenance=provenance, unattributed_drops=unattributed
+    )
 
 
 def _unfinished(
@@ -379,13 +423,15 @@ def _unfinished(
     open_spans: dict[str, int] = {}
     for observer, n in candidates.items():
         row = by_observer.get(observer)
+        # Spans the observer counted under no session (its overflow row) may be this session's: they ended.
+        maybe_ended = 0 if data.session == OVERFLOW_SESSION else max(data.unattributed.get(observer, 0), 0)
         if row is None:
-            open_spans[observer] = n
+            open_spans[observer] = max(n - maybe_ended, 0)
             continue
         # Numbers 0..max were handed out at span start; the ledger counts spans that ended (stored,
         # rejected or dropped). Numbers never accounted for belong to spans still open (or lost silently).
         started = present[observer][-1] + 1
-        ended = row.observed - max(row.duplicates, 0)
+        ended = row.observed - max(row.duplicates, 0) + maybe_ended
         open_spans[observer] = min(n, max(started - ended, 0))
     return open_spans, unnumbered
 
