@@ -232,7 +232,7 @@ def _receipt_lines(receipt: Receipt, *, title: str) -> list[str]:
         n = sum(receipt.unattributed_drops.values())
         lines.append(
             f"  unattributed drops: {n} span(s) of its observer(s) were counted under no session (the pipeline's"
-            " table of per-session drop counts was full); some may be this session's"
+            " table of per-session drop counts was full); some may be this session's: the reasons say so"
         )
     if receipt.not_judged:
         lines.append(

@@ -122,9 +122,9 @@ def _input_for(
 
 def _unattributed(
     session: str | None, stats: Sequence[SessionStats], spans: Sequence[StoredSpan], overflow: Sequence[SessionStats]
-) -> dict[str, int]:
-    """Observer -> its overflow drops, for the observers that may have filed this session's drops there: those with
-    rows or ledger rows in the session, or any observer for a session the store knows nothing of."""
+) -> dict[str, dict[str, int]]:
+    """Observer -> cause -> its overflow drops, for the observers that may have filed this session's drops there:
+    those with rows or ledger rows in the session, or any observer for a session the store knows nothing of."""
     if not overflow or session == OVERFLOW_SESSION:
         return {}
     observers = {row.observer for row in stats} | {span.observer or "" for span in spans}

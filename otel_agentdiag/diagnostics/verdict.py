@@ -24,9 +24,8 @@ Status, worst first (the first rule that applies wins):
     (``public_safety_violation``).
 ``degraded``
     Spans are missing or doubled: ``sequence_gap``, ``duplicate_sequence``, ``backpressure_drop`` (queue full,
-    or still queued at shutdown), ``export_failure``, ``unfinished_span`` (started, never ended), or may be
-    missing: ``unattributed_drop`` (an observer of the session dropped spans it could no longer file under their
-    session; see below).
+    or still queued at shutdown), ``export_failure``, ``unfinished_span`` (started, never ended); also when spans
+    *may* be missing, dropped by an observer of the session that could not file them under it (see below).
 ``imported``
     None of the above, but the spans were imported (``agentdiag ingest``), not observed here: their numbers
     and ledger come from a file nothing authenticates, so the copy is judged against its own numbering and
@@ -43,11 +42,12 @@ receipt says ``mixed`` when it holds both).
 Unattributed drops: a pipeline keeps the drop counts of a bounded number of sessions while the store cannot be
 written; those of further sessions go to one ledger row per observer under the reserved key
 :data:`~otel_agentdiag.storage.OVERFLOW_SESSION`. The store's receipt counts them exactly (that row is judged
-like a session, with ``unattributed_drop``). A session's own receipt cannot tell which of them were its spans:
-when an observer of the session (one with rows or ledger rows in it; any observer, for a session the store
-knows nothing of) has such a row, the receipt is at best ``degraded`` with ``unattributed_drop``,
-:attr:`Receipt.unattributed_drops` names how many per observer, and missing numbers up to that many are not
-called ``sequence_gap`` (they may be those drops).
+like a session). A session's own receipt cannot tell which of them were its spans: when an observer of the
+session (one with rows or ledger rows in it; any observer, for a session the store knows nothing of) has such
+a row, the receipt carries the reasons of that row's causes (``backpressure_drop`` for ``queue_full`` and
+``shutdown``, ``export_failure``, ``redactor_error``) although its own drop counts may be 0, so it is never
+``valid``; :attr:`Receipt.unattributed_drops` names how many spans per observer (JSON ``unattributed_drops``),
+and missing numbers up to that many are not called ``sequence_gap`` or unfinished (they may be those drops).
 
 Spans dropped because their session was cleared while they were in flight are counted
 (``dropped_cleared``) but do not degrade a receipt: the user asked for them to go.
@@ -90,7 +90,6 @@ UNFINISHED_SPAN = "unfinished_span"
 STATS_MISSING = "stats_missing"
 LEDGER_INVALID = "ledger_invalid"
 INGEST_VIOLATION = "ingest_violation"
-UNATTRIBUTED_DROP = "unattributed_drop"
 REASONS = (
     BACKPRESSURE_DROP,
     DUPLICATE_SEQUENCE,
@@ -102,15 +101,12 @@ REASONS = (
     REDACTOR_ERROR,
     SEQUENCE_GAP,
     STATS_MISSING,
-    UNATTRIBUTED_DROP,
     UNFINISHED_SPAN,
 )
 
 _INVALID_REASONS = frozenset({STATS_MISSING, LEDGER_INVALID, INGEST_VIOLATION})
 _QUARANTINE_REASONS = frozenset({REDACTOR_ERROR, PUBLIC_SAFETY_VIOLATION})
-_DEGRADED_REASONS = frozenset(
-    {SEQUENCE_GAP, DUPLICATE_SEQUENCE, BACKPRESSURE_DROP, EXPORT_FAILURE, UNFINISHED_SPAN, UNATTRIBUTED_DROP}
-)
+_DEGRADED_REASONS = frozenset({SEQUENCE_GAP, DUPLICATE_SEQUENCE, BACKPRESSURE_DROP, EXPORT_FAILURE, UNFINISHED_SPAN})
 
 # Drop causes and reject reasons as the pipeline and the store record them.
 DROP_QUEUE_FULL = "queue_full"
@@ -170,12 +166,12 @@ class Receipt:
     """A store receipt: the sessions left out of its verdict, having nothing to judge (see
     :func:`nothing_to_judge`). Not part of the JSON shape."""
     unattributed_drops: Mapping[str, int] = field(default_factory=dict)
-    """A session receipt with ``unattributed_drop``: observer -> spans it dropped or rejected that are counted
-    under no session (its overflow row), some of which may be this session's. In the JSON only when not empty."""
+    """A session receipt: observer -> spans it dropped or rejected that are counted under no session (its overflow
+    row), some of which may be this session's (see the module doc). In the JSON only when not empty."""
 
     def to_json(self) -> dict[str, Any]:
         """The documented JSON shape: ``{"session", "status", "reasons", "counts", "observers", "provenance"}``,
-        plus ``"unattributed_drops"`` (observer -> n) on a session receipt with the reason ``unattributed_drop``."""
+        plus ``"unattributed_drops"`` (observer -> n) on a session receipt whose observers have an overflow row."""
         out: dict[str, Any] = {
             "session": self.session,
             "status": self.status,
@@ -205,19 +201,33 @@ class ReceiptInput:
     """trace id -> span ids stored in that trace outside the session (a parent there is not missing)."""
     violations: int = 0
     """Durable records of input of this session the store refused (``agentdiag ingest``)."""
-    unattributed: Mapping[str, int] = field(default_factory=dict)
-    """Observer -> spans it counted under :data:`~otel_agentdiag.storage.OVERFLOW_SESSION` (dropped or rejected
-    when its table of per-session counts was full), for the observers that may have filed this session's there."""
+    unattributed: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """Observer -> cause or reason -> spans it counted under :data:`~otel_agentdiag.storage.OVERFLOW_SESSION`
+    (dropped or rejected when its table of per-session counts was full), for the observers that may have filed
+    this session's spans there (``cleared`` drops left out: those were asked for)."""
 
 
-def unattributed_of(overflow: Iterable[SessionStats], observers: Iterable[str] | None) -> dict[str, int]:
-    """Observer -> spans in its overflow row (``overflow``: the rows of that key), for ``observers`` (None: all)."""
+_UNATTRIBUTED_REASONS = {
+    DROP_QUEUE_FULL: BACKPRESSURE_DROP,
+    DROP_SHUTDOWN: BACKPRESSURE_DROP,
+    DROP_EXPORT_FAILURE: EXPORT_FAILURE,
+    REJECT_REDACTOR_ERROR: REDACTOR_ERROR,
+}
+"""The reason a session's receipt gives for drops of its observer that may be its own, by cause."""
+
+
+def unattributed_of(overflow: Iterable[SessionStats], observers: Iterable[str] | None) -> dict[str, dict[str, int]]:
+    """Observer -> cause -> spans in its overflow row (``overflow``: the rows of that key; ``cleared`` left out),
+    for ``observers`` (None: all)."""
     wanted = None if observers is None else set(observers)
-    found: dict[str, int] = {}
+    found: dict[str, dict[str, int]] = {}
     for row in overflow:
-        n = sum(_int(v) for v in row.dropped.values()) + sum(_int(v) for v in row.rejected.values())
-        if n and (wanted is None or row.observer in wanted):
-            found[row.observer] = found.get(row.observer, 0) + n
+        if wanted is not None and row.observer not in wanted:
+            continue
+        for cause, n in [*row.dropped.items(), *row.rejected.items()]:
+            if _int(n) and cause != DROP_CLEARED:
+                by_cause = found.setdefault(row.observer, {})
+                by_cause[cause] = by_cause.get(cause, 0) + _int(n)
     return found
 
 
@@ -313,9 +323,14 @@ def judge(data: ReceiptInput) -> Receipt:
             explained[observer] -= 1  # a rejected span stored as a tombstone keeps its number
         if span.observer and isinstance(span.sequence, int) and span.sequence >= 0:
             numbers[span.observer][span.sequence] += 1
-    unattributed = {} if data.session == OVERFLOW_SESSION else {o: n for o, n in data.unattributed.items() if n > 0}
-    for observer, n in unattributed.items():
-        explained[observer] += n  # maybe this session's drops: not a gap, but not vouched for either
+    unattributed: dict[str, int] = {}
+    if data.session != OVERFLOW_SESSION:
+        for observer, by_cause in data.unattributed.items():
+            n = sum(_int(v) for v in by_cause.values())
+            if n:
+                unattributed[observer] = n
+                explained[observer] += n  # maybe this session's drops: not a gap, but not vouched for either
+                reasons.update(_UNATTRIBUTED_REASONS[c] for c in by_cause if c in _UNATTRIBUTED_REASONS)
     lost_on_purpose = data.pruned_spans > 0 or bool(data.cleared_spans) or data.cleared
     present: dict[str, list[int]] = {}
     low_of: dict[str, int] = {}
@@ -358,8 +373,6 @@ def judge(data: ReceiptInput) -> Receipt:
         reasons.add(UNFINISHED_SPAN)
     if counts["ingest_violations"]:
         reasons.add(INGEST_VIOLATION)
-    if unattributed or (data.session == OVERFLOW_SESSION and (counts["dropped"] or counts["rejected"])):
-        reasons.add(UNATTRIBUTED_DROP)
     imported = is_imported(data.session)
     if imported:
         reasons.add(IMPORTED)
@@ -424,7 +437,9 @@ def _unfinished(
     for observer, n in candidates.items():
         row = by_observer.get(observer)
         # Spans the observer counted under no session (its overflow row) may be this session's: they ended.
-        maybe_ended = 0 if data.session == OVERFLOW_SESSION else max(data.unattributed.get(observer, 0), 0)
+        maybe_ended = 0
+        if data.session != OVERFLOW_SESSION:
+            maybe_ended = sum(_int(v) for v in data.unattributed.get(observer, {}).values())
         if row is None:
             open_spans[observer] = max(n - maybe_ended, 0)
             continue

@@ -139,7 +139,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
     the rest as ``shutdown`` drops.
 
     Memory does not grow with the number of sessions: drop and rejection counts that wait for a write are kept for
-    at most ``max_drop_sessions`` sessions (None: ``AGENTDIAG_MAX_DROP_SESSIONS``, else 4,096), and those of any
+    at most ``max_drop_sessions`` sessions (None: ``AGENTDIAG_MAX_DROP_SESSIONS``, else 1,024), and those of any
     further session are counted under :data:`~otel_agentdiag.pipeline.ledger.OVERFLOW` (one ``session_stats`` row
     per observer, by cause), exactly; the per-session ledger of :meth:`stats` keeps the ``max_ledger_sessions``
     sessions touched most recently.

@@ -4,9 +4,9 @@ The batch processor (:mod:`otel_agentdiag.pipeline.batching`) keeps one ledger u
 the drops and rejections not yet written to the store, which go with the next successful write.
 
 Memory is bounded by configuration, not by the number of sessions: the ledger keeps per-session counts for the
-sessions touched most recently, and the deltas hold at most ``max_drop_sessions`` sessions (4,096 by default,
-``AGENTDIAG_MAX_DROP_SESSIONS``) while the store cannot be written. The counts of any further session are folded
-into one more entry, :data:`OVERFLOW` (stored under that ``session_stats`` key), by cause: every span stays
+1,024 sessions touched most recently, and the deltas hold at most ``max_drop_sessions`` sessions (1,024 by
+default, ``AGENTDIAG_MAX_DROP_SESSIONS``) while the store cannot be written. The counts of any further session are
+folded into one more entry, :data:`OVERFLOW` (stored under that ``session_stats`` key), by cause: every span stays
 counted, for the observer exactly, only no longer under its own session (its receipt says so).
 """
 
@@ -43,8 +43,9 @@ CLEARED = "cleared"
 DROP_CAUSES = (QUEUE_FULL, EXPORT_FAILURE, SHUTDOWN, CLEARED)
 REDACTOR_ERROR = "redactor_error"
 
-DEFAULT_MAX_LEDGER_SESSIONS = 10_000
-DEFAULT_MAX_DROP_SESSIONS = 4_096
+DEFAULT_MAX_LEDGER_SESSIONS = 1_024
+"""Sessions whose cumulative counts :meth:`AccountingBatchSpanProcessor.stats` keeps (the store keeps them all)."""
+DEFAULT_MAX_DROP_SESSIONS = 1_024
 """Sessions whose drop and rejection counts are kept apart while they wait for a write (see the module doc)."""
 OVERFLOW = OVERFLOW_SESSION
 """The deltas' key for the counts of sessions beyond the bound (never a session digest)."""
@@ -91,7 +92,7 @@ def copy_deltas(deltas: Deltas) -> Deltas:
     return {session: dict(by_reason) for session, by_reason in deltas.items()}
 
 
-@dataclass
+@dataclass(slots=True)
 class LedgerCounts:
     """Cumulative counts of one session (or of all of them)."""
 
