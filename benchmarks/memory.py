@@ -61,7 +61,7 @@ Caveats:
   drops. The control must be paced: in a tight loop the exporter does not keep up with the agent's thread
   even without a lock (on the 2-core dev VM, 20,000 spans in a loop dropped about 8% as ``queue_full``).
 - Besides the queue, the pipeline keeps per-session state, bounded in sessions: the sequencer and the ledger
-  (10,000 and 1,024), and the drop counts not yet written to the store (1,024 sessions, then the overflow entry);
+  (4,096 and 1,024), and the drop counts not yet written to the store (1,024 sessions, then the overflow entry);
   the report gives the number of each.
 """
 
