@@ -1,21 +1,25 @@
 """``python -m benchmarks.memory [--quick] [--output PATH]``: memory stays bounded while the exporter is stalled.
 
 The claim: when the store cannot be written (another process holds its write lock), the pipeline keeps at
-most its configured queue of spans, refuses the rest, and counts every span it refuses. Measured:
+most its configured queue of spans and bounded per-session tables, refuses the rest, and counts every span it
+refuses; its memory does not grow with the number of sessions. Measured:
 
-- ``stalled``: 1,000,000 spans (``--quick``: 100,000; ``--spans N``) in a tight loop while the store is
-  write-locked by another process;
-- ``control``: the same child code with no lock held, 100,000 spans (``--quick``: 5,000), paced so that the
-  exporter keeps up (a ``force_flush`` after every 40 runs, 1,000 spans, half the queue): nothing may be
-  dropped, and the growth shows what the pipeline costs when it is not stalled.
+- ``stalled``: 1,000,000 spans (``--quick``: 100,000; ``--spans N``) in 3-span runs, one conversation per run
+  (about 333,000 sessions), in a tight loop while the store is write-locked by another process;
+- ``stalled_few``: the same spans and runs, but the runs cycle over 1,000 conversations (1,000 sessions): the
+  growth of ``stalled`` over this one is what the number of sessions costs;
+- ``control``: the same child code with no lock held, 100,000 spans (``--quick``: 5,000) in 25-span runs,
+  paced so that the exporter keeps up (a ``force_flush`` after every 40 runs, 1,000 spans, half the queue):
+  nothing may be dropped, and the growth shows what the pipeline costs when it is not stalled.
 
 Each variant runs in a fresh child process (``python -m benchmarks.memory --child ...``), so its RSS holds
 only this workload. The child builds the default pipeline with ``otel_agentdiag.configure(store=<tmp>/traces.db,
 hash_key=TEST_HASH_KEY, set_global=False, tracer_provider=<a fresh SDK TracerProvider>)`` with the default
-queue bounds of its ``AccountingBatchSpanProcessor`` (reported: ``max_queue_spans``, ``max_queue_bytes``).
-The spans are agent runs through the manual wrappers: ``agent_run`` (one conversation per run, eight
-iterations), each iteration an ``llm_call`` with model, usage, finish reasons and response id, and a
-``tool_call`` with a call id; one tool call in ten fails with an exception. That is 25 spans per run.
+queue bounds of its ``AccountingBatchSpanProcessor`` (reported: ``max_queue_spans``, ``max_queue_bytes``,
+``max_drop_sessions``). The spans are agent runs through the manual wrappers: ``agent_run`` (one conversation
+per run), with eight iterations of an ``llm_call`` (model, usage, finish reasons and response id) and a
+``tool_call`` (a call id), one tool call in ten failing with an exception: 25 spans per run (``control``); or,
+for the stalled variants, a short run: ``agent_run``, one ``llm_call`` and one ``tool_call``, 3 spans.
 
 Sequence (every step synchronised by the child's stdin/stdout pipes, no sleeps):
 
@@ -41,9 +45,13 @@ Checks (an ERROR raises, a missed goal does not):
   pending, nothing rejected by redaction; ``stalled`` dropped spans as ``queue_full``; ``control`` dropped none;
 - the store: for this observer, the ``session_stats`` rows balance one by one, their sums equal the
   pipeline's totals (observed, accepted, dropped by cause), and the rows stored equal the spans accepted
-  (no duplicate, nothing pruned); every conversation has one row, under its keyed digest (never the raw
-  id), that counts exactly its 25 spans, so each drop is filed under the right session; the store's receipt
-  is not ``invalid``, and it reports the drops.
+  (no duplicate, nothing pruned); every row is filed under a conversation's keyed digest (never the raw id)
+  and counts at most that conversation's spans, or is the observer's overflow row
+  (``agentdiag:overflow``: drops of sessions beyond the pipeline's table), and the spans missing from the
+  conversations' rows are exactly the overflow row's; the store's receipt is not ``invalid``, reports the
+  drops and counts every span ended; when there is an overflow row, the receipt of a session whose spans
+  went there is not ``valid``, gives the overflow's reasons and names its count for the observer
+  (``unattributed_drops``).
 
 Caveats:
 
@@ -52,10 +60,9 @@ Caveats:
 - Spans end here far faster than in an agent, which waits for its model: the stall is the worst case for
   drops. The control must be paced: in a tight loop the exporter does not keep up with the agent's thread
   even without a lock (on the 2-core dev VM, 20,000 spans in a loop dropped about 8% as ``queue_full``).
-- Besides the queue, the pipeline keeps per-session state, bounded in sessions (the sequencer, the ledger:
-  10,000 each) or not (drop counts not yet written to the store: one entry per session that dropped spans,
-  kept until a write succeeds). The workload has one session per 25 spans, so 40,000 sessions in the full
-  run; the report gives the number of each.
+- Besides the queue, the pipeline keeps per-session state, bounded in sessions: the sequencer and the ledger
+  (4,096 and 1,024), and the drop counts not yet written to the store (1,024 sessions, then the overflow entry);
+  the report gives the number of each.
 """
 
 from __future__ import annotations
@@ -82,15 +89,25 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import otel_agentdiag as agentdiag
 from benchmarks._common import save_results
-from otel_agentdiag.diagnostics.receipt import store_receipt
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.diagnostics.receipt import session_receipt, store_receipt
+from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.storage import SpanStore
 from otel_agentdiag.testing import TEST_HASH_KEY
+
+OVERFLOW_SESSION = "agentdiag:overflow"
+"""``otel_agentdiag.storage.OVERFLOW_SESSION`` (spelled out: the benchmark also runs against older code)."""
 
 PREFIX = b"@@memory "
 """Marks the child's protocol lines on its stdout (anything else printed there is ignored)."""
 
 ITERATIONS = 8
 SPANS_PER_RUN = 1 + 3 * ITERATIONS
+SHORT_RUN = 3
+"""Spans of a short run (``agent_run``, ``llm_call``, ``tool_call``): the stalled variants."""
+FEW_SESSIONS = 1_000
+"""Conversations the runs of ``stalled_few`` cycle over."""
+SESSIONS_RATIO_TARGET = 1.25
 PACE_RUNS = 40
 """A paced producer flushes after every 40 runs (1,000 spans, half the default queue)."""
 SAMPLE_INTERVAL_S = 0.005
@@ -155,6 +172,35 @@ class ToolFailed(Exception):
     pass
 
 
+def conversation(run: int, cycle: int) -> str:
+    """The conversation id of run ``run`` (``cycle``: how many conversations the runs cycle over; 0: one per run)."""
+    return f"conversation-{run % cycle if cycle else run}"
+
+
+def short_runs(first: int, runs: int, cycle: int, flush: Callable[[], bool] | None = None) -> int:
+    """``runs`` 3-span runs (``agent_run``, ``llm_call``, ``tool_call``) from ``first``; returns the spans ended."""
+    for run in range(first, first + runs):
+        if flush is not None and run > first and (run - first) % PACE_RUNS == 0 and not flush():
+            raise RuntimeError("a pacing flush did not finish within its timeout")
+        with agentdiag.agent_run("memory-agent", conversation_id=conversation(run, cycle), user_id=f"user-{run % 97}"):
+            with agentdiag.llm_call(provider="openai", model="gpt-4o-mini") as call:
+                call.record_response(
+                    response_model="gpt-4o-mini-2024-07-18",
+                    response_id=f"chatcmpl-{run}",
+                    finish_reasons=["tool_calls"],
+                    input_tokens=800,
+                    output_tokens=40,
+                )
+            tool = "get_weather" if run % 2 else "search_docs"
+            try:
+                with agentdiag.tool_call(tool, call_id=f"call-{run}"):
+                    if run % 10 == 0:
+                        raise ToolFailed("upstream returned 503")
+            except ToolFailed:
+                pass
+    return runs * SHORT_RUN
+
+
 def agent_runs(first: int, runs: int, flush: Callable[[], bool] | None = None) -> int:
     """``runs`` agent runs numbered from ``first`` through the manual wrappers; returns the spans ended.
 
@@ -164,7 +210,7 @@ def agent_runs(first: int, runs: int, flush: Callable[[], bool] | None = None) -
     for run in range(first, first + runs):
         if flush is not None and run > first and (run - first) % PACE_RUNS == 0 and not flush():
             raise RuntimeError("a pacing flush did not finish within its timeout")
-        with agentdiag.agent_run("memory-agent", conversation_id=f"conversation-{run}", user_id=f"user-{run % 97}"):
+        with agentdiag.agent_run("memory-agent", conversation_id=conversation(run, 0), user_id=f"user-{run % 97}"):
             for i in range(ITERATIONS):
                 with agentdiag.iteration(i):
                     with agentdiag.llm_call(provider="openai", model="gpt-4o-mini") as call:
@@ -208,7 +254,7 @@ def ledger_size(sessions: Mapping[str | None, Any]) -> int:
     """Approximate bytes of the ledger's per-session counts (measured on the copy ``stats()`` returns)."""
     size = sys.getsizeof(sessions)
     for session, counts in sessions.items():
-        size += sys.getsizeof(session) + sys.getsizeof(counts) + sys.getsizeof(counts.__dict__)
+        size += sys.getsizeof(session) + sys.getsizeof(counts) + sys.getsizeof(getattr(counts, "__dict__", None))
         size += sys.getsizeof(counts.rejected) + sys.getsizeof(counts.dropped)
     return size
 
@@ -224,8 +270,16 @@ def child(config: dict[str, Any]) -> None:
     """One variant: warm up, report the baseline, end ``config['spans']`` spans on the parent's word, report."""
     store_path = Path(config["store"])
     spans = int(config["spans"])
-    warmup_runs = int(config["warmup"]) // SPANS_PER_RUN
-    runs = -(-spans // SPANS_PER_RUN)
+    per_run = int(config.get("spans_per_run", SPANS_PER_RUN))
+    cycle = int(config.get("cycle", 0))
+    warmup_runs = int(config["warmup"]) // per_run
+    runs = -(-spans // per_run)
+
+    def workload(first: int, n: int, flush: Callable[[], bool] | None) -> int:
+        if per_run == SHORT_RUN:
+            return short_runs(first, n, cycle, flush)
+        return agent_runs(first, n, flush)
+
     agentdiag.register_names(tools=["get_weather", "search_docs"])
     provider = TracerProvider(
         resource=Resource.create({"service.name": "memory-bench", "service.version": "1.0.0"}), shutdown_on_exit=False
@@ -238,7 +292,7 @@ def child(config: dict[str, Any]) -> None:
     def pace() -> bool:
         return diag.force_flush(60_000)
 
-    warmup = agent_runs(0, warmup_runs, pace)
+    warmup = workload(0, warmup_runs, pace)
     if not diag.force_flush(60_000):
         raise RuntimeError("the warm-up did not flush within 60 s")
     warm = batching.stats()
@@ -253,7 +307,7 @@ def child(config: dict[str, Any]) -> None:
     sampler = RssSampler()
     sampler.start()
     started = time.perf_counter()
-    ended = agent_runs(warmup_runs, runs, pace if config["paced"] else None)
+    ended = workload(warmup_runs, runs, pace if config["paced"] else None)
     elapsed = time.perf_counter() - started
     peak_sampled = sampler.stop()
     peak_max = max_rss_bytes()
@@ -288,6 +342,12 @@ def child(config: dict[str, Any]) -> None:
 
     # -- the store's accounting (read back by a separate connection)
     observer = after.observer
+    # Every conversation's digest under the benchmark's key, and the spans it ended.
+    hasher = IdHasher(TEST_HASH_KEY)
+    expected: dict[str, int] = {}
+    for run in range(warmup_runs + runs):
+        digest = hasher.digest(sc.ID_KIND_CONVERSATION, conversation(run, cycle))
+        expected[digest] = expected.get(digest, 0) + per_run
     with SpanStore(store_path, create=False) as store:
         rows = [row for row in store.session_stats() if row.observer == observer]
         other = [row.observer for row in store.session_stats() if row.observer != observer]
@@ -296,20 +356,29 @@ def child(config: dict[str, Any]) -> None:
         started_receipt = time.perf_counter()
         receipt = store_receipt(store)
         receipt_s = time.perf_counter() - started_receipt
+        overflow_rows = [row for row in rows if row.session == OVERFLOW_SESSION]
+        filed = {row.session: row.observed for row in rows if row.session != OVERFLOW_SESSION}
+        # A session some of whose spans are not in its own row: they can only be in the overflow row.
+        short = next((s for s, n in expected.items() if filed.get(s, 0) < n), None)
+        honest = session_receipt(store, short) if short is not None and overflow_rows else None
     if other:
         raise AssertionError(f"the store holds counts of other observers: {sorted(set(other))}")
     stored_dropped: dict[str, int] = {}
-    if len(rows) != warmup_runs + runs:
-        raise AssertionError(f"{warmup_runs + runs} conversations, {len(rows)} session_stats rows in the store")
+    if len(overflow_rows) > 1:
+        raise AssertionError(f"{len(overflow_rows)} overflow rows for one observer")
     for row in rows:
         settled = row.accepted + sum(row.rejected.values()) + sum(row.dropped.values())
         if row.observed != settled:
             raise AssertionError(f"store session {row.session}: observed {row.observed} != {settled}")
-        # One conversation per run: every drop must be filed under its own session's digest.
-        if row.observed != SPANS_PER_RUN or row.session is None or not row.session.startswith("hmac-sha256:"):
-            raise AssertionError(f"store session {row.session!r}: observed {row.observed}, not {SPANS_PER_RUN}")
+        # Each drop is filed under its own session's digest, or under the observer's overflow row.
+        if row.session != OVERFLOW_SESSION and (row.session not in expected or row.observed > expected[row.session]):
+            raise AssertionError(f"store session {row.session!r}: observed {row.observed}, not a conversation's")
         for cause, n in row.dropped.items():
             stored_dropped[cause] = stored_dropped.get(cause, 0) + n
+    overflow_observed = sum(row.observed for row in overflow_rows)
+    unfiled = sum(n - filed.get(session, 0) for session, n in expected.items())
+    if unfiled != overflow_observed:
+        raise AssertionError(f"{unfiled} spans missing from their sessions' rows, {overflow_observed} in the overflow")
     store_observed = sum(row.observed for row in rows)
     store_accepted = sum(row.accepted for row in rows)
     store_stored = sum(row.stored for row in rows)
@@ -334,6 +403,12 @@ def child(config: dict[str, Any]) -> None:
         )
     if receipt.status == "invalid":
         raise AssertionError(f"the store's receipt is invalid: {receipt.reasons}")
+    if receipt.counts["observed"] != total or receipt.counts["dropped"] != sum(totals.dropped.values()):
+        raise AssertionError(f"the store's receipt does not count every span: {receipt.counts}")
+    if honest is not None:
+        named = getattr(honest, "unattributed_drops", {}).get(observer)
+        if "backpressure_drop" not in honest.reasons or honest.status == "valid" or named != overflow_observed:
+            raise AssertionError(f"a session with drops in the overflow got {honest.to_json()}")
 
     info = observers.get(observer)
     send(
@@ -341,8 +416,9 @@ def child(config: dict[str, Any]) -> None:
             "event": "result",
             "spans": ended,
             "runs": runs,
+            "spans_per_run": per_run,
             "warmup_spans": warmup,
-            "sessions": warmup_runs + runs,
+            "sessions": len(expected),
             "seconds": elapsed,
             "spans_per_second": ended / elapsed,
             "flush_after_release_s": flush_s,
@@ -373,6 +449,8 @@ def child(config: dict[str, Any]) -> None:
                 "ledger_approx_bytes": ledger_size(during.sessions),
                 "ledger_evicted_sessions": during.evicted_sessions,
                 "unwritten_drop_sessions": len(during.unpersisted_dropped),
+                "max_drop_sessions": getattr(during, "max_drop_sessions", None),
+                "folded_spans": getattr(during, "folded_spans", None),
                 "unwritten_drop_approx_bytes": deltas_size(during.unpersisted_dropped),
                 "sequencer_forgotten_sessions": diag.sequencer.forgotten if diag.sequencer else 0,
                 "dropped_so_far": dict(sorted(during.totals.dropped.items())),
@@ -392,11 +470,13 @@ def child(config: dict[str, Any]) -> None:
                 "accepted": store_accepted,
                 "dropped": dict(sorted(stored_dropped.items())),
                 "stats_rows": len(rows),
+                "overflow_observed": overflow_observed,
                 "uncounted": uncounted_store,
                 "observer_peak_queue": info.peak_queue if info else None,
                 "observer_queue_limit": info.queue_limit if info else None,
                 "observer_flush_failures": info.flush_failures if info else None,
                 "receipt": {"status": receipt.status, "reasons": list(receipt.reasons)},
+                "unattributed_session_receipt": None if honest is None else honest.to_json(),
                 "receipt_s": receipt_s,
             },
         }
@@ -470,13 +550,24 @@ def hold_write_lock(store: Path) -> sqlite3.Connection:
     return locker
 
 
-def run_variant(folder: Path, name: str, spans: int, warmup: int, stall: bool) -> dict[str, Any]:
+def run_variant(
+    folder: Path, name: str, spans: int, warmup: int, stall: bool, spans_per_run: int = SPANS_PER_RUN, cycle: int = 0
+) -> dict[str, Any]:
     """One variant in a fresh child process; returns its result message plus the parent's timings."""
     work = folder / name
     work.mkdir()
     store = work / "traces.db"
     log = work / "child.log"
-    config = json.dumps({"store": str(store), "spans": spans, "warmup": warmup, "paced": not stall})
+    config = json.dumps(
+        {
+            "store": str(store),
+            "spans": spans,
+            "warmup": warmup,
+            "paced": not stall,
+            "spans_per_run": spans_per_run,
+            "cycle": cycle,
+        }
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTDIAG_", "OTEL_"))}
     root = Path(__file__).resolve().parent.parent
     started = time.perf_counter()
@@ -530,25 +621,40 @@ def run(quick: bool, spans: int | None = None) -> dict[str, Any]:
     sizes = dict(SIZES["quick" if quick else "full"])
     if spans is not None:
         sizes["stalled"] = spans
-    results: dict[str, Any] = {"sizes": sizes, "spans_per_run": SPANS_PER_RUN}
+    results: dict[str, Any] = {
+        "sizes": sizes,
+        "spans_per_run": {"control": SPANS_PER_RUN, "stalled": SHORT_RUN, "stalled_few": SHORT_RUN},
+        "few_sessions": FEW_SESSIONS,
+    }
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         control = run_variant(folder, "control", sizes["control"], sizes["warmup"], stall=False)
-        stalled = run_variant(folder, "stalled", sizes["stalled"], sizes["warmup"], stall=True)
-    results["variants"] = {"control": control, "stalled": stalled}
+        stalled = run_variant(folder, "stalled", sizes["stalled"], sizes["warmup"], stall=True, spans_per_run=SHORT_RUN)
+        few = run_variant(
+            folder, "stalled_few", sizes["stalled"], sizes["warmup"], True, spans_per_run=SHORT_RUN, cycle=FEW_SESSIONS
+        )
+    results["variants"] = {"control": control, "stalled": stalled, "stalled_few": few}
     results["seconds"] = time.perf_counter() - started
 
     if control["pipeline"]["dropped"]:
         raise AssertionError(f"control: the exporter kept up, yet spans were dropped: {control['pipeline']['dropped']}")
-    if not stalled["pipeline"]["dropped"].get("queue_full"):
-        raise AssertionError(f"stalled: no queue_full drop, so the stall did not bite: {stalled['pipeline']}")
-    if "backpressure_drop" not in stalled["store"]["receipt"]["reasons"]:
-        raise AssertionError(f"stalled: the receipt does not report the drops: {stalled['store']['receipt']}")
+    for name, variant in (("stalled", stalled), ("stalled_few", few)):
+        if not variant["pipeline"]["dropped"].get("queue_full"):
+            raise AssertionError(f"{name}: no queue_full drop, so the stall did not bite: {variant['pipeline']}")
+        if "backpressure_drop" not in variant["store"]["receipt"]["reasons"]:
+            raise AssertionError(f"{name}: the receipt does not report the drops: {variant['store']['receipt']}")
 
-    rss = stalled["rss"]
-    growth = max(rss["growth_sampled_mib"], rss["growth_max_mib"])
-    uncounted = max(abs(v["pipeline"]["uncounted"]) + abs(v["store"]["uncounted"]) for v in (control, stalled))
+    def growth_of(variant: dict[str, Any]) -> float:
+        rss = variant["rss"]
+        return float(max(rss["growth_sampled_mib"], rss["growth_max_mib"]))
+
+    growth = growth_of(stalled)
+    growth_few = growth_of(few)
+    ratio = growth / growth_few if growth_few > 0 else float("inf")
+    extra_sessions = stalled["sessions"] - few["sessions"]
+    results["growth_per_1k_sessions_kib"] = (growth - growth_few) * 1024 / (extra_sessions / 1000)
+    uncounted = max(abs(v["pipeline"]["uncounted"]) + abs(v["store"]["uncounted"]) for v in (control, stalled, few))
     results["goals"] = [
         {
             "id": "memory_growth_stalled_mib",
@@ -557,6 +663,15 @@ def run(quick: bool, spans: int | None = None) -> dict[str, Any]:
             "target": MEMORY_TARGET_MIB,
             "op": "<=",
             "met": growth <= MEMORY_TARGET_MIB,
+        },
+        {
+            "id": "memory_growth_sessions_ratio",
+            "what": f"peak RSS growth with {stalled['sessions']:,} sessions over growth with {few['sessions']:,},"
+            f" {stalled['spans']:,} spans each in 3-span runs, store write-locked",
+            "value": ratio,
+            "target": SESSIONS_RATIO_TARGET,
+            "op": "<=",
+            "met": ratio <= SESSIONS_RATIO_TARGET,
         },
         {
             "id": "drops_counted",
@@ -596,24 +711,27 @@ def main(argv: list[str] | None = None) -> int:
     save_results(results, args.output)
 
     print(
-        f"{'variant':<8} {'spans':>9} {'s':>6} {'baseline':>9} {'growth VmRSS':>13} {'growth VmHWM':>14}"
-        f" {'peak queue':>11} {'accepted':>9}  dropped"
+        f"{'variant':<11} {'spans':>9} {'sessions':>8} {'s':>6} {'baseline':>9} {'growth VmRSS':>13}"
+        f" {'growth VmHWM':>14} {'peak queue':>11} {'accepted':>9}  dropped"
     )
     for name, v in results["variants"].items():
         rss = v["rss"]
         print(
-            f"{name:<8} {v['spans']:>9,} {v['seconds']:>6.1f} {rss['baseline_mib']:>6.1f}MiB"
+            f"{name:<11} {v['spans']:>9,} {v['sessions']:>8,} {v['seconds']:>6.1f} {rss['baseline_mib']:>6.1f}MiB"
             f" {rss['growth_sampled_mib']:>10.1f}MiB {rss['growth_max_mib']:>11.1f}MiB"
             f" {v['queue']['peak_depth']:>11,} {v['pipeline']['accepted']:>9,}  {v['pipeline']['dropped']}"
         )
     queue = results["variants"]["stalled"]["queue"]
     print(f"queue bound: {queue['max_queue_spans']:,} spans, {queue['max_queue_bytes'] / MIB:.0f} MiB estimated")
-    state = results["variants"]["stalled"]["state_at_end_of_phase"]
-    print(
-        f"stalled, end of phase: {state['unwritten_drop_sessions']:,} sessions with unwritten drop counts"
-        f" (~{state['unwritten_drop_approx_bytes'] / MIB:.1f} MiB), {state['ledger_sessions']:,} ledger sessions"
-        f" (~{state['ledger_approx_bytes'] / MIB:.1f} MiB)"
-    )
+    for name in ("stalled", "stalled_few"):
+        state = results["variants"][name]["state_at_end_of_phase"]
+        print(
+            f"{name}, end of phase: {state['unwritten_drop_sessions']:,} sessions with unwritten drop counts"
+            f" (~{state['unwritten_drop_approx_bytes'] / MIB:.1f} MiB; bound {state['max_drop_sessions']},"
+            f" {state['folded_spans']} spans folded into the overflow), {state['ledger_sessions']:,} ledger sessions"
+            f" (~{state['ledger_approx_bytes'] / MIB:.1f} MiB)"
+        )
+    print(f"growth per 1,000 more sessions: {results['growth_per_1k_sessions_kib']:.1f} KiB")
     for goal in results["goals"]:
         verdict = "met" if goal["met"] else "MISSED"
         print(f"goal {goal['id']}: {goal['value']:.1f} {goal['op']} {goal['target']:g}: {verdict}")

@@ -102,6 +102,14 @@ OTEL_BSP_SCHEDULE_DELAY = "OTEL_BSP_SCHEDULE_DELAY"
 """Milliseconds between two exports of a queue that has not filled a batch (default 500, where the SDK's is
 5,000: a local store can take small batches, and a short delay keeps the CLI's view of a live agent fresh)."""
 
+AGENTDIAG_MAX_DROP_SESSIONS = "AGENTDIAG_MAX_DROP_SESSIONS"
+"""How many sessions' drop and rejection counts each batch processor keeps apart while the store cannot be
+written (default 1,024). Counts of further sessions are folded into one overflow row per observer
+(``session_stats`` key ``agentdiag:overflow``): every span stays counted, and the receipt of a session whose
+drops may be there is never ``valid``: it gives their reasons and counts them (``unattributed_drops`` in its
+JSON). Bounds memory under a stalled store whatever the number of sessions. A value that is not a positive
+integer is ignored with a warning."""
+
 AGENTDIAG_CAPTURE_CONTENT = "AGENTDIAG_CAPTURE_CONTENT"
 """Capture prompts, model outputs, tool definitions, tool arguments and tool results into the local store.
 

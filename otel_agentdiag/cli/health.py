@@ -34,7 +34,7 @@ from otel_agentdiag.cli._duration import Duration, format_duration
 from otel_agentdiag.diagnostics.receipt import Receipt, nothing_to_judge, session_receipt, store_overview, store_receipt
 from otel_agentdiag.diagnostics.status import DEFAULT_STALL_THRESHOLD_S, REPETITION_THRESHOLD, Status, session_status
 from otel_agentdiag.redaction import hashing
-from otel_agentdiag.storage import RetentionLimits, ScrubIncomplete, SpanStore, StoreError
+from otel_agentdiag.storage import OVERFLOW_SESSION, RetentionLimits, ScrubIncomplete, SpanStore, StoreError
 from otel_agentdiag.storage.provenance import (
     IMPORTED_PREFIX,
     imported_session,
@@ -103,7 +103,7 @@ def _limit_option(ctx: click.Context, param: click.Parameter, value: str | None)
 # -- session resolution -----------------------------------------------------------------------------------------
 def _known_sessions(store: SpanStore) -> set[str]:
     found = {s.session for s in store.list_sessions() if s.session}
-    found.update(s.session for s in store.session_stats() if s.session)
+    found.update(s.session for s in store.session_stats() if s.session and s.session != OVERFLOW_SESSION)
     found.update(s for s in store.violation_counts() if s)  # known only from a rejected ingest line
     return found
 
@@ -228,6 +228,12 @@ def _receipt_lines(receipt: Receipt, *, title: str) -> list[str]:
             lines.insert(1, f"  (nothing to judge: {_NOT_JUDGED[why]}; the store's receipt leaves it out)")
         else:
             lines.insert(1, "  (nothing to judge)" if c["spans"] == 0 else "  (malformed rows)")
+    if receipt.unattributed_drops:
+        n = sum(receipt.unattributed_drops.values())
+        lines.append(
+            f"  unattributed drops: {n} span(s) of its observer(s) were counted under no session (the pipeline's"
+            " table of per-session drop counts was full); some may be this session's: the reasons say so"
+        )
     if receipt.not_judged:
         lines.append(
             f"  not judged: {len(receipt.not_judged)} session(s) with nothing left to judge (cleared or pruned);"

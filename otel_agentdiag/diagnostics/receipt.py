@@ -29,8 +29,9 @@ from otel_agentdiag.diagnostics.verdict import (
     combine,
     judge,
     nothing_to_judge,
+    unattributed_of,
 )
-from otel_agentdiag.storage import SessionStats, SessionSummary, SpanStore, StoredSpan
+from otel_agentdiag.storage import OVERFLOW_SESSION, SessionStats, SessionSummary, SpanStore, StoredSpan
 
 __all__ = [
     "COUNT_KEYS",
@@ -90,9 +91,11 @@ def _input_for(
     spans: Sequence[StoredSpan],
     violations: int,
     named_pruned: Callable[[], int],
+    overflow: Sequence[SessionStats] = (),
 ) -> ReceiptInput:
     """``summary``: the session's entry of ``store.list_sessions()``; ``named_pruned()``: the pruned counts of
-    every named session there, summed (asked only for the spans outside any session, when all were pruned)."""
+    every named session there, summed (asked only for the spans outside any session, when all were pruned);
+    ``overflow``: the ledger rows of :data:`OVERFLOW_SESSION` (drops no session was charged with)."""
     outside = spans_elsewhere(store, session, spans)
     if summary is not None:
         pruned = summary.pruned_spans
@@ -113,7 +116,19 @@ def _input_for(
         cleared=cleared,
         outside_span_ids=outside,
         violations=violations,
+        unattributed=_unattributed(session, stats, spans, overflow),
     )
+
+
+def _unattributed(
+    session: str | None, stats: Sequence[SessionStats], spans: Sequence[StoredSpan], overflow: Sequence[SessionStats]
+) -> dict[str, dict[str, int]]:
+    """Observer -> cause -> its overflow drops, for the observers that may have filed this session's drops there:
+    those with rows or ledger rows in the session, or any observer for a session the store knows nothing of."""
+    if not overflow or session == OVERFLOW_SESSION:
+        return {}
+    observers = {row.observer for row in stats} | {span.observer or "" for span in spans}
+    return unattributed_of(overflow, observers if observers else None)
 
 
 def _named_pruned(summaries: Iterable[SessionSummary]) -> int:
@@ -129,6 +144,7 @@ def session_receipt(store: SpanStore, session: str | None) -> Receipt:
     def fingerprint() -> tuple[Any, ...]:
         return (
             store.session_stats(session),
+            store.session_stats(OVERFLOW_SESSION),
             store.session_summary(session),
             store.violation_counts().get(session, 0) if session is not None else 0,
         )
@@ -139,8 +155,9 @@ def session_receipt(store: SpanStore, session: str | None) -> Receipt:
         # Violations whose session is not known count against the store only (see store_receipt).
         violations = store.violation_counts().get(session, 0) if session is not None else 0
         spans = store.session_spans(session)
+        overflow = store.session_stats(OVERFLOW_SESSION)
         return _input_for(
-            store, session, summary, stats, spans, violations, lambda: _named_pruned(store.list_sessions())
+            store, session, summary, stats, spans, violations, lambda: _named_pruned(store.list_sessions()), overflow
         )
 
     data: ReceiptInput = _consistent(read, fingerprint)
@@ -196,6 +213,7 @@ def store_overview(store: SpanStore) -> Overview:
                 spans,
                 violations.get(session, 0) if session is not None else 0,
                 lambda: _named_pruned(summaries),
+                stats_by_session.get(OVERFLOW_SESSION, []),
             )
             found.append((summary, judge(data)))
         return Overview(found, store.store_summary().malformed_rows, sum(violations.values()))

@@ -24,7 +24,8 @@ Status, worst first (the first rule that applies wins):
     (``public_safety_violation``).
 ``degraded``
     Spans are missing or doubled: ``sequence_gap``, ``duplicate_sequence``, ``backpressure_drop`` (queue full,
-    or still queued at shutdown), ``export_failure``, ``unfinished_span`` (started, never ended).
+    or still queued at shutdown), ``export_failure``, ``unfinished_span`` (started, never ended); also when spans
+    *may* be missing, dropped by an observer of the session that could not file them under it (see below).
 ``imported``
     None of the above, but the spans were imported (``agentdiag ingest``), not observed here: their numbers
     and ledger come from a file nothing authenticates, so the copy is judged against its own numbering and
@@ -37,6 +38,16 @@ session keys, so the receipt of a session this machine observed reads only what 
 ledger rows, its violations, and, to tell a missing parent, the observed spans of its traces): nothing an
 ingest writes changes it. :attr:`Receipt.provenance` says which (``observed`` or ``imported``; a store
 receipt says ``mixed`` when it holds both).
+
+Unattributed drops: a pipeline keeps the drop counts of a bounded number of sessions while the store cannot be
+written; those of further sessions go to one ledger row per observer under the reserved key
+:data:`~otel_agentdiag.storage.OVERFLOW_SESSION`. The store's receipt counts them exactly (that row is judged
+like a session). A session's own receipt cannot tell which of them were its spans: when an observer of the
+session (one with rows or ledger rows in it; any observer, for a session the store knows nothing of) has such
+a row, the receipt carries the reasons of that row's causes (``backpressure_drop`` for ``queue_full`` and
+``shutdown``, ``export_failure``, ``redactor_error``) although its own drop counts may be 0, so it is never
+``valid``; :attr:`Receipt.unattributed_drops` names how many spans per observer (JSON ``unattributed_drops``),
+and missing numbers up to that many are not called ``sequence_gap`` or unfinished (they may be those drops).
 
 Spans dropped because their session was cleared while they were in flight are counted
 (``dropped_cleared``) but do not degrade a receipt: the user asked for them to go.
@@ -54,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.storage import SessionStats, StoredSpan
+from otel_agentdiag.storage import OVERFLOW_SESSION, SessionStats, StoredSpan
 from otel_agentdiag.storage.provenance import IMPORTED as IMPORTED_PROVENANCE
 from otel_agentdiag.storage.provenance import OBSERVED, is_imported
 
@@ -154,10 +165,14 @@ class Receipt:
     not_judged: tuple[str | None, ...] = ()
     """A store receipt: the sessions left out of its verdict, having nothing to judge (see
     :func:`nothing_to_judge`). Not part of the JSON shape."""
+    unattributed_drops: Mapping[str, int] = field(default_factory=dict)
+    """A session receipt: observer -> spans it dropped or rejected that are counted under no session (its overflow
+    row), some of which may be this session's (see the module doc). In the JSON only when not empty."""
 
     def to_json(self) -> dict[str, Any]:
-        """The documented JSON shape: ``{"session", "status", "reasons", "counts", "observers", "provenance"}``."""
-        return {
+        """The documented JSON shape: ``{"session", "status", "reasons", "counts", "observers", "provenance"}``,
+        plus ``"unattributed_drops"`` (observer -> n) on a session receipt whose observers have an overflow row."""
+        out: dict[str, Any] = {
             "session": self.session,
             "status": self.status,
             "reasons": list(self.reasons),
@@ -165,6 +180,9 @@ class Receipt:
             "observers": list(self.observers),
             "provenance": self.provenance,
         }
+        if self.unattributed_drops:
+            out["unattributed_drops"] = dict(sorted(self.unattributed_drops.items()))
+        return out
 
 
 @dataclass(frozen=True)
@@ -183,6 +201,34 @@ class ReceiptInput:
     """trace id -> span ids stored in that trace outside the session (a parent there is not missing)."""
     violations: int = 0
     """Durable records of input of this session the store refused (``agentdiag ingest``)."""
+    unattributed: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """Observer -> cause or reason -> spans it counted under :data:`~otel_agentdiag.storage.OVERFLOW_SESSION`
+    (dropped or rejected when its table of per-session counts was full), for the observers that may have filed
+    this session's spans there (``cleared`` drops left out: those were asked for)."""
+
+
+_UNATTRIBUTED_REASONS = {
+    DROP_QUEUE_FULL: BACKPRESSURE_DROP,
+    DROP_SHUTDOWN: BACKPRESSURE_DROP,
+    DROP_EXPORT_FAILURE: EXPORT_FAILURE,
+    REJECT_REDACTOR_ERROR: REDACTOR_ERROR,
+}
+"""The reason a session's receipt gives for drops of its observer that may be its own, by cause."""
+
+
+def unattributed_of(overflow: Iterable[SessionStats], observers: Iterable[str] | None) -> dict[str, dict[str, int]]:
+    """Observer -> cause -> spans in its overflow row (``overflow``: the rows of that key; ``cleared`` left out),
+    for ``observers`` (None: all)."""
+    wanted = None if observers is None else set(observers)
+    found: dict[str, dict[str, int]] = {}
+    for row in overflow:
+        if wanted is not None and row.observer not in wanted:
+            continue
+        for cause, n in [*row.dropped.items(), *row.rejected.items()]:
+            if _int(n) and cause != DROP_CLEARED:
+                by_cause = found.setdefault(row.observer, {})
+                by_cause[cause] = by_cause.get(cause, 0) + _int(n)
+    return found
 
 
 def _int(value: object) -> int:
@@ -277,6 +323,14 @@ def judge(data: ReceiptInput) -> Receipt:
             explained[observer] -= 1  # a rejected span stored as a tombstone keeps its number
         if span.observer and isinstance(span.sequence, int) and span.sequence >= 0:
             numbers[span.observer][span.sequence] += 1
+    unattributed: dict[str, int] = {}
+    if data.session != OVERFLOW_SESSION:
+        for observer, by_cause in data.unattributed.items():
+            n = sum(_int(v) for v in by_cause.values())
+            if n:
+                unattributed[observer] = n
+                explained[observer] += n  # maybe this session's drops: not a gap, but not vouched for either
+                reasons.update(_UNATTRIBUTED_REASONS[c] for c in by_cause if c in _UNATTRIBUTED_REASONS)
     lost_on_purpose = data.pruned_spans > 0 or bool(data.cleared_spans) or data.cleared
     present: dict[str, list[int]] = {}
     low_of: dict[str, int] = {}
@@ -339,7 +393,10 @@ def judge(data: ReceiptInput) -> Receipt:
     ordered = {key: int(counts[key]) for key in COUNT_KEYS}
     status = _status_for(reasons, spans=ordered["spans"], malformed=ordered["malformed_rows"])
     provenance = IMPORTED_PROVENANCE if imported else OBSERVED
-    return Receipt(status, sorted(reasons), ordered, observers, data.session, provenance=provenance)
+    found = sorted(reasons)
+    return Receipt(
+        status, found, ordered, observers, data.session, provenance=provenance, unattributed_drops=unattributed
+    )
 
 
 def _unfinished(
@@ -379,13 +436,17 @@ def _unfinished(
     open_spans: dict[str, int] = {}
     for observer, n in candidates.items():
         row = by_observer.get(observer)
+        # Spans the observer counted under no session (its overflow row) may be this session's: they ended.
+        maybe_ended = 0
+        if data.session != OVERFLOW_SESSION:
+            maybe_ended = sum(_int(v) for v in data.unattributed.get(observer, {}).values())
         if row is None:
-            open_spans[observer] = n
+            open_spans[observer] = max(n - maybe_ended, 0)
             continue
         # Numbers 0..max were handed out at span start; the ledger counts spans that ended (stored,
         # rejected or dropped). Numbers never accounted for belong to spans still open (or lost silently).
         started = present[observer][-1] + 1
-        ended = row.observed - max(row.duplicates, 0)
+        ended = row.observed - max(row.duplicates, 0) + maybe_ended
         open_spans[observer] = min(n, max(started - ended, 0))
     return open_spans, unnumbered
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -37,11 +38,13 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from otel_agentdiag import environment_variables as env
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.spans import span_attributes
 from otel_agentdiag.pipeline.ledger import (
     CLEARED,
+    DEFAULT_MAX_DROP_SESSIONS,
     DEFAULT_MAX_LEDGER_SESSIONS,
     DROP_CAUSES,
     EXPORT_FAILURE,
@@ -135,6 +138,12 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
     ``shutdown()`` exports what it can within ``shutdown_timeout_s`` (even if the exporter hangs), then counts
     the rest as ``shutdown`` drops.
 
+    Memory does not grow with the number of sessions: drop and rejection counts that wait for a write are kept for
+    at most ``max_drop_sessions`` sessions (None: ``AGENTDIAG_MAX_DROP_SESSIONS``, else 1,024), and those of any
+    further session are counted under :data:`~otel_agentdiag.pipeline.ledger.OVERFLOW` (one ``session_stats`` row
+    per observer, by cause), exactly; the per-session ledger of :meth:`stats` keeps the ``max_ledger_sessions``
+    sessions touched most recently.
+
     A failed batch is retried ``max_retries`` times with exponential backoff from ``retry_backoff_s``. With a
     ``retry_policy`` (the OTLP branch: its SDK exporter would retry in place, unseen), the exporter tries once per
     call and the policy says when to retry; then a retry that could not start before shutdown's deadline is not
@@ -155,9 +164,18 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
         max_ledger_sessions: int = DEFAULT_MAX_LEDGER_SESSIONS,
         retry_policy: RetryPolicy | None = None,
+        max_drop_sessions: int | None = None,
     ) -> None:
         if max_queue_spans < 1 or max_queue_bytes < 1 or max_export_batch < 1:
             raise ValueError("max_queue_spans, max_queue_bytes and max_export_batch must be positive")
+        if max_drop_sessions is None:
+            max_drop_sessions = env.parse_positive_int(
+                env.AGENTDIAG_MAX_DROP_SESSIONS,
+                os.environ.get(env.AGENTDIAG_MAX_DROP_SESSIONS),
+                default=DEFAULT_MAX_DROP_SESSIONS,
+            )
+        elif max_drop_sessions < 1:
+            raise ValueError("max_drop_sessions must be positive")
         if schedule_delay_s <= 0 or retry_backoff_s < 0 or shutdown_timeout_s < 0 or max_retries < 0:
             raise ValueError("schedule_delay_s must be positive; retries, backoff and timeout not negative")
         self.exporter = exporter
@@ -186,6 +204,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         except (TypeError, ValueError):
             self._shutdown_takes_timeout = False
         self._max_ledger_sessions = max_ledger_sessions
+        self._max_drop_sessions = max_drop_sessions
         self._finisher: SpanFinisher | None = None
         self._reset_state()
         reinit_after_fork(self._at_fork_reinit)
@@ -392,4 +411,6 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
                 evicted_sessions=ledger.evicted_sessions,
                 unpersisted_rejected=copy_deltas(self._rejected),
                 unpersisted_dropped=copy_deltas(self._dropped),
+                max_drop_sessions=self._max_drop_sessions,
+                folded_spans=self.folded_spans,
             )

@@ -2,6 +2,12 @@
 
 The batch processor (:mod:`otel_agentdiag.pipeline.batching`) keeps one ledger under its lock; the deltas are
 the drops and rejections not yet written to the store, which go with the next successful write.
+
+Memory is bounded by configuration, not by the number of sessions: the ledger keeps per-session counts for the
+1,024 sessions touched most recently, and the deltas hold at most ``max_drop_sessions`` sessions (1,024 by
+default, ``AGENTDIAG_MAX_DROP_SESSIONS``) while the store cannot be written. The counts of any further session are
+folded into one more entry, :data:`OVERFLOW` (stored under that ``session_stats`` key), by cause: every span stays
+counted, for the observer exactly, only no longer under its own session (its receipt says so).
 """
 
 from __future__ import annotations
@@ -10,10 +16,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_agentdiag.storage.rows import OVERFLOW_SESSION
+
 __all__ = [
     "CLEARED",
     "DROP_CAUSES",
+    "DEFAULT_MAX_DROP_SESSIONS",
     "EXPORT_FAILURE",
+    "OVERFLOW",
     "QUEUE_FULL",
     "REDACTOR_ERROR",
     "SHUTDOWN",
@@ -33,18 +43,34 @@ CLEARED = "cleared"
 DROP_CAUSES = (QUEUE_FULL, EXPORT_FAILURE, SHUTDOWN, CLEARED)
 REDACTOR_ERROR = "redactor_error"
 
-DEFAULT_MAX_LEDGER_SESSIONS = 10_000
+DEFAULT_MAX_LEDGER_SESSIONS = 1_024
+"""Sessions whose cumulative counts :meth:`AccountingBatchSpanProcessor.stats` keeps (the store keeps them all)."""
+DEFAULT_MAX_DROP_SESSIONS = 1_024
+"""Sessions whose drop and rejection counts are kept apart while they wait for a write (see the module doc)."""
+OVERFLOW = OVERFLOW_SESSION
+"""The deltas' key for the counts of sessions beyond the bound (never a session digest)."""
 
 Deltas = dict[str | None, dict[str, int]]
-"""session -> reason or cause -> n (None: spans outside any session)."""
+"""session -> reason or cause -> n (None: spans outside any session; :data:`OVERFLOW`: sessions beyond the bound)."""
 
 
-def add_delta(deltas: Deltas, session: str | None, reason: str, n: int = 1) -> None:
+def add_delta(deltas: Deltas, session: str | None, reason: str, n: int = 1, limit: int | None = None) -> bool:
+    """Add ``n`` to ``deltas[session][reason]``. With ``limit``, a session not in ``deltas`` while it holds
+    ``limit`` sessions already (the overflow entry aside) is counted under :data:`OVERFLOW` instead: then
+    returns True (the count was folded)."""
     by_reason = deltas.get(session)
     if by_reason is None:
-        deltas[session] = {reason: n}
+        folded = limit is not None and len(deltas) - (OVERFLOW in deltas) >= limit
+        if folded:
+            session = OVERFLOW
+            by_reason = deltas.get(OVERFLOW)
+        if by_reason is None:
+            deltas[session] = {reason: n}
+            return folded
     else:
-        by_reason[reason] = by_reason.get(reason, 0) + n
+        folded = False
+    by_reason[reason] = by_reason.get(reason, 0) + n
+    return folded
 
 
 def subtract_deltas(deltas: Deltas, sent: Deltas) -> None:
@@ -66,7 +92,7 @@ def copy_deltas(deltas: Deltas) -> Deltas:
     return {session: dict(by_reason) for session, by_reason in deltas.items()}
 
 
-@dataclass
+@dataclass(slots=True)
 class LedgerCounts:
     """Cumulative counts of one session (or of all of them)."""
 
@@ -157,6 +183,10 @@ class PipelineStats:
     """Rejections not yet written to the store (they go with the next successful write)."""
     unpersisted_dropped: Deltas
     """Drops not yet written to the store."""
+    max_drop_sessions: int = DEFAULT_MAX_DROP_SESSIONS
+    """The bound on the sessions of the unwritten deltas (beyond it, counts go under :data:`OVERFLOW`)."""
+    folded_spans: int = 0
+    """Drops and rejections counted under :data:`OVERFLOW` instead of their session, since the start."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (the no-session bucket is keyed ``""``)."""
@@ -175,6 +205,8 @@ class PipelineStats:
             "totals": self.totals.as_dict(),
             "sessions": {session or "": counts.as_dict() for session, counts in self.sessions.items()},
             "evicted_sessions": self.evicted_sessions,
+            "max_drop_sessions": self.max_drop_sessions,
+            "folded_spans": self.folded_spans,
             "unpersisted": {
                 "rejected": {s or "": dict(r) for s, r in self.unpersisted_rejected.items()},
                 "dropped": {s or "": dict(d) for s, d in self.unpersisted_dropped.items()},

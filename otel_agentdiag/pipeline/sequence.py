@@ -11,7 +11,7 @@ the span (``_internal/ids.py``), never set on it: every redactor of ours files t
 digest, and no other processor on the provider ever sees the raw id. At ``on_end`` the sequencer, first on
 the provider, hands the span's recorded ids over to the ended span object the redactors read them from.
 
-Memory is bounded: beyond ``max_sessions`` keys (10 000 by default) the session that has been idle longest is
+Memory is bounded: beyond ``max_sessions`` keys (4,096 by default) the session that has been idle longest is
 forgotten; if it starts spans again its numbering restarts at 0, which a receipt reports as duplicate sequence
 numbers rather than hiding.
 """
@@ -37,7 +37,8 @@ from otel_agentdiag._internal.spans import span_attributes
 
 _logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_SESSIONS = 10_000
+DEFAULT_MAX_SESSIONS = 4_096
+"""About 160 bytes each (the raw id and its counter): about 0.6 MiB at most, whatever the number of sessions."""
 _MAX_ID_LENGTH = 4096
 """Longer ids are dropped by the redactor (``too_long``): such a span is stored without a session."""
 _INT64 = (-(2**63), 2**63 - 1)

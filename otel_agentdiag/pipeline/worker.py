@@ -91,6 +91,7 @@ class BatchWorker:
     max_queue_spans: int
     _observer: str
     _max_ledger_sessions: int
+    _max_drop_sessions: int
     _finisher: SpanFinisher | None
     _persists_counts: bool
     _export_with_accounting: Callable[[Sequence[ReadableSpan], Accounting], Any] | None
@@ -121,6 +122,8 @@ class BatchWorker:
         self._dropped: Deltas = {}
         self._dirty = False
         """Pending deltas changed since the last attempt to write them alone."""
+        self.folded_spans = 0
+        """Drops and rejections counted under ``OVERFLOW`` (the deltas held ``max_drop_sessions`` sessions)."""
         self.peak_queue = 0
         self.flush_attempts = 0
         """Calls to the exporter with a batch (every retry counts)."""
@@ -149,14 +152,17 @@ class BatchWorker:
     def _drop_locked(self, session: str | None, cause: str, n: int = 1) -> None:
         self._ledger.drop(session, cause, n)
         if self._persists_counts:
-            add_delta(self._dropped, session, cause, n)
+            # Bounded: beyond max_drop_sessions sessions waiting for a write, counts go under OVERFLOW.
+            if add_delta(self._dropped, session, cause, n, self._max_drop_sessions):
+                self.folded_spans += n
             self._dirty = True
 
     def _reject_locked(self, session: str | None, reason: str) -> None:
         self._ledger.observe(session)
         self._ledger.reject(session, reason)
         if self._persists_counts:
-            add_delta(self._rejected, session, reason)
+            if add_delta(self._rejected, session, reason, 1, self._max_drop_sessions):
+                self.folded_spans += 1
             self._dirty = True
 
     # -- the worker ---------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from otel_agentdiag.storage.retention import (
     STORE_DROPPED_EVENTS,
     RetentionLimits,
 )
+from otel_agentdiag.storage.rows import OVERFLOW_SESSION
 from otel_agentdiag.storage.scrub import ScrubIncomplete, ScrubReport
 from otel_agentdiag.storage.store import (
     ALL_SESSIONS,
@@ -33,6 +34,7 @@ from otel_agentdiag.storage.store import (
 __all__ = [
     "ALL_SESSIONS",
     "DROP_CAUSES",
+    "OVERFLOW_SESSION",
     "DROP_CLEARED",
     "DROP_EXPORT_FAILURE",
     "DROP_QUEUE_FULL",

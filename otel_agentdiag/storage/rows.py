@@ -17,6 +17,7 @@ __all__ = [
     "DROP_EXPORT_FAILURE",
     "DROP_QUEUE_FULL",
     "DROP_SHUTDOWN",
+    "OVERFLOW_SESSION",
     "REJECT_REDACTOR_ERROR",
     "Accounting",
     "ContentRow",
@@ -243,5 +244,12 @@ DROP_SHUTDOWN = "shutdown"
 DROP_CLEARED = "cleared"
 DROP_CAUSES = (DROP_QUEUE_FULL, DROP_EXPORT_FAILURE, DROP_SHUTDOWN, DROP_CLEARED)
 """The causes a span can be dropped for (keys of :attr:`SessionStats.dropped`)."""
+
+OVERFLOW_SESSION = "agentdiag:overflow"
+"""The ``session_stats`` key of the drops and rejections a pipeline could not attribute to their session: its
+table of per-session counts not yet written is bounded (:mod:`otel_agentdiag.pipeline.ledger`), and counts of
+sessions beyond it are folded into this one row per observer, by cause, so the observer's totals stay exact.
+Never a session: digests start with their algorithm (``hmac-sha256:``, ``sha256:``), imported keys with
+``imported:``, and ``''`` is outside any session."""
 REJECT_REDACTOR_ERROR = "redactor_error"
 """A span the redactor could not rebuild (keys of :attr:`SessionStats.rejected`)."""
