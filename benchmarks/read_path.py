@@ -60,7 +60,7 @@ header and one line per span of the trace; ``status`` names the newest session a
 first the newest session; ``receipt`` is ``valid`` for the newest session and for the store, with the store's
 span count; each export says it wrote the session's spans and its file holds them; ``prune`` pruned exactly
 100 spans and ``clear`` deleted the session's spans; ``list_runs`` returns full pages, the first starting with
-the newest run, the second disjoint from it; ``list_conversations`` a full page.
+the newest run, the second disjoint from it; ``list_conversations`` a full page, the first the newest session.
 
 Caveats: every store is in the OS page cache (built just before; a cold cache adds disk reads to every command,
 more so in a big file); the big store's indexes were built in bulk (see ``benchmarks/_bigstore.py``).
@@ -353,6 +353,10 @@ class Target:
                     raise RuntimeError(f"{where}: the first run is not the newest trace")
             elif self.page1 is not None and set(ids) & set(self.page1):
                 raise RuntimeError(f"{where}: the second page repeats runs of the first")
+        else:
+            first = _field(rows[0], "session")
+            if first is not None and first != self.session:
+                raise RuntimeError(f"{where}: the first conversation is not the newest session")
 
 
 def probe(call: Callable[[], float], timeout: float) -> float | None:
