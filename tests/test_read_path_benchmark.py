@@ -46,7 +46,8 @@ def test_every_item_passes_its_checks_on_a_small_store_and_a_wrong_answer_does_n
     items = list(read_path.CLI_ITEMS) + read_path.server_queries()
     target = read_path.Target(store, items)
     for item in items:
-        assert target.run(item) > 0
+        wall, cpu = target.run(item)
+        assert wall > 0 and cpu > 0
     assert not target.work.exists()  # the copy a mutating item worked on is gone
     code, out = read_path.agentdiag(target.args["traces"])
     assert code == 0
@@ -61,13 +62,14 @@ def test_every_item_passes_its_checks_on_a_small_store_and_a_wrong_answer_does_n
         target.check("prune", 0, f"pruned {read_path.PRUNED + 1} span(s), 5 byte(s) from x")
 
 
-def test_a_probe_returns_the_call_s_own_figure_and_kills_a_call_past_its_timeout() -> None:
-    assert read_path.probe(lambda: 0.25, timeout=60) == 0.25
+def test_a_probe_returns_the_call_s_own_figures_and_stops_a_call_past_its_timeout() -> None:
+    assert read_path.probe(lambda: (0.25, 0.125), timeout=60) == ((0.25, 0.125), False)
 
-    def forever() -> float:
+    def forever() -> tuple[float, float]:
         while True:
             pass
 
-    assert read_path.probe(forever, timeout=0.2) is None
+    (wall, cpu), killed = read_path.probe(forever, timeout=0.2)
+    assert killed and wall == 0.2 and cpu >= 0
     with pytest.raises(RuntimeError, match="probe failed: error ZeroDivisionError"):
-        read_path.probe(lambda: 1 / 0, timeout=60)
+        read_path.probe(lambda: (1 / 0, 0.0), timeout=60)
