@@ -43,6 +43,7 @@ first writes into them split more pages than in a store that grew over weeks.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import math
 import os
 import random
@@ -214,7 +215,7 @@ class BigStore:
 def _summaries_rebuilder() -> Callable[[sqlite3.Connection], object] | None:
     """``otel_agentdiag.storage.summaries.rebuild_summaries`` when the library has it (None on older code)."""
     try:
-        from otel_agentdiag.storage import summaries
+        summaries = importlib.import_module("otel_agentdiag.storage.summaries")
     except ImportError:
         return None
     rebuild = getattr(summaries, "rebuild_summaries", None)

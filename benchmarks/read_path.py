@@ -502,18 +502,18 @@ def run(quick: bool, shapes: tuple[str, ...] = SHAPES) -> dict[str, Any]:
         results["seconds"][shape], results["big_over_small"][shape] = {}, {}
         for item, by_size in by_item.items():
             (probe_timing, killed), paired = probes[shape][item], bool(reps[shape][item])
-            big = by_size["big"] if paired else [probe_timing]  # slower than the budget, or killed: the probe
+            on_big = by_size["big"] if paired else [probe_timing]  # slower than the budget, or killed: the probe
             results["seconds"][shape][item] = {
                 clock: {
                     "small": seconds_figures([t[c] for t in by_size["small"]]),
-                    "big": seconds_figures([t[c] for t in big]),
+                    "big": seconds_figures([t[c] for t in on_big]),
                 }
                 for c, clock in enumerate(("wall", "cpu"))
             }
             results["big_over_small"][shape][item] = {
-                "cpu": _ratio(big, by_size["small"], paired, 1),
-                "wall": _ratio(big, by_size["small"], paired, 0),
-                "big_timings": len(big),
+                "cpu": _ratio(on_big, by_size["small"], paired, 1),
+                "wall": _ratio(on_big, by_size["small"], paired, 0),
+                "big_timings": len(on_big),
                 "lower_bound": killed,
             }
     ratios = results["big_over_small"]

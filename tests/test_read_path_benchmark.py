@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks import read_path
 from benchmarks._bigstore import build_store, run_spans, seed_runs_for
+from otel_agentdiag.testing import TEST_HASH_KEY
 
 
 @pytest.mark.parametrize(("shape", "per_run"), [("runs25", 25), ("runs3", 3)])
@@ -40,7 +41,7 @@ def test_a_fixed_shape_store_holds_whole_runs_of_that_shape_and_reads_as_valid(
 
 
 def test_every_item_passes_its_checks_on_a_small_store_and_a_wrong_answer_does_not(tmp_path: Path) -> None:
-    (tmp_path / "hash.key").write_bytes(read_path.TEST_HASH_KEY)
+    (tmp_path / "hash.key").write_bytes(TEST_HASH_KEY)
     (tmp_path / "hash.key").chmod(0o600)
     store = build_store(tmp_path / "s.db", 300, seed_runs=seed_runs_for(300, "runs3"), run_shape="runs3")
     items = list(read_path.CLI_ITEMS) + read_path.server_queries()
