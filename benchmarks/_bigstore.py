@@ -2,10 +2,19 @@
 
 :func:`build_corpus` renders agent runs through the manual wrappers on a real ``TracerProvider`` with the
 pipeline's ``SessionSequencer`` and a ``RedactingSpanProcessor`` (``local`` policy, HMAC digests), collected in
-memory: the spans ``SQLiteSpanExporter`` receives in production. A run is one trace and one session: an
-``invoke_agent`` span, 4 to 16 iterations, each with a chat call (model, usage, finish reasons, response id)
-and a tool call (call id); every fifth run has one failing tool call (ERROR status, an ``exception`` event with
-the type and fingerprint the policy keeps). That is 13 to 49 spans per trace, 31 on average.
+memory: the spans ``SQLiteSpanExporter`` receives in production. A run is one trace and one session. Shapes
+(``shape=``, :data:`SHAPES`):
+
+- ``mixed`` (the default): an ``invoke_agent`` span, 4 to 16 iterations, each with a chat call (model, usage,
+  finish reasons, response id) and a tool call (call id); every fifth run has one failing tool call (ERROR
+  status, an ``exception`` event with the type and fingerprint the policy keeps). 13 to 49 spans per trace, 31
+  on average;
+- ``runs25``: the run span and 8 iterations of (iteration, chat, tool): 25 spans per trace;
+- ``runs3``: the run span with one chat call and one tool call right under it (no iteration span), the
+  smallest realistic agent run: 3 spans per trace. A 1,000,000-span store of them holds 333,000 sessions.
+
+In both fixed shapes run ``n % 10 == 5`` has a failing tool call that the agent recovers from, and run
+``n % 10 == 0`` fails: its last tool call raises through the run span (ERROR on both).
 
 :func:`build_store` makes a store that already holds about ``spans`` spans, fast:
 
@@ -18,7 +27,10 @@ the type and fingerprint the policy keeps). That is 13 to 49 spans per trace, 31
    shifted back in time by 10 minutes per copy; the newest copy is the seed itself. The ledger and
    ``sessions`` rows are replicated per copy the same way, ``store_stats`` is recounted. The secondary
    indexes of ``spans`` are dropped during the load and recreated from their own SQL afterwards;
-3. the file is left in WAL mode with its WAL checkpointed (empty), so that it can be copied as one file, and
+3. when the library keeps write-time summary tables (``otel_agentdiag.storage.summaries.rebuild_summaries``
+   exists; imported with a guard, so the builder works on code without them), they are recomputed from the
+   rows on the big store's connection;
+4. the file is left in WAL mode with its WAL checkpointed (empty), so that it can be copied as one file, and
    flushed to disk (so that writing it back does not compete with what is timed next).
 
 The result is a store the library reads as consistent: every session's receipt is ``valid`` (one observer,
@@ -30,13 +42,15 @@ first writes into them split more pages than in a store that grew over weeks.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import math
 import os
 import random
 import shutil
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,8 +89,65 @@ class Corpus:
     traces: int
 
 
-def build_corpus(runs: int, *, label: str, first_run: int = 0) -> Corpus:
-    """``runs`` agent runs (one trace and one session each; conversation ids ``{label}-{n}``), redacted."""
+SHAPES = ("mixed", "runs25", "runs3")
+"""Run shapes of :func:`build_corpus`: ``mixed`` (13 to 49 spans per run), ``runs25`` (25), ``runs3`` (3)."""
+
+
+def _mixed_run(run: int, label: str) -> None:
+    iterations = 4 + (run * 7) % 13
+    failing = run % 5 == 0
+    with agentdiag.agent_run("bench-agent", conversation_id=f"{label}-{run}", user_id=f"user-{run % 7}"):
+        for i in range(iterations):
+            with agentdiag.iteration(i):
+                _chat(label, run, i)
+                try:
+                    with agentdiag.tool_call(TOOLS[i % 2], call_id=f"call-{label}-{run}-{i}"):
+                        if failing and i == 1:
+                            raise ToolFailed("the tool timed out")
+                except ToolFailed:
+                    pass
+
+
+def _chat(label: str, run: int, i: int) -> None:
+    with agentdiag.llm_call(provider="openai", model="gpt-4o-mini") as call:
+        call.record_response(
+            response_model="gpt-4o-mini-2024-07-18",
+            response_id=f"chatcmpl-{label}-{run}-{i}",
+            finish_reasons=["tool_calls"],
+            input_tokens=800 + 40 * i,
+            output_tokens=40 + i,
+        )
+
+
+def _fixed_run(run: int, label: str, iterations: int) -> None:
+    """One run of a fixed shape: ``iterations`` x (iteration, chat, tool) under the run, or (``iterations`` = 0)
+    one chat and one tool call right under the run. Run ``n % 10 == 5``: one tool call fails and the agent goes
+    on; ``n % 10 == 0``: the last tool call fails and the run fails with it (ERROR on the run span)."""
+    recovered, fatal = run % 10 == 5, run % 10 == 0
+    steps = max(iterations, 1)
+    try:
+        with agentdiag.agent_run("bench-agent", conversation_id=f"{label}-{run}", user_id=f"user-{run % 7}"):
+            for i in range(steps):
+                with agentdiag.iteration(i) if iterations else contextlib.nullcontext():
+                    _chat(label, run, i)
+                    try:
+                        with agentdiag.tool_call(TOOLS[i % 2], call_id=f"call-{label}-{run}-{i}"):
+                            if (recovered and i == min(1, steps - 1)) or (fatal and i == steps - 1):
+                                raise ToolFailed("the tool timed out")
+                    except ToolFailed:
+                        if fatal:
+                            raise
+    except ToolFailed:
+        pass
+
+
+def build_corpus(runs: int, *, label: str, first_run: int = 0, shape: str = "mixed") -> Corpus:
+    """``runs`` agent runs (one trace and one session each; conversation ids ``{label}-{n}``), redacted.
+
+    ``shape`` (one of :data:`SHAPES`) is the shape of every run; see :func:`run_spans`.
+    """
+    if shape not in SHAPES:
+        raise ValueError(f"unknown run shape {shape!r}")
     memory = InMemorySpanExporter()
     provider = TracerProvider(
         resource=Resource.create({"service.name": "store-bench", "service.version": "1.0.0"}),
@@ -90,29 +161,17 @@ def build_corpus(runs: int, *, label: str, first_run: int = 0) -> Corpus:
     manual.use_tracer_provider(provider)
     try:
         for run in range(first_run, first_run + runs):
-            iterations = 4 + (run * 7) % 13
-            failing = run % 5 == 0
-            with agentdiag.agent_run("bench-agent", conversation_id=f"{label}-{run}", user_id=f"user-{run % 7}"):
-                for i in range(iterations):
-                    with agentdiag.iteration(i):
-                        with agentdiag.llm_call(provider="openai", model="gpt-4o-mini") as call:
-                            call.record_response(
-                                response_model="gpt-4o-mini-2024-07-18",
-                                response_id=f"chatcmpl-{label}-{run}-{i}",
-                                finish_reasons=["tool_calls"],
-                                input_tokens=800 + 40 * i,
-                                output_tokens=40 + i,
-                            )
-                        try:
-                            with agentdiag.tool_call(TOOLS[i % 2], call_id=f"call-{label}-{run}-{i}"):
-                                if failing and i == 1:
-                                    raise ToolFailed("the tool timed out")
-                        except ToolFailed:
-                            pass
+            if shape == "mixed":
+                _mixed_run(run, label)
+            else:
+                _fixed_run(run, label, 8 if shape == "runs25" else 0)
     finally:
         manual.use_tracer_provider(None)
         provider.shutdown()
     spans = list(memory.get_finished_spans())
+    expected = sum(run_spans(run, shape) for run in range(first_run, first_run + runs))
+    if len(spans) != expected:
+        raise RuntimeError(f"{runs} runs of shape {shape} made {len(spans)} spans, not {expected}")
     return Corpus(spans=spans, observer=sequencer.observer_id, traces=runs)
 
 
@@ -136,6 +195,10 @@ def export_corpus(store: SpanStore, corpus: Corpus) -> None:
 @dataclass(frozen=True)
 class BigStore:
     path: Path
+    shape: str
+    """The shape of its runs (:data:`SHAPES`)."""
+    summaries: bool
+    """Whether write-time summary tables were rebuilt after the load (the library has them)."""
     spans: int
     traces: int
     sessions: int
@@ -144,8 +207,19 @@ class BigStore:
     seconds: float
     """Wall time of the whole build (seed corpus, seed export, replication, indexes, checks)."""
     phases: dict[str, float]
-    """Wall seconds per phase: ``corpus``, ``seed_export``, ``replicate``, ``indexes``, ``finish``."""
+    """Wall seconds per phase: ``corpus``, ``seed_export``, ``replicate``, ``indexes``, ``commit``,
+    ``summaries``, ``finish``."""
     file_bytes: int
+
+
+def _summaries_rebuilder() -> Callable[[sqlite3.Connection], object] | None:
+    """``otel_agentdiag.storage.summaries.rebuild_summaries`` when the library has it (None on older code)."""
+    try:
+        summaries = importlib.import_module("otel_agentdiag.storage.summaries")
+    except ImportError:
+        return None
+    rebuild = getattr(summaries, "rebuild_summaries", None)
+    return rebuild if callable(rebuild) else None
 
 
 def _signed64(hex_text: str) -> int:
@@ -158,9 +232,23 @@ def _xor(a: str, b: str) -> str:
     return f"(({a}) | ({b})) & ~(({a}) & ({b}))"
 
 
-def run_spans(run: int) -> int:
-    """Spans of run number ``run`` of :func:`build_corpus`: the run, and per iteration itself, a chat, a tool."""
+def run_spans(run: int, shape: str = "mixed") -> int:
+    """Spans of run number ``run`` of :func:`build_corpus`: the run, and per iteration itself, a chat, a tool
+    (``mixed``: 4 to 16 iterations; ``runs25``: 8); ``runs3``: the run, one chat, one tool call."""
+    if shape == "runs3":
+        return 3
+    if shape == "runs25":
+        return 25
     return 1 + 3 * (4 + (run * 7) % 13)
+
+
+def seed_runs_for(spans: int, shape: str = "mixed") -> int:
+    """The fewest runs of ``shape`` (from run 0) that make at least ``spans`` spans."""
+    runs, total = 0, 0
+    while total < spans:
+        total += run_spans(runs, shape)
+        runs += 1
+    return runs
 
 
 def _fresh_session(session: str, rng: random.Random) -> str:
@@ -171,19 +259,18 @@ def _fresh_session(session: str, rng: random.Random) -> str:
     return f"{head}:{rng.getrandbits(4 * len(digest)):0{len(digest)}x}"
 
 
-def build_store(path: Path, spans: int, *, seed_runs: int | None = None) -> BigStore:
+def build_store(path: Path, spans: int, *, seed_runs: int | None = None, run_shape: str = "mixed") -> BigStore:
     """A store at ``path`` (must not exist) holding at least ``spans`` spans: whole copies of a seed corpus.
 
-    The seed is ``seed_runs`` runs (default: 100, or fewer when fewer make ``spans``).
+    The seed is ``seed_runs`` runs of ``run_shape`` (one of :data:`SHAPES`; default: 100 runs, or fewer when
+    fewer make ``spans``). When the library keeps write-time summary tables
+    (``otel_agentdiag.storage.summaries.rebuild_summaries``), they are rebuilt from the rows after the load.
     """
     started = time.perf_counter()
     if path.exists():
         raise FileExistsError(path)
     if seed_runs is None:
-        seed_runs, total = 0, 0
-        while total < spans and seed_runs < 100:
-            total += run_spans(seed_runs)
-            seed_runs += 1
+        seed_runs = min(100, seed_runs_for(spans, run_shape))
     seed_path = path.with_name(path.name + ".seed")
     phases: dict[str, float] = {}
     mark = started
@@ -194,7 +281,7 @@ def build_store(path: Path, spans: int, *, seed_runs: int | None = None) -> BigS
         phases[name] = now - mark
         mark = now
 
-    corpus = build_corpus(seed_runs, label="history")
+    corpus = build_corpus(seed_runs, label="history", shape=run_shape)
     phase("corpus")
     seed_store = SpanStore(seed_path)
     try:
@@ -304,6 +391,13 @@ def build_store(path: Path, spans: int, *, seed_runs: int | None = None) -> BigS
             " total_bytes = (SELECT coalesce(SUM(size), 0) FROM main.spans) WHERE id = 1"
         )
         conn.execute("COMMIT")
+        phase("commit")
+        rebuild = _summaries_rebuilder()
+        if rebuild is not None:
+            rebuild(conn)
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+        phase("summaries")
     finally:
         conn.close()
     conn = sqlite3.connect(path, isolation_level=None)
@@ -334,6 +428,8 @@ def build_store(path: Path, spans: int, *, seed_runs: int | None = None) -> BigS
         raise RuntimeError(f"expected {copies * seed_runs} sessions, the ledger has {ledger[3]}, sessions {booked[1]}")
     return BigStore(
         path=path,
+        shape=run_shape,
+        summaries=_summaries_rebuilder() is not None,
         spans=expected,
         traces=copies * seed_runs,
         sessions=copies * seed_runs,
