@@ -84,6 +84,7 @@ BENCHMARKS: dict[str, Runner] = {
     "memory": _module("memory"),
     "read_path": _module("read_path"),
     "startup": _module("startup"),
+    "push_throughput": _module("push_throughput"),
 }
 OPTIONAL = {"phoenix_ingest": _module("phoenix_ingest")}
 

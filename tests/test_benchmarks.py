@@ -24,6 +24,7 @@ EXPECTED = {
     "memory",
     "read_path",
     "startup",
+    "push_throughput",
 }
 
 
@@ -68,6 +69,19 @@ def test_the_quick_benchmark_run_completes_and_reports_every_goal(tmp_path: Path
         "startup_version_vs_python",
         "startup_help_vs_python",
         "startup_show_vs_python",
+        "pipeline_local_span_all_cpu",
+        "pipeline_local_iteration_all_cpu",
+        "pipeline_local_vs_logfire_all_cpu",
+        "memory_growth_sessions_ratio",
+        "read_sessions_1m_vs_1k",
+        "read_receipt_store_1m_vs_1k",
+        "read_receipt_session_1m_vs_1k",
+        "read_export_session_1m_vs_1k",
+        "read_prune_1m_vs_1k",
+        "read_clear_1m_vs_1k",
+        "push_spans_per_s",
+        "export_otlp_json_spans_per_s",
+        "push_vs_sdk_encode",
     } <= ids
     # The goal table is printed for a reader of the CI log.
     assert "verdict" in completed.stdout and "results:" in completed.stdout
