@@ -11,6 +11,7 @@ from otel_agentdiag.storage.retention import Pruned, prune_by_age, prune_session
 from otel_agentdiag.storage.rows import PruneResult
 from otel_agentdiag.storage.scrub import ScrubIncomplete, ScrubReport
 from otel_agentdiag.storage.scrub import scrub as scrub_files
+from otel_agentdiag.storage.summaries import flush_deleted
 
 
 class StoreMaintenance(StoreConnection):
@@ -57,6 +58,7 @@ class StoreMaintenance(StoreConnection):
                 "UPDATE store_stats SET span_count = span_count - ?, total_bytes = total_bytes - ? WHERE id = 1",
                 (count, size),
             )
+            flush_deleted(conn)
         if scrub:
             report = self.scrub()
             if not report.complete:
@@ -122,4 +124,5 @@ class StoreMaintenance(StoreConnection):
                 "DELETE FROM push_marks WHERE NOT EXISTS (SELECT 1 FROM spans s"
                 " WHERE s.trace_id = push_marks.trace_id AND s.span_id = push_marks.span_id)"
             )
+            flush_deleted(conn)
         return PruneResult(spans=total.spans, bytes=total.bytes)
