@@ -21,6 +21,8 @@ _RUN_COLUMNS = (
     "trace_id, session, start_ns, end_ns, name, status, span_count, error_count, iterations, llm_calls, tool_calls,"
     " input_tokens, output_tokens, service, agent, stop_reason"
 )
+_ROOT_ROW = "SELECT name, status, end_ns FROM spans WHERE trace_id = ? AND span_id = ?"
+"""A trace's root as its row holds it (read through the key)."""
 _PER_SESSION_TRACE_IDS = 1000
 """Up to this many sessions, their trace ids are read per session; above, in one pass over ``session_traces``."""
 _HEAD_STEPS = 64
@@ -123,6 +125,28 @@ class SummaryReader(StoreConnection):
             (session,) = conn.execute("SELECT MIN(session) FROM sessions WHERE session <> ''").fetchone()
         return None if session is None else str(session)
 
+    def change_mark(self) -> tuple[int, int]:
+        """A mark that changes whenever a transaction commits on the store (on another connection:
+        ``PRAGMA data_version``; on this one: its count of changed rows): reads between two equal marks read
+        one state of the store. O(1)."""
+        with self._lock:
+            (version,) = self._conn.execute("PRAGMA data_version").fetchone()
+            return int(version), int(self._conn.total_changes)
+
+    def pruned_spans_total(self) -> int:
+        """Rows retention deleted from the whole store, cumulative (``store_stats``)."""
+        with self._lock:
+            found = self._conn.execute("SELECT pruned_spans FROM store_stats WHERE id = 1").fetchone()
+        return int(found[0]) if found is not None else 0
+
+    def named_pruned_spans(self) -> int:
+        """Rows retention deleted from named sessions (not the no-session bucket), cumulative."""
+        with self._lock:
+            (found,) = self._conn.execute(
+                "SELECT coalesce(SUM(pruned_spans), 0) FROM sessions WHERE session <> ''"
+            ).fetchone()
+        return int(found)
+
     # -- session keys -------------------------------------------------------------------------------------
     _KEY_SOURCES = (
         ("sessions", "session"),
@@ -141,7 +165,7 @@ class SummaryReader(StoreConnection):
                     return True
         return False
 
-    def session_keys(self, prefix: str, *, tail: bool = False, limit: int = 5, sources: int = 3) -> set[str]:
+    def session_keys(self, prefix: str, *, tail: bool = False, limit: int = 100, sources: int = 3) -> set[str]:
         """Up to ``limit`` known session keys per source (``sessions``, then the ledger, then violations, as
         :meth:`is_session_key`) that start with ``prefix``; ``tail=True``: whose part after the last ``:`` does
         (for a key without ``:``, the whole key) instead. Range reads of the sources' indexes; a tail lookup walks
@@ -190,26 +214,33 @@ class SummaryReader(StoreConnection):
     # -- traces and runs ----------------------------------------------------------------------------------
     def list_traces(self, *, limit: int | None = None) -> list[TraceSummary]:
         """Traces, newest first (by the start of their earliest span; ties by trace id), read from the trace
-        summaries through their start index: the cost follows the traces listed."""
+        summaries through their start index, each root read back from its row by its key: the cost follows the
+        traces listed."""
+        out: list[TraceSummary] = []
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT trace_id, name, start_ns, end_ns, status, span_count, error_count, session"
+            conn = self._conn
+            rows = conn.execute(
+                "SELECT trace_id, root_span_id, name, start_ns, end_ns, status, span_count, error_count, session"
                 " FROM trace_summaries INDEXED BY trace_summaries_start ORDER BY start_ns DESC, trace_id LIMIT ?",
                 (-1 if limit is None else int(limit),),
             ).fetchall()
-        return [
-            TraceSummary(
-                trace_id=str(trace_id),
-                name=str(name),
-                start_ns=int(start),
-                end_ns=end,
-                status=str(status),
-                span_count=int(count),
-                error_count=int(errors),
-                session=session,
-            )
-            for trace_id, name, start, end, status, count, errors, session in rows
-        ]
+            for trace_id, root_id, name, start, end, status, count, errors, session in rows:
+                root = conn.execute(_ROOT_ROW, (trace_id, root_id)).fetchone()
+                if root is not None:
+                    name, status, end = root
+                out.append(
+                    TraceSummary(
+                        trace_id=str(trace_id),
+                        name=str(name),
+                        start_ns=int(start),
+                        end_ns=end,
+                        status=str(status),
+                        span_count=int(count),
+                        error_count=int(errors),
+                        session=session,
+                    )
+                )
+        return out
 
     def list_runs(
         self,
