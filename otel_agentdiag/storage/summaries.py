@@ -89,6 +89,9 @@ SCHEMA: tuple[str, ...] = (
     # Newest activity first, ties by digest; sessions without rows (NULL) last: `list_sessions`'s order.
     "CREATE INDEX sessions_activity ON sessions(last_activity_ns DESC, session)",
     "ALTER TABLE store_stats ADD COLUMN session_count INTEGER NOT NULL DEFAULT 0",
+    # 1 when rows may have been deleted since the last complete scrub (unknown history: 1), so that
+    # `agentdiag prune` rewrites the file only when a deleted row's bytes may be in it (see `needs_scrub`).
+    "ALTER TABLE store_stats ADD COLUMN deleted_since_scrub INTEGER NOT NULL DEFAULT 1",
 )
 """Migration 7's schema statements (its backfill is :data:`REBUILD`)."""
 
@@ -339,4 +342,5 @@ def flush_deleted(conn: sqlite3.Connection) -> None:
             change += 1 if first is not None else -1
     if change:
         conn.execute("UPDATE store_stats SET session_count = session_count + ? WHERE id = 1", (change,))
+    conn.execute("UPDATE store_stats SET deleted_since_scrub = 1 WHERE id = 1")
     conn.execute("DELETE FROM summary_dirty")

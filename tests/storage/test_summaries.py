@@ -190,6 +190,7 @@ def _as_v6(path: Path) -> None:
         "ALTER TABLE sessions DROP COLUMN first_start_ns",
         "ALTER TABLE sessions DROP COLUMN last_activity_ns",
         "ALTER TABLE store_stats DROP COLUMN session_count",
+        "ALTER TABLE store_stats DROP COLUMN deleted_since_scrub",
         "DELETE FROM schema_migrations WHERE version = 7",
     ):
         query(path, statement)
@@ -366,3 +367,22 @@ def test_list_sessions_limit_and_since_keep_the_order(tmp_path: Path) -> None:
         assert store.list_sessions(since_ns=since) == [
             s for s in everything if s.last_activity_ns is not None and s.last_activity_ns >= since
         ]
+
+
+def test_a_scrub_is_needed_only_after_a_delete(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    with SpanStore(path) as store:
+        assert store.needs_scrub()  # a new store: its history is not known
+        assert store.scrub().complete and not store.needs_scrub()
+        store.write_batch(random_rows(random.Random(2), 6))
+        assert not store.needs_scrub()  # inserts delete nothing
+        store.clear_session("sess-a", scrub=False)
+        assert store.needs_scrub()
+        assert store.scrub().complete and not store.needs_scrub()
+    conn = sqlite3.connect(path, isolation_level=None)  # another program deletes a row (and puts it back)
+    conn.execute("CREATE TEMP TABLE kept AS SELECT * FROM spans WHERE rowid = (SELECT MIN(rowid) FROM spans)")
+    conn.execute("DELETE FROM spans WHERE rowid = (SELECT MIN(rowid) FROM spans)")
+    conn.execute("INSERT INTO spans SELECT * FROM kept")
+    conn.close()
+    with SpanStore(path) as store:
+        assert store.needs_scrub()
