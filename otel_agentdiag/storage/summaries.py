@@ -167,23 +167,36 @@ def rebuild_summaries(conn: sqlite3.Connection) -> None:
 
 
 # -- the writer's part ----------------------------------------------------------------------------------------
-_ROOT_COLUMNS = ("root_span_id", "root_parent", "root_start_ns", "name", "kind", "status", "end_ns")
-_ROOT_FIELDS = (*_ROOT_COLUMNS, "service", "agent", "stop_reason")
-_BETTER_ROOT = (
-    "(excluded.root_parent, excluded.root_start_ns, excluded.root_span_id) < (root_parent, root_start_ns, root_span_id)"
+_ROOT_FIELDS = (
+    "root_span_id",
+    "root_parent",
+    "root_start_ns",
+    "name",
+    "kind",
+    "status",
+    "end_ns",
+    "service",
+    "agent",
+    "stop_reason",
 )
+# Four statements rather than one upsert that assigns every column: SQLite rewrites the entries of every index on
+# an assigned column, so the indexed columns (start, session, the root's kind/status/agent/service) are assigned
+# only when they change: a new trace, an earlier span, a larger session key, a better root.
 _UPSERT_TRACE = (
     "INSERT INTO trace_summaries (trace_id, session, start_ns, span_count, error_count, iterations, llm_calls,"
     f" tool_calls, input_tokens, output_tokens, {', '.join(_ROOT_FIELDS)})"
     f" VALUES ({', '.join('?' * (10 + len(_ROOT_FIELDS)))})"
     " ON CONFLICT (trace_id) DO UPDATE SET"
-    " session = max(coalesce(session, excluded.session), coalesce(excluded.session, session)),"
-    " start_ns = min(start_ns, excluded.start_ns),"
     " span_count = span_count + excluded.span_count, error_count = error_count + excluded.error_count,"
     " iterations = iterations + excluded.iterations, llm_calls = llm_calls + excluded.llm_calls,"
     " tool_calls = tool_calls + excluded.tool_calls, input_tokens = input_tokens + excluded.input_tokens,"
-    " output_tokens = output_tokens + excluded.output_tokens, "
-    + ", ".join(f"{c} = CASE WHEN {_BETTER_ROOT} THEN excluded.{c} ELSE {c} END" for c in _ROOT_FIELDS)
+    " output_tokens = output_tokens + excluded.output_tokens"
+)
+_EARLIER_START = "UPDATE trace_summaries SET start_ns = ?2 WHERE trace_id = ?1 AND start_ns > ?2"
+_LARGER_SESSION = "UPDATE trace_summaries SET session = ?2 WHERE trace_id = ?1 AND (session IS NULL OR session < ?2)"
+_BETTER_ROOT = (
+    f"UPDATE trace_summaries SET {', '.join(f'{c} = ?{i + 2}' for i, c in enumerate(_ROOT_FIELDS))}"
+    " WHERE trace_id = ?1 AND (root_parent, root_start_ns, root_span_id) > (?3, ?4, ?2)"
 )
 
 
@@ -284,10 +297,25 @@ def record_batch(
                 found[1] = activity
         pairs.add((key, trace_id))
     if traces:
+        ids = list(traces)
+        known: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            known.update(
+                r[0]
+                for r in conn.execute(
+                    f"SELECT trace_id FROM trace_summaries WHERE trace_id IN ({','.join('?' * len(chunk))})", chunk
+                )
+            )
         conn.executemany(
             _UPSERT_TRACE,
             [(trace_id, t.session, t.start_ns, *t.counts, *t.root) for trace_id, t in traces.items()],
         )
+        if known:
+            older = [(trace_id, traces[trace_id]) for trace_id in known]
+            conn.executemany(_EARLIER_START, [(trace_id, t.start_ns) for trace_id, t in older])
+            conn.executemany(_LARGER_SESSION, [(trace_id, t.session) for trace_id, t in older if t.session is not None])
+            conn.executemany(_BETTER_ROOT, [(trace_id, *t.root) for trace_id, t in older])
         conn.executemany("INSERT OR IGNORE INTO session_traces (session, trace_id) VALUES (?, ?)", list(pairs))
         _add_sessions(conn, sessions)
     flush_deleted(conn)
