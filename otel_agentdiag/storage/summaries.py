@@ -67,8 +67,12 @@ SCHEMA: tuple[str, ...] = (
     # Newest first, ties by trace id: `traces`, and the runs list's keyset pages (cursor = (start_ns, trace_id)).
     "CREATE INDEX trace_summaries_start ON trace_summaries(start_ns DESC, trace_id)",
     "CREATE INDEX trace_summaries_runs ON trace_summaries(start_ns DESC, trace_id) WHERE kind = 'run'",
-    "CREATE INDEX trace_summaries_agent ON trace_summaries(agent, start_ns DESC, trace_id) WHERE kind = 'run'",
-    "CREATE INDEX trace_summaries_service ON trace_summaries(service, start_ns DESC, trace_id) WHERE kind = 'run'",
+    # The runs list's filters: each index leads with its filter and the status, so a filter with or without a
+    # status reads one ordered range per status (a handful), merged: the cost follows the page.
+    """CREATE INDEX trace_summaries_agent ON trace_summaries(agent, status, start_ns DESC, trace_id)
+        WHERE kind = 'run'""",
+    """CREATE INDEX trace_summaries_service ON trace_summaries(service, status, start_ns DESC, trace_id)
+        WHERE kind = 'run'""",
     "CREATE INDEX trace_summaries_status ON trace_summaries(status, start_ns DESC, trace_id) WHERE kind = 'run'",
     "CREATE INDEX trace_summaries_session ON trace_summaries(session, start_ns)",
     """CREATE TABLE session_traces (

@@ -6,6 +6,7 @@ store holds; the figures are kept current by the writer (see :mod:`otel_agentdia
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from typing import Any
 
@@ -271,10 +272,6 @@ class SummaryReader(StoreConnection):
             where.append("service = ?")
             args.append(service)
             index = "trace_summaries_service" if agent is None else index
-        if status is not None:
-            where.append("status = ?")
-            args.append(status)
-            index = "trace_summaries_status" if agent is None and service is None else index
         if since_ns is not None:
             where.append("start_ns >= ?")
             args.append(int(since_ns))
@@ -285,13 +282,43 @@ class SummaryReader(StoreConnection):
             start, trace_id = before
             where.append("(start_ns < ? OR (start_ns = ? AND trace_id > ?))")
             args += [int(start), int(start), str(trace_id)]
+        size = max(int(limit), 0)
         with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM trace_summaries INDEXED BY {index} WHERE {' AND '.join(where)}"
-                " ORDER BY start_ns DESC, trace_id LIMIT ?",
-                (*args, max(int(limit), 0)),
-            ).fetchall()
+            conn = self._conn
+            if status is None and index == "trace_summaries_runs":
+                statuses: list[str | None] = [None]
+            elif status is not None:
+                statuses = [status]
+                index = "trace_summaries_status" if index == "trace_summaries_runs" else index
+            else:
+                statuses = list(self._run_statuses())
+            pages = []
+            for value in statuses:
+                extra, extra_args = ([], []) if value is None else (["status = ?"], [value])
+                pages.append(
+                    conn.execute(
+                        f"SELECT {_RUN_COLUMNS} FROM trace_summaries INDEXED BY {index}"
+                        f" WHERE {' AND '.join(where + extra)} ORDER BY start_ns DESC, trace_id LIMIT ?",
+                        (*args, *extra_args, size),
+                    ).fetchall()
+                )
+        rows = pages[0] if len(pages) == 1 else list(heapq.merge(*pages, key=lambda r: (-r[2], r[0])))[:size]
         return [_run(row) for row in rows]
+
+    def _run_statuses(self) -> list[str]:
+        """The distinct statuses of runs, read by skipping through the status index (one step per status)."""
+        found: list[str] = []
+        row = self._conn.execute(
+            "SELECT MIN(status) FROM trace_summaries INDEXED BY trace_summaries_status WHERE kind = 'run'"
+        ).fetchone()
+        while row is not None and row[0] is not None:
+            found.append(str(row[0]))
+            row = self._conn.execute(
+                "SELECT MIN(status) FROM trace_summaries INDEXED BY trace_summaries_status"
+                " WHERE kind = 'run' AND status > ?",
+                (row[0],),
+            ).fetchone()
+        return found
 
     def list_conversations(
         self, *, limit: int = 50, before: tuple[int, str] | None = None, since_ns: int | None = None
