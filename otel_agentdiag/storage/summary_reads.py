@@ -47,6 +47,16 @@ def _summary(row: Any, traces: Iterable[str]) -> SessionSummary:
     )
 
 
+def _storable(text: str) -> bool:
+    """Whether ``text`` can be a stored key (SQLite holds UTF-8: a lone surrogate, as in a command-line argument
+    that was not UTF-8, is in no key and cannot be a query parameter)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _after(prefix: str) -> str:
     """The smallest string above every string that starts with ``prefix`` (non-empty), in SQLite's order."""
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
@@ -158,7 +168,7 @@ class SummaryReader(StoreConnection):
     def is_session_key(self, key: str, *, sources: int = 3) -> bool:
         """Whether ``key`` names a session the store knows: a ``sessions`` row (rows, cleared or pruned), then
         (``sources`` > 1) a ledger row, then (> 2) a recorded violation. Key lookups."""
-        if not key:
+        if not key or not _storable(key):
             return False
         with self._lock:
             for table, column in self._KEY_SOURCES[:sources]:
@@ -172,7 +182,7 @@ class SummaryReader(StoreConnection):
         (for a key without ``:``, the whole key) instead. Range reads of the sources' indexes; a tail lookup walks
         the few distinct key heads (``hmac-sha256:<key id>:``, ``imported:...``)."""
         found: set[str] = set()
-        if not prefix:
+        if not prefix or not _storable(prefix):
             return found
         with self._lock:
             for table, column in self._KEY_SOURCES[:sources]:
