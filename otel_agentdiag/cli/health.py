@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from otel_agentdiag.cli._duration import Duration, format_duration
 from otel_agentdiag.diagnostics.receipt import Receipt, nothing_to_judge, session_receipt, store_overview, store_receipt
 from otel_agentdiag.diagnostics.status import DEFAULT_STALL_THRESHOLD_S, REPETITION_THRESHOLD, Status, session_status
 from otel_agentdiag.redaction import hashing
-from otel_agentdiag.storage import OVERFLOW_SESSION, RetentionLimits, ScrubIncomplete, SpanStore, StoreError
+from otel_agentdiag.storage import RetentionLimits, ScrubIncomplete, SpanStore, StoreError
 from otel_agentdiag.storage.provenance import (
     IMPORTED_PREFIX,
     imported_session,
@@ -101,13 +102,6 @@ def _limit_option(ctx: click.Context, param: click.Parameter, value: str | None)
 
 
 # -- session resolution -----------------------------------------------------------------------------------------
-def _known_sessions(store: SpanStore) -> set[str]:
-    found = {s.session for s in store.list_sessions() if s.session}
-    found.update(s.session for s in store.session_stats() if s.session and s.session != OVERFLOW_SESSION)
-    found.update(s for s in store.violation_counts() if s)  # known only from a rejected ingest line
-    return found
-
-
 def _raw_id_digests(text: str, store_path: Path) -> list[str] | None:
     """Digests ``text`` would have as a conversation id under the store's key (``None``: no key to use). A
     refused key (weak, or a key file that is not ours) raises: the command line shows it as one line."""
@@ -144,30 +138,32 @@ def resolve_session(store: SpanStore, text: str, store_path: Path) -> str:
     if not needle:
         raise CliError("--session is empty; give a session digest, a unique prefix of one, or a raw session id")
     shown = describe_input(text)
-    known = _known_sessions(store)
+    # Known sessions: those with rows or bookkeeping, in the ledger, or known only from a rejected ingest line;
+    # looked up by key and by key range, never listed whole.
+    known = store.is_session_key
     matches: set[str] = set()
-    if needle in known:
+    if known(needle):
         return needle
     try:
         matches.add(store.resolve_session(needle))
     except StoreError:
         pass  # not a stored digest or prefix: the text may still be a raw id, tried below
-    if imported_session(needle) in known:
+    if known(imported_session(needle)):
         matches.add(imported_session(needle))
-    prefix_hits = _prefer_observed({s for s in known if s.startswith(needle)} if len(needle) >= 4 else set())
+    prefix_hits = _prefer_observed(store.session_keys(needle) if len(needle) >= 4 else set())
     if len(prefix_hits) > 1:
         raise CliError(f"the --session prefix ({shown}) is ambiguous ({len(prefix_hits)} sessions); give more of it")
     matches.update(prefix_hits)
     lowered = needle.lower()
     if _HEX.fullmatch(lowered):
-        tail_hits = _prefer_observed({s for s in known if s.rsplit(":", 1)[-1].startswith(lowered)})
+        tail_hits = _prefer_observed(store.session_keys(lowered, tail=True))
         if len(tail_hits) > 1:
             raise CliError(f"the --session prefix ({shown}) is ambiguous ({len(tail_hits)} sessions); give more of it")
         matches.update(tail_hits)
     digests = _raw_id_digests(needle, store_path)
     if digests is not None:
         for digest in digests:
-            matches.update(key for key in (digest, imported_session(digest)) if key in known)
+            matches.update(key for key in (digest, imported_session(digest)) if known(key))
     matches = _prefer_observed(matches)
     if len(matches) > 1:
         raise CliError(
@@ -281,10 +277,21 @@ def _status_lines(status: Status) -> list[str]:
 @click.command()
 @store_option
 @format_option
-def sessions(store_path: Path | None, output_format: str) -> None:
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="List at most this many sessions.")
+@click.option(
+    "--since",
+    "since_s",
+    type=Duration(example="24h"),
+    default=None,
+    help="Only sessions active within this long before now (30d, 12h, 90m, 45s, 500ms, or seconds).",
+)
+def sessions(store_path: Path | None, output_format: str, limit: int | None, since_s: float | None) -> None:
     """List sessions, newest activity first, with their receipt status."""
+    since_ns = None if since_s is None else time.time_ns() - int(since_s * 1_000_000_000)
     with open_store(store_path) as store:
-        overview = store_overview(store)  # rows and receipts of one reading, the one the store receipt combines
+        # Rows and receipts of one reading, the one the store receipt combines; with --limit/--since only the
+        # sessions listed are read and judged.
+        overview = store_overview(store, limit=limit, since_ns=since_ns)
     rows: list[dict[str, Any]] = []
     unjudged: list[str | None] = []
     for s, receipt in overview.sessions:
@@ -452,8 +459,9 @@ def prune(
         raise CliError(str(exc)) from None
     with store:
         result = store.prune()
-        report = store.scrub()
-    if not report.complete:
+        # The rewrite is O(store): skipped when no span was deleted since the last complete one (nothing to remove).
+        report = store.scrub() if result.spans or store.needs_scrub() else None
+    if report is not None and not report.complete:
         raise CliIncomplete(
             f"pruned {result.spans} span(s), {result.bytes} byte(s) from {path}, but {report.problem};"
             f" {report.advice('agentdiag prune')}"

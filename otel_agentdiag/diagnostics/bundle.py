@@ -189,11 +189,9 @@ def _read_session(store: SpanStore, session: str | None) -> tuple[Any, list[Stor
 
 def _newest_session(store: SpanStore) -> str | None:
     """The session with the newest activity, observed sessions first (an imported one only when there is no
-    observed one: a file someone handed us cannot become the default bundle by carrying newer times)."""
-    summaries = store.list_sessions()
-    named = [s for s in summaries if s.session is not None]
-    observed = [s for s in named if not is_imported(s.session)]
-    return (observed or named or summaries)[0].session if summaries else None
+    observed one: a file someone handed us cannot become the default bundle by carrying newer times): the first
+    session ``list_sessions`` lists, by the same rule as ``agentdiag status``, read through the activity index."""
+    return store.latest_session()
 
 
 @dataclass
@@ -284,7 +282,7 @@ def build_bundle(
         "hash_key_id": hasher.key_id if hasher is not None else None,
         "scope": {"selection": selection, "sessions": [label(s) for s in chosen]},
         "limits": limits.to_json(),
-        "pruned": store.store_summary().pruned_spans,
+        "pruned": store.pruned_spans_total(),
         "omitted": omitted_total,
         "sessions": [entry.doc for entry in entries],
     }

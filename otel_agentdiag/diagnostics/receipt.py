@@ -8,7 +8,7 @@ and re-exports them. Every function here reads only.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,13 +76,6 @@ def _consistent(read: Callable[[], Any], fingerprint: Callable[[], Any]) -> Any:
     return result  # a store under constant writes: the last reading (a live session may show as in flux)
 
 
-def _summary_for(summaries: Iterable[SessionSummary], session: str | None) -> SessionSummary | None:
-    for summary in summaries:
-        if summary.session == session:
-            return summary
-    return None
-
-
 def _input_for(
     store: SpanStore,
     session: str | None,
@@ -102,7 +95,7 @@ def _input_for(
     elif session is None and stats:
         # Spans outside any session, all pruned: the store lists no summary for them; their share of the
         # store's pruned count is what the named sessions do not account for.
-        pruned = max(store.store_summary().pruned_spans - named_pruned(), 0)
+        pruned = max(store.pruned_spans_total() - named_pruned(), 0)
     else:
         pruned = 0
     cleared_spans = summary.cleared_spans if summary is not None else 0
@@ -131,10 +124,6 @@ def _unattributed(
     return unattributed_of(overflow, observers if observers else None)
 
 
-def _named_pruned(summaries: Iterable[SessionSummary]) -> int:
-    return sum(s.pruned_spans for s in summaries if s.session is not None)
-
-
 def session_receipt(store: SpanStore, session: str | None) -> Receipt:
     """The receipt of one session (its digest; ``None`` = the spans outside any session). Reads only.
 
@@ -156,9 +145,7 @@ def session_receipt(store: SpanStore, session: str | None) -> Receipt:
         violations = store.violation_counts().get(session, 0) if session is not None else 0
         spans = store.session_spans(session)
         overflow = store.session_stats(OVERFLOW_SESSION)
-        return _input_for(
-            store, session, summary, stats, spans, violations, lambda: _named_pruned(store.list_sessions()), overflow
-        )
+        return _input_for(store, session, summary, stats, spans, violations, store.named_pruned_spans, overflow)
 
     data: ReceiptInput = _consistent(read, fingerprint)
     return judge(data)
@@ -182,41 +169,63 @@ class Overview:
         return combine(receipts, malformed_rows=self.malformed_rows, violations=self.violations)
 
 
-def store_overview(store: SpanStore) -> Overview:
+def store_overview(store: SpanStore, *, limit: int | None = None, since_ns: int | None = None) -> Overview:
     """Every session's summary and receipt, the store's malformed rows and violations, from one consistent
     reading. Reads only.
 
     A session known only from a recorded violation (none of its spans stored) gets a receipt too: ``invalid``.
+
+    ``limit`` / ``since_ns`` (``agentdiag sessions --limit/--since``): only the sessions
+    :meth:`~otel_agentdiag.storage.SpanStore.list_sessions` lists with them (none known only from the ledger or
+    a violation), and only theirs are read and judged: the cost follows the page. ``malformed_rows`` then counts
+    the malformed rows of those sessions only.
+
+    The store's malformed rows are counted while every session's rows are decoded for its receipt (each row
+    belongs to exactly one session key, the no-session bucket included), not by a second scan of the store.
     """
+    paged = limit is not None or since_ns is not None
 
     def fingerprint() -> tuple[Any, ...]:
-        return (store.session_stats(), store.list_sessions(), store.violation_counts())
+        return store.change_mark()
 
     def read() -> Overview:
-        summaries = store.list_sessions()
-        stats_by_session: dict[str | None, list[SessionStats]] = defaultdict(list)
-        for row in store.session_stats():
-            stats_by_session[row.session or None].append(row)
+        summaries = store.list_sessions(limit=limit, since_ns=since_ns)
+        by_session = {s.session: s for s in summaries}
         violations = store.violation_counts()
-        sessions: list[str | None] = [s.session for s in summaries]
-        sessions += [s for s in stats_by_session if s not in sessions]
-        sessions += [s for s in violations if s is not None and s not in sessions]
+        stats_by_session: dict[str | None, list[SessionStats]] = defaultdict(list)
+        sessions: dict[str | None, None] = dict.fromkeys(by_session)
+        if paged:
+            for session in sessions:
+                stats_by_session[session] = store.session_stats(session)
+        else:
+            for row in store.session_stats():
+                stats_by_session[row.session or None].append(row)
+            sessions.update(dict.fromkeys(stats_by_session))
+            sessions.update(dict.fromkeys(s for s in violations if s is not None))
+        named_pruned: list[int] = []
+
+        def pruned_of_named() -> int:
+            if not named_pruned:
+                named_pruned.append(store.named_pruned_spans())
+            return named_pruned[0]
+
+        overflow = stats_by_session.get(OVERFLOW_SESSION) or store.session_stats(OVERFLOW_SESSION)
         found: list[tuple[SessionSummary | None, Receipt]] = []
         for session in sessions:
             spans = store.session_spans(session)
-            summary = _summary_for(summaries, session)
             data = _input_for(
                 store,
                 session,
-                summary,
+                by_session.get(session),
                 stats_by_session.get(session, []),
                 spans,
                 violations.get(session, 0) if session is not None else 0,
-                lambda: _named_pruned(summaries),
-                stats_by_session.get(OVERFLOW_SESSION, []),
+                pruned_of_named,
+                overflow,
             )
-            found.append((summary, judge(data)))
-        return Overview(found, store.store_summary().malformed_rows, sum(violations.values()))
+            found.append((by_session.get(session), judge(data)))
+        malformed = sum(receipt.counts.get("malformed_rows", 0) for _summary, receipt in found)
+        return Overview(found, malformed, sum(violations.values()))
 
     result: Overview = _consistent(read, fingerprint)
     return result

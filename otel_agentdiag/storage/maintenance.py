@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 from otel_agentdiag.storage.connection import StoreConnection
@@ -11,6 +12,7 @@ from otel_agentdiag.storage.retention import Pruned, prune_by_age, prune_session
 from otel_agentdiag.storage.rows import PruneResult
 from otel_agentdiag.storage.scrub import ScrubIncomplete, ScrubReport
 from otel_agentdiag.storage.scrub import scrub as scrub_files
+from otel_agentdiag.storage.summaries import flush_deleted
 
 
 class StoreMaintenance(StoreConnection):
@@ -57,6 +59,7 @@ class StoreMaintenance(StoreConnection):
                 "UPDATE store_stats SET span_count = span_count - ?, total_bytes = total_bytes - ? WHERE id = 1",
                 (count, size),
             )
+            flush_deleted(conn)
         if scrub:
             report = self.scrub()
             if not report.complete:
@@ -73,7 +76,29 @@ class StoreMaintenance(StoreConnection):
         """
         with self._lock:
             self._check_file()
-            return scrub_files(self._conn, self.path)
+            # Marked clean before the rewrite: a delete committed meanwhile marks it again (its own transaction).
+            self._mark_scrubbed(0)
+            report = scrub_files(self._conn, self.path)
+            if not report.complete:
+                self._mark_scrubbed(1)
+            return report
+
+    def _mark_scrubbed(self, deleted: int) -> None:
+        if self.read_only or self._conn.in_transaction:
+            return
+        try:
+            self._conn.execute("UPDATE store_stats SET deleted_since_scrub = ? WHERE id = 1", (deleted,))
+        except sqlite3.Error:
+            pass  # the mark only saves work: a store that cannot take it is scrubbed every time
+
+    def needs_scrub(self) -> bool:
+        """Whether a row may have been deleted (cleared, pruned, by retention, by this or an earlier version, or
+        by another program: every delete of a span is noted by a trigger) since the last complete
+        :meth:`scrub`. False means a scrub now would find no deleted span's bytes to remove. O(1)."""
+        with self._lock:
+            found = self._conn.execute("SELECT deleted_since_scrub FROM store_stats WHERE id = 1").fetchone()
+            dirty = self._conn.execute("SELECT 1 FROM summary_dirty LIMIT 1").fetchone()
+        return found is None or bool(found[0]) or dirty is not None
 
     def prune(self, *, now_ns: int | None = None) -> PruneResult:
         """Apply every retention limit to every session and the store now; returns what was deleted.
@@ -122,4 +147,5 @@ class StoreMaintenance(StoreConnection):
                 "DELETE FROM push_marks WHERE NOT EXISTS (SELECT 1 FROM spans s"
                 " WHERE s.trace_id = push_marks.trace_id AND s.span_id = push_marks.span_id)"
             )
+            flush_deleted(conn)
         return PruneResult(spans=total.spans, bytes=total.bytes)

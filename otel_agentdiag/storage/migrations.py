@@ -9,6 +9,8 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from otel_agentdiag.storage import summaries
+
 
 class StoreError(Exception):
     """The store cannot be used: missing, foreign, corrupt, or written by a newer version."""
@@ -211,6 +213,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             # written before this version carry no provenance and read as observed.
             "ALTER TABLE observers ADD COLUMN imported INTEGER NOT NULL DEFAULT 0",
         ),
+    ),
+    Migration(
+        7,
+        "summaries",
+        # Per trace (run), per session and per store figures the writer keeps current in its transaction, so
+        # whole-store reads follow their page, not the store (see storage/summaries.py); backfilled from the rows.
+        (*summaries.SCHEMA, *summaries.REBUILD),
     ),
 )
 

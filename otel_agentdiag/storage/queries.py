@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import heapq
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
 from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.storage.codec import SPAN_COLUMNS, bad_json, decode_span
-from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.ledger import read_observers, read_session_stats
 from otel_agentdiag.storage.migrations import StoreError
-from otel_agentdiag.storage.provenance import IMPORTED_PREFIX
 from otel_agentdiag.storage.rows import (
     ALL_SESSIONS,
     ObserverInfo,
@@ -21,9 +18,9 @@ from otel_agentdiag.storage.rows import (
     StoredContent,
     StoredSpan,
     StoreSummary,
-    TraceSummary,
     _AllSessions,
 )
+from otel_agentdiag.storage.summary_reads import SummaryReader
 
 _TRACE_TOTALS = "SELECT MIN(start_ns), MAX(session), COUNT(*), SUM(status = 'error') FROM spans WHERE trace_id = ?"
 """What ``list_traces`` shows of one trace (its GROUP BY row, read through the key)."""
@@ -48,81 +45,12 @@ def _session_summary(
     )
 
 
-class StoreReader(StoreConnection):
+class StoreReader(SummaryReader):
     """The read side of ``SpanStore``: every query a reader (CLI, diagnostics, a trace server) makes."""
 
     def span_count(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM spans").fetchone()[0])
-
-    def list_traces(self, *, limit: int | None = None) -> list[TraceSummary]:
-        """Traces, newest first (by the start of their earliest span; ties by trace id).
-
-        With a ``limit`` the newest traces are found by walking the start index from the newest span, so the
-        cost follows the spans newer than the last trace listed, not the size of the store.
-        """
-        with self._lock:
-            if limit is None or limit < 1:
-                rows = self._conn.execute(
-                    "SELECT trace_id, MIN(start_ns), MAX(session), COUNT(*), SUM(status = 'error')"
-                    " FROM spans GROUP BY trace_id ORDER BY MIN(start_ns) DESC, trace_id LIMIT ?",
-                    (-1 if limit is None else limit,),
-                ).fetchall()
-            else:
-                rows = [
-                    (trace_id, *self._conn.execute(_TRACE_TOTALS, (trace_id,)).fetchone())
-                    for trace_id in self._newest_trace_ids(limit)
-                ]
-            out = []
-            for trace_id, start_ns, session, count, errors in rows:
-                root = self._conn.execute(
-                    "SELECT name, status, start_ns, end_ns FROM spans WHERE trace_id = ?"
-                    " ORDER BY parent_span_id IS NOT NULL, start_ns LIMIT 1",
-                    (trace_id,),
-                ).fetchone()
-                name, status, root_start, root_end = root
-                out.append(
-                    TraceSummary(
-                        trace_id=trace_id,
-                        name=name,
-                        start_ns=min(start_ns, root_start),
-                        end_ns=root_end,
-                        status=status,
-                        span_count=int(count),
-                        error_count=int(errors or 0),
-                        session=session,
-                    )
-                )
-            return out
-
-    def _newest_trace_ids(self, limit: int) -> list[str]:
-        """The ``limit`` trace ids with the latest earliest start (ties: smallest id first), newest first.
-
-        Spans are read newest start first; each new trace's earliest start is looked up by its key. Once
-        ``limit`` traces are known, a trace not seen yet has every span at or before the current position, so
-        the walk stops when the position falls below the ``limit``-th latest earliest start found. Call with
-        the lock held.
-        """
-        conn = self._conn
-        earliest: dict[str, int] = {}
-        heap: list[int] = []  # the `limit` latest earliest starts found so far (smallest first)
-        cursor = conn.execute("SELECT start_ns, trace_id FROM spans ORDER BY start_ns DESC")
-        try:
-            for start_ns, trace_id in cursor:
-                if len(heap) == limit and start_ns < heap[0]:
-                    break
-                if trace_id in earliest:
-                    continue
-                (first,) = conn.execute("SELECT MIN(start_ns) FROM spans WHERE trace_id = ?", (trace_id,)).fetchone()
-                earliest[trace_id] = first
-                if len(heap) < limit:
-                    heapq.heappush(heap, first)
-                elif first > heap[0]:
-                    heapq.heapreplace(heap, first)
-        finally:
-            cursor.close()
-        ordered = sorted(earliest.items(), key=lambda item: (-item[1], item[0]))
-        return [trace_id for trace_id, _first in ordered[:limit]]
 
     def resolve_trace_id(self, text: str) -> str:
         """The full trace id for ``text`` (a full id or a unique prefix of at least 4 hex digits). Raises
@@ -208,99 +136,6 @@ class StoreReader(StoreConnection):
             ).fetchall()
         return [decode_span(row) for row in rows]
 
-    def list_sessions(self) -> list[SessionSummary]:
-        """Sessions with rows or a ``sessions`` row (e.g. cleared), newest activity first.
-
-        Counted from the rows themselves. Spans outside any session appear as ``session=None``, only when
-        there are some. Sessions without rows (cleared or pruned empty) come last.
-        """
-        with self._lock:
-            counted = self._conn.execute(
-                "SELECT coalesce(session, ''), COUNT(*), coalesce(SUM(size), 0), MIN(start_ns),"
-                " MAX(max(coalesce(end_ns, start_ns), start_ns)), group_concat(DISTINCT trace_id)"
-                " FROM spans GROUP BY coalesce(session, '')"
-            ).fetchall()
-            known = {
-                row[0]: row[1:]
-                for row in self._conn.execute(
-                    "SELECT session, cleared_at_ns, generation, pruned_spans, cleared_spans FROM sessions"
-                )
-            }
-        out: list[SessionSummary] = []
-        seen: set[str] = set()
-        for session, count, size, first, last, traces in counted:
-            seen.add(session)
-            out.append(_session_summary(session, count, size, first, last, traces, known.get(session)))
-        for session, (cleared, generation, pruned, cleared_spans) in known.items():
-            if session in seen or not session:
-                continue
-            out.append(
-                SessionSummary(
-                    session=session,
-                    span_count=0,
-                    bytes=0,
-                    first_start_ns=None,
-                    last_activity_ns=None,
-                    trace_ids=(),
-                    cleared_at_ns=cleared,
-                    generation=int(generation or 0),
-                    pruned_spans=int(pruned or 0),
-                    cleared_spans=int(cleared_spans or 0),
-                )
-            )
-        out.sort(key=lambda s: (s.last_activity_ns is None, -(s.last_activity_ns or 0), s.session or ""))
-        return out
-
-    def session_summary(self, session: str | None) -> SessionSummary | None:
-        """The entry :meth:`list_sessions` has for ``session`` (None: spans outside any session), or None when it
-        has none; read through the session index, so its cost follows the session's size, not the store's."""
-        key = session or ""
-        where = "session = ?" if key else "(session IS NULL OR session = ?)"
-        with self._lock:
-            count, size, first, last, traces = self._conn.execute(
-                "SELECT COUNT(*), coalesce(SUM(size), 0), MIN(start_ns),"
-                " MAX(max(coalesce(end_ns, start_ns), start_ns)), group_concat(DISTINCT trace_id)"
-                f" FROM spans WHERE {where}",
-                (key,),
-            ).fetchone()
-            known = self._conn.execute(
-                "SELECT cleared_at_ns, generation, pruned_spans, cleared_spans FROM sessions WHERE session = ?", (key,)
-            ).fetchone()
-        if not count and (not key or known is None):
-            return None
-        return _session_summary(key, count, size if count else 0, first, last, traces, known)
-
-    def latest_session(self) -> str | None:
-        """The first named session :meth:`list_sessions` lists (newest activity; ties: the smallest digest),
-        observed sessions first: an imported session (``imported:...``) only when no observed session has rows;
-        None when it lists none. What ``agentdiag status`` shows by default.
-
-        Read through the start and end indexes: the newest activity of any span is its end or its start, so
-        it is the larger of the newest end and the newest start among spans of a named session.
-        """
-        observed = f"session <> '' AND substr(session, 1, {len(IMPORTED_PREFIX)}) <> '{IMPORTED_PREFIX}'"
-        with self._lock:
-            conn = self._conn
-            for named in (observed, "session <> ''"):
-                newest: int | None = None
-                for column in ("end_ns", "start_ns"):
-                    found = conn.execute(
-                        f"SELECT {column} FROM spans WHERE {column} IS NOT NULL AND {named}"
-                        f" ORDER BY {column} DESC LIMIT 1"
-                    ).fetchone()
-                    if found is not None and (newest is None or found[0] > newest):
-                        newest = found[0]
-                if newest is not None:
-                    # A span that ends or starts at the newest moment has it as its activity (nothing is newer).
-                    (session,) = conn.execute(
-                        f"SELECT MIN(session) FROM spans WHERE {named} AND (end_ns = ? OR start_ns = ?)",
-                        (newest, newest),
-                    ).fetchone()
-                    return str(session)
-            # No named session has rows: those left are cleared or pruned empty, listed by digest.
-            (session,) = conn.execute("SELECT MIN(session) FROM sessions WHERE session <> ''").fetchone()
-        return None if session is None else str(session)
-
     def session_stats(self, session: str | _AllSessions | None = ALL_SESSIONS) -> list[SessionStats]:
         """Cumulative stats rows, of one session (None: outside any session) or of all (the default)."""
         with self._lock:
@@ -352,26 +187,21 @@ class StoreReader(StoreConnection):
     def resolve_session(self, text: str) -> str:
         """The stored session digest for ``text``: the digest itself, or a unique prefix of at least 4 characters
         of the digest or of its hex part (after the last ``:``). Raises :class:`StoreError` otherwise, with a
-        message that describes ``text`` without repeating it."""
+        message that describes ``text`` without repeating it. Index lookups of the ``sessions`` rows (every
+        session with rows has one)."""
         needle = text.strip() if isinstance(text, str) else ""
         if not needle:
             raise StoreError("no session given")
-        with self._lock:
-            known = {
-                row[0]
-                for row in self._conn.execute(
-                    "SELECT session FROM sessions WHERE session <> ''"
-                    " UNION SELECT DISTINCT session FROM spans WHERE session IS NOT NULL"
-                )
-            }
-        if needle in known:
+        if self.is_session_key(needle, sources=1):
             return needle
         if len(needle) < 4:
             raise StoreError(
                 f"the given session prefix ({describe_input(text)}) is too short; give at least 4 characters"
             )
-        lowered = needle.lower()
-        matches = sorted(s for s in known if s.startswith(needle) or s.rsplit(":", 1)[-1].startswith(lowered))
+        matches = sorted(
+            self.session_keys(needle, sources=1, limit=2)
+            | self.session_keys(needle.lower(), tail=True, sources=1, limit=2)
+        )
         if not matches:
             raise StoreError(f"no session in {self.path} matches the given value ({describe_input(text)})")
         if len(matches) > 1:

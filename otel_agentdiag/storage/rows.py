@@ -21,8 +21,10 @@ __all__ = [
     "REJECT_REDACTOR_ERROR",
     "Accounting",
     "ContentRow",
+    "ConversationSummary",
     "ObserverInfo",
     "PruneResult",
+    "RunSummary",
     "SessionStats",
     "SessionSummary",
     "SpanRow",
@@ -118,6 +120,66 @@ class TraceSummary:
     @property
     def duration_ns(self) -> int | None:
         return None if self.end_ns is None else self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One run (a trace whose root is an agent span) as the summaries keep it: the root's name, status, end,
+    service, agent and stop reason; counts over the trace's spans; tokens summed over its LLM spans only."""
+
+    trace_id: str
+    session: str | None
+    start_ns: int
+    """The earliest start of a span of the trace."""
+    end_ns: int | None
+    """The root's end."""
+    name: str
+    status: str
+    span_count: int
+    error_count: int
+    iterations: int
+    llm_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+    service: str | None
+    agent: str | None
+    stop_reason: str | None
+
+    @property
+    def duration_ns(self) -> int | None:
+        return None if self.end_ns is None else self.end_ns - self.start_ns
+
+    @property
+    def cursor(self) -> tuple[int, str]:
+        """The keyset cursor for the page after this run (``list_runs(before=...)``)."""
+        return (self.start_ns, self.trace_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationSummary:
+    """One conversation (a named session with rows) with totals over its traces and runs."""
+
+    session: str
+    first_start_ns: int
+    last_activity_ns: int
+    span_count: int
+    bytes: int
+    trace_count: int
+    run_count: int
+    error_count: int
+    """Error spans in its traces."""
+    failed_runs: int
+    """Runs whose root ended with an error."""
+    llm_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+
+    @property
+    def cursor(self) -> tuple[int, str]:
+        """The keyset cursor for the page after this conversation (``list_conversations(before=...)``)."""
+        return (self.last_activity_ns, self.session)
 
 
 @dataclass

@@ -29,6 +29,7 @@ from otel_agentdiag.storage.rows import (
     SpanRow,
     WriteResult,
 )
+from otel_agentdiag.storage.summaries import record_batch
 
 _TOMBSTONE = sc.AGENTDIAG_REDACTION_PREFIX + REJECT_REDACTOR_ERROR
 """The attribute that marks a redaction tombstone: stored, but counted rejected."""
@@ -237,6 +238,7 @@ class StoreWriter(StoreConnection):
             upsert_stats(self._conn, tallies)
             upsert_observers(self._conn, accounting, {obs for obs, _session in tallies if obs}, now, imported=imported)
             pruned = self._apply_written(added, now)
+            record_batch(self._conn, rows, params, inserted_flags)
         return WriteResult(
             inserted=inserted,
             duplicates=len(pending) - inserted,

@@ -1,0 +1,378 @@
+"""Summary tables kept current in the writer's transaction: per trace (a run), per session and per store.
+
+Whole-store reads (``agentdiag sessions``, ``traces``, a trace server's runs and conversations lists) read these
+figures through their indexes instead of grouping, scanning or decoding every span. Migration 7 made them:
+
+- ``trace_summaries``: one row per trace with rows: its session (the largest session key among its spans, as
+  ``list_traces`` always showed), earliest start, span and error counts, counts of iterations, LLM and tool
+  calls, tokens in/out summed over LLM spans only (the leaves: a parent's roll-up would count twice, the rule
+  of ``agentdiag status``), and its root: the first span without a parent (the earliest start; ties: the
+  smallest span id), or the earliest span when none is stored yet. The root gives the name, kind, status, end,
+  the service (``service.name`` of its resource), the agent (its ``gen_ai.agent.name``; an agent run without
+  one: its name) and the stop reason (``agentdiag.stop_reason``). A trace whose root is an agent span
+  (kind ``run``) is a *run*. Children usually end (and arrive) before their root: the root fields change when
+  a better root arrives.
+- ``session_traces``: which traces have rows in which session (``''``: outside any session).
+- ``sessions`` gained ``first_start_ns`` and ``last_activity_ns`` (None exactly when the session has no rows),
+  beside the writer's running ``span_count`` and ``bytes``; ``store_stats`` gained ``session_count`` (named
+  sessions with rows).
+
+Writes add their rows per batch, aggregated in Python: one upsert per touched trace and session, not per span
+(:func:`record_batch`, one call from the writer). Deletes (retention, ``prune``, ``clear``, an imported row
+displaced by an observed one) are caught by the ``spans_deleted_summaries`` trigger, which notes the
+(trace, session) in ``summary_dirty``; :func:`flush_deleted` then recomputes those traces and sessions from
+their remaining rows through the key and the session index, in the same transaction. :func:`rebuild_summaries`
+recomputes everything from the rows in SQL (the migration's backfill, a check in the tests, benchmark stores
+made with SQL).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.storage.rows import SpanRow
+
+_INPUT = sc.GEN_AI_USAGE_INPUT_TOKENS
+_OUTPUT = sc.GEN_AI_USAGE_OUTPUT_TOKENS
+_AGENT = sc.GEN_AI_AGENT_NAME
+_STOP = sc.AGENTDIAG_STOP_REASON
+_SERVICE = "service.name"
+
+SCHEMA: tuple[str, ...] = (
+    """CREATE TABLE trace_summaries (
+        trace_id TEXT PRIMARY KEY,
+        session TEXT,
+        start_ns INTEGER NOT NULL,
+        root_span_id TEXT NOT NULL,
+        root_parent INTEGER NOT NULL,
+        root_start_ns INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        end_ns INTEGER,
+        span_count INTEGER NOT NULL DEFAULT 0,
+        error_count INTEGER NOT NULL DEFAULT 0,
+        iterations INTEGER NOT NULL DEFAULT 0,
+        llm_calls INTEGER NOT NULL DEFAULT 0,
+        tool_calls INTEGER NOT NULL DEFAULT 0,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        service TEXT,
+        agent TEXT,
+        stop_reason TEXT
+    ) WITHOUT ROWID""",
+    # Newest first, ties by trace id: `traces`, and the runs list's keyset pages (cursor = (start_ns, trace_id)).
+    "CREATE INDEX trace_summaries_start ON trace_summaries(start_ns DESC, trace_id)",
+    "CREATE INDEX trace_summaries_runs ON trace_summaries(start_ns DESC, trace_id) WHERE kind = 'run'",
+    # The runs list's filters: each index leads with its filter and the status, so a filter with or without a
+    # status reads one ordered range per status (a handful), merged: the cost follows the page.
+    """CREATE INDEX trace_summaries_agent ON trace_summaries(agent, status, start_ns DESC, trace_id)
+        WHERE kind = 'run'""",
+    """CREATE INDEX trace_summaries_service ON trace_summaries(service, status, start_ns DESC, trace_id)
+        WHERE kind = 'run'""",
+    "CREATE INDEX trace_summaries_status ON trace_summaries(status, start_ns DESC, trace_id) WHERE kind = 'run'",
+    "CREATE INDEX trace_summaries_session ON trace_summaries(session, start_ns)",
+    """CREATE TABLE session_traces (
+        session TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        PRIMARY KEY (session, trace_id)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE summary_dirty (
+        trace_id TEXT NOT NULL,
+        session TEXT NOT NULL,
+        PRIMARY KEY (trace_id, session)
+    ) WITHOUT ROWID""",
+    """CREATE TRIGGER spans_deleted_summaries AFTER DELETE ON spans BEGIN
+        INSERT OR IGNORE INTO summary_dirty (trace_id, session) VALUES (old.trace_id, coalesce(old.session, ''));
+    END""",
+    "ALTER TABLE sessions ADD COLUMN first_start_ns INTEGER",
+    "ALTER TABLE sessions ADD COLUMN last_activity_ns INTEGER",
+    # Newest activity first, ties by digest; sessions without rows (NULL) last: `list_sessions`'s order.
+    "CREATE INDEX sessions_activity ON sessions(last_activity_ns DESC, session)",
+    "ALTER TABLE store_stats ADD COLUMN session_count INTEGER NOT NULL DEFAULT 0",
+    # 1 when rows may have been deleted since the last complete scrub (unknown history: 1), so that
+    # `agentdiag prune` rewrites the file only when a deleted row's bytes may be in it (see `needs_scrub`).
+    "ALTER TABLE store_stats ADD COLUMN deleted_since_scrub INTEGER NOT NULL DEFAULT 1",
+)
+"""Migration 7's schema statements (its backfill is :data:`REBUILD`)."""
+
+
+def _json_field(column: str, key: str, json_type: str) -> str:
+    """SQL: ``column``'s JSON member ``key`` when the column is valid JSON and the member has ``json_type``."""
+    path = f"'$.\"{key}\"'"
+    return (
+        f"(CASE WHEN json_valid({column}) AND json_type({column}, {path}) = '{json_type}'"
+        f" THEN json_extract({column}, {path}) END)"
+    )
+
+
+def _tokens(key: str) -> str:
+    return (
+        f"SUM(CASE WHEN kind = 'llm' THEN max(coalesce({_json_field('attributes', key, 'integer')}, 0), 0) ELSE 0 END)"
+    )
+
+
+_TRACES_FROM_ROWS = f"""INSERT INTO trace_summaries (trace_id, session, start_ns, root_span_id, root_parent,
+        root_start_ns, name, kind, status, end_ns, span_count, error_count, iterations, llm_calls, tool_calls,
+        input_tokens, output_tokens, service, agent, stop_reason)
+    SELECT g.trace_id, g.session, g.start_ns, r.span_id, r.parent_span_id IS NOT NULL, r.start_ns, r.name, r.kind,
+        r.status, r.end_ns, g.n, g.errors, g.iterations, g.llm, g.tools, g.tokens_in, g.tokens_out,
+        (SELECT {_json_field("res.attributes", _SERVICE, "text")} FROM resources res WHERE res.id = r.resource_id),
+        coalesce({_json_field("r.attributes", _AGENT, "text")}, CASE WHEN r.kind = 'run' THEN r.name END),
+        {_json_field("r.attributes", _STOP, "text")}
+    FROM (SELECT trace_id, MAX(session) AS session, MIN(start_ns) AS start_ns, COUNT(*) AS n,
+            SUM(status = 'error') AS errors, SUM(kind = 'iteration') AS iterations, SUM(kind = 'llm') AS llm,
+            SUM(kind = 'tool') AS tools, {_tokens(_INPUT)} AS tokens_in, {_tokens(_OUTPUT)} AS tokens_out
+          FROM spans {{where}} GROUP BY trace_id) AS g
+    JOIN spans r ON r.rowid = (SELECT x.rowid FROM spans x WHERE x.trace_id = g.trace_id
+        ORDER BY x.parent_span_id IS NOT NULL, x.start_ns, x.span_id LIMIT 1)"""
+
+_ACTIVITY = "max(coalesce(end_ns, start_ns), start_ns)"
+
+REBUILD: tuple[str, ...] = (
+    "DELETE FROM summary_dirty",
+    "DELETE FROM trace_summaries",
+    _TRACES_FROM_ROWS.format(where="WHERE true"),
+    "DELETE FROM session_traces",
+    "INSERT INTO session_traces (session, trace_id) SELECT DISTINCT coalesce(session, ''), trace_id FROM spans",
+    "UPDATE sessions SET span_count = 0, bytes = 0, first_start_ns = NULL, last_activity_ns = NULL",
+    f"""INSERT INTO sessions (session, span_count, bytes, first_start_ns, last_activity_ns)
+        SELECT coalesce(session, ''), COUNT(*), SUM(size), MIN(start_ns), MAX({_ACTIVITY}) FROM spans WHERE true
+        GROUP BY coalesce(session, '')
+        ON CONFLICT (session) DO UPDATE SET span_count = excluded.span_count, bytes = excluded.bytes,
+        first_start_ns = excluded.first_start_ns, last_activity_ns = excluded.last_activity_ns""",
+    "INSERT OR IGNORE INTO store_stats (id) VALUES (1)",
+    """UPDATE store_stats SET span_count = (SELECT COUNT(*) FROM spans),
+        total_bytes = (SELECT coalesce(SUM(size), 0) FROM spans),
+        session_count = (SELECT COUNT(*) FROM sessions WHERE session <> '' AND first_start_ns IS NOT NULL)
+        WHERE id = 1""",
+)
+"""Recompute every summary (and the writer's running rows/bytes per session and store) from the rows."""
+
+
+def rebuild_summaries(conn: sqlite3.Connection) -> None:
+    """Recompute every summary table from the rows, in SQL (also the running rows and bytes per session and per
+    store). Runs in the caller's transaction when one is open, else in its own."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in REBUILD:
+            conn.execute(statement)
+    except BaseException:
+        if own:
+            conn.execute("ROLLBACK")
+        raise
+    if own:
+        conn.execute("COMMIT")
+
+
+# -- the writer's part ----------------------------------------------------------------------------------------
+_ROOT_FIELDS = (
+    "root_span_id",
+    "root_parent",
+    "root_start_ns",
+    "name",
+    "kind",
+    "status",
+    "end_ns",
+    "service",
+    "agent",
+    "stop_reason",
+)
+# Four statements rather than one upsert that assigns every column: SQLite rewrites the entries of every index on
+# an assigned column, so the indexed columns (start, session, the root's kind/status/agent/service) are assigned
+# only when they change: a new trace, an earlier span, a larger session key, a better root.
+_UPSERT_TRACE = (
+    "INSERT INTO trace_summaries (trace_id, session, start_ns, span_count, error_count, iterations, llm_calls,"
+    f" tool_calls, input_tokens, output_tokens, {', '.join(_ROOT_FIELDS)})"
+    f" VALUES ({', '.join('?' * (10 + len(_ROOT_FIELDS)))})"
+    " ON CONFLICT (trace_id) DO UPDATE SET"
+    " span_count = span_count + excluded.span_count, error_count = error_count + excluded.error_count,"
+    " iterations = iterations + excluded.iterations, llm_calls = llm_calls + excluded.llm_calls,"
+    " tool_calls = tool_calls + excluded.tool_calls, input_tokens = input_tokens + excluded.input_tokens,"
+    " output_tokens = output_tokens + excluded.output_tokens"
+)
+_EARLIER_START = "UPDATE trace_summaries SET start_ns = ?2 WHERE trace_id = ?1 AND start_ns > ?2"
+_LARGER_SESSION = "UPDATE trace_summaries SET session = ?2 WHERE trace_id = ?1 AND (session IS NULL OR session < ?2)"
+_BETTER_ROOT = (
+    f"UPDATE trace_summaries SET {', '.join(f'{c} = ?{i + 2}' for i, c in enumerate(_ROOT_FIELDS))}"
+    " WHERE trace_id = ?1 AND (root_parent, root_start_ns, root_span_id) > (?3, ?4, ?2)"
+)
+
+
+def _positive_int(value: object) -> int:
+    return value if type(value) is int and value > 0 else 0
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+class _Trace:
+    __slots__ = ("counts", "root", "root_key", "session", "start_ns")
+
+    def __init__(self) -> None:
+        self.session: str | None = None
+        self.start_ns = 0
+        self.counts = [0, 0, 0, 0, 0, 0, 0]  # spans, errors, iterations, llm, tools, tokens in, tokens out
+        self.root_key: tuple[bool, int, str] | None = None
+        self.root: tuple[Any, ...] = ()
+
+
+def record_batch(
+    conn: sqlite3.Connection, rows: Sequence[SpanRow], params: Sequence[Sequence[Any]], inserted: Sequence[bool]
+) -> None:
+    """Add a written batch to the summaries, then recompute what deletes in this transaction touched.
+
+    ``params`` are the writer's insert parameters (trace id, span id, ..., ``session`` at 9, ``start_ns`` at 6),
+    a subsequence of ``rows`` in order (rows of a cleared session are left out); ``inserted`` says per entry of
+    ``params`` whether it was written. Call inside the writer's transaction, after retention.
+    """
+    traces: dict[str, _Trace] = {}
+    sessions: dict[str, list[int]] = {}  # key -> [first start, last activity]
+    pairs: set[tuple[str, str]] = set()
+    at = 0
+    n_params = len(params)
+    for row in rows:
+        if at >= n_params:
+            break
+        p = params[at]
+        if p[0] != row.trace_id or p[1] != row.span_id or p[6] != row.start_ns:
+            continue  # not written (its session was cleared)
+        at += 1
+        if not inserted[at - 1]:
+            continue
+        trace_id, start, end = row.trace_id, row.start_ns, row.end_ns
+        session = row.session or None
+        key = session or ""
+        entry = traces.get(trace_id)
+        if entry is None:
+            entry = traces[trace_id] = _Trace()
+            entry.start_ns = start
+        elif start < entry.start_ns:
+            entry.start_ns = start
+        if session is not None and (entry.session is None or session > entry.session):
+            entry.session = session
+        kind = row.kind
+        counts = entry.counts
+        counts[0] += 1
+        if row.status == "error":
+            counts[1] += 1
+        if kind == sc.KIND_ITERATION:
+            counts[2] += 1
+        elif kind == sc.KIND_LLM:
+            counts[3] += 1
+            attributes = row.attributes
+            counts[5] += _positive_int(attributes.get(_INPUT))
+            counts[6] += _positive_int(attributes.get(_OUTPUT))
+        elif kind == sc.KIND_TOOL:
+            counts[4] += 1
+        root_key = (row.parent_span_id is not None, start, row.span_id)
+        if entry.root_key is None or root_key < entry.root_key:
+            entry.root_key = root_key
+            attributes = row.attributes
+            agent = _text(attributes.get(_AGENT))
+            if agent is None and kind == sc.KIND_RUN:
+                agent = row.name
+            entry.root = (
+                row.span_id,
+                int(root_key[0]),
+                start,
+                row.name,
+                kind,
+                row.status,
+                end,
+                _text(row.resource.get(_SERVICE)),
+                agent,
+                _text(attributes.get(_STOP)),
+            )
+        activity = start if end is None or end < start else end
+        found = sessions.get(key)
+        if found is None:
+            sessions[key] = [start, activity]
+        else:
+            if start < found[0]:
+                found[0] = start
+            if activity > found[1]:
+                found[1] = activity
+        pairs.add((key, trace_id))
+    if traces:
+        ids = list(traces)
+        known: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            known.update(
+                r[0]
+                for r in conn.execute(
+                    f"SELECT trace_id FROM trace_summaries WHERE trace_id IN ({','.join('?' * len(chunk))})", chunk
+                )
+            )
+        conn.executemany(
+            _UPSERT_TRACE,
+            [(trace_id, t.session, t.start_ns, *t.counts, *t.root) for trace_id, t in traces.items()],
+        )
+        if known:
+            older = [(trace_id, traces[trace_id]) for trace_id in known]
+            conn.executemany(_EARLIER_START, [(trace_id, t.start_ns) for trace_id, t in older])
+            conn.executemany(_LARGER_SESSION, [(trace_id, t.session) for trace_id, t in older if t.session is not None])
+            conn.executemany(_BETTER_ROOT, [(trace_id, *t.root) for trace_id, t in older])
+        conn.executemany("INSERT OR IGNORE INTO session_traces (session, trace_id) VALUES (?, ?)", list(pairs))
+        _add_sessions(conn, sessions)
+    flush_deleted(conn)
+
+
+def _add_sessions(conn: sqlite3.Connection, sessions: dict[str, list[int]]) -> None:
+    keys = [key for key in sessions if key]
+    new = 0
+    for start in range(0, len(keys), 500):
+        chunk = keys[start : start + 500]
+        (found,) = conn.execute(
+            f"SELECT COUNT(*) FROM sessions WHERE first_start_ns IS NULL AND session IN ({','.join('?' * len(chunk))})",
+            chunk,
+        ).fetchone()
+        new += int(found)
+    conn.executemany(
+        "UPDATE sessions SET first_start_ns = min(coalesce(first_start_ns, ?1), ?1),"
+        " last_activity_ns = max(coalesce(last_activity_ns, ?2), ?2) WHERE session = ?3",
+        [(first, last, key) for key, (first, last) in sessions.items()],
+    )
+    if new:
+        conn.execute("UPDATE store_stats SET session_count = session_count + ? WHERE id = 1", (new,))
+
+
+def flush_deleted(conn: sqlite3.Connection) -> None:
+    """Recompute the traces and sessions that rows deleted in this transaction belonged to (noted by the
+    ``spans_deleted_summaries`` trigger), from their remaining rows. Call inside the deleting transaction."""
+    dirty = conn.execute("SELECT trace_id, session FROM summary_dirty").fetchall()
+    if not dirty:
+        return
+    traces = sorted({(trace_id,) for trace_id, _session in dirty})
+    conn.executemany("DELETE FROM trace_summaries WHERE trace_id = ?", traces)
+    conn.executemany(_TRACES_FROM_ROWS.format(where="WHERE trace_id = ?"), traces)
+    conn.executemany(
+        "DELETE FROM session_traces WHERE session = ?1 AND trace_id = ?2 AND NOT EXISTS"
+        " (SELECT 1 FROM spans WHERE trace_id = ?2 AND coalesce(session, '') = ?1)",
+        [(session, trace_id) for trace_id, session in dirty],
+    )
+    change = 0
+    for key in sorted({session for _trace_id, session in dirty}):
+        where = "session = ?" if key else "session IS NULL AND ? = ''"
+        first, last = conn.execute(
+            f"SELECT MIN(start_ns), MAX({_ACTIVITY}) FROM spans WHERE {where}", (key,)
+        ).fetchone()
+        before = conn.execute("SELECT first_start_ns FROM sessions WHERE session = ?", (key,)).fetchone()
+        if before is None:
+            continue
+        conn.execute(
+            "UPDATE sessions SET first_start_ns = ?, last_activity_ns = ? WHERE session = ?", (first, last, key)
+        )
+        if key and (before[0] is None) != (first is None):
+            change += 1 if first is not None else -1
+    if change:
+        conn.execute("UPDATE store_stats SET session_count = session_count + ? WHERE id = 1", (change,))
+    conn.execute("UPDATE store_stats SET deleted_since_scrub = 1 WHERE id = 1")
+    conn.execute("DELETE FROM summary_dirty")
