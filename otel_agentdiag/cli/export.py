@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from otel_agentdiag.cli._common import CliError, open_store, resolve_store_path, store_option
-from otel_agentdiag.cli.health import resolve_session
+from otel_agentdiag.cli._sessions import resolve_session
 from otel_agentdiag.diagnostics.bundle import BundleLimits, build_bundle, write_bundle
 from otel_agentdiag.diagnostics.projection import load_store_hasher, strict_projection
 from otel_agentdiag.redaction import hashing

@@ -35,7 +35,8 @@ from otel_agentdiag.cli._common import (
     store_option,
 )
 from otel_agentdiag.cli._duration import Duration, format_duration
-from otel_agentdiag.cli.health import parse_as_of, resolve_session
+from otel_agentdiag.cli._sessions import resolve_session
+from otel_agentdiag.cli.health import parse_as_of
 from otel_agentdiag.diagnostics.projection import load_store_hasher
 from otel_agentdiag.diagnostics.push import (
     DEFAULT_BATCH_SIZE,
