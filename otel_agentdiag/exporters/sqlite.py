@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import Link, SpanKind, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.fork import around_fork, reinit_after_fork
@@ -205,6 +205,8 @@ _SDK_SPANS = frozenset({ReadableSpan, Span})
 
 def span_to_row(span: ReadableSpan) -> SpanRow:
     """Convert an ended span to the store's row."""
+    events: Sequence[Event]
+    links: Sequence[Link]
     if span.__class__ in _SDK_SPANS:  # the slots the properties return: no Python call per field
         ctx, parent, scope, events, links = span._context, span._parent, span._instrumentation_scope, (), ()
         name, span_kind, start, end, status = span._name, span._kind, span._start_time, span._end_time, span._status
