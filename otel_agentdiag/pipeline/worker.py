@@ -88,7 +88,7 @@ def _sessions_of(spans: list[ReadableSpan]) -> tuple[list[str | None], list[bool
     for index, span in enumerate(spans):
         attributes = span_attributes(span)
         session = attributes.get(conversation, attributes.get(session_key))
-        sessions.append(session if type(session) is str or isinstance(session, str) else None)
+        sessions.append(session if isinstance(session, str) else None)
         if _TOMBSTONE_KEY in attributes:
             if tombstones is None:
                 tombstones = [False] * len(spans)

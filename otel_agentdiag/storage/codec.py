@@ -20,8 +20,8 @@ _C_ENCODE = (
     else _C_MAKE_ENCODER(None, _ENCODER.default, _ENCODE_STRING, None, ":", ",", False, False, False)
 )
 """One C encoder for every call: the same bytes as ``_ENCODER.encode``, without the per-call set-up. It keeps no
-markers (no per-call state, so it is shared by threads): a self-containing value, which no span attribute can
-be, raises RecursionError instead of ValueError, and is not written either way."""
+markers (no per-call state, so threads share it): a self-containing value, which no span attribute can be,
+raises RecursionError here, as it did before through the fallback (``canonical_json``)."""
 
 
 def _encode(value: Any) -> str:
