@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import Link, SpanKind, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.fork import around_fork, reinit_after_fork
@@ -199,9 +199,32 @@ def _new_row(
     return row
 
 
+_SDK_SPANS = frozenset({ReadableSpan, Span})
+"""The SDK's own span classes, whose properties read these slots (``events``/``links`` copy them into a tuple)."""
+
+
 def span_to_row(span: ReadableSpan) -> SpanRow:
     """Convert an ended span to the store's row."""
-    ctx = span.context
+    events: Sequence[Event]
+    links: Sequence[Link]
+    if span.__class__ in _SDK_SPANS:  # the slots the properties return: no Python call per field
+        ctx, parent, scope, events, links = span._context, span._parent, span._instrumentation_scope, (), ()
+        name, span_kind, start, end, status = span._name, span._kind, span._start_time, span._end_time, span._status
+        if span._events:
+            events = span.events
+        if span._links:
+            links = span.links
+        resource = span._resource
+    else:
+        ctx, parent, scope, events, links = (
+            span.context,
+            span.parent,
+            span.instrumentation_scope,
+            span.events,
+            span.links,
+        )
+        name, span_kind, start, end, status = span.name, span.kind, span.start_time, span.end_time, span.status
+        resource = span.resource
     if ctx is None:
         raise ValueError("span without a context")
     own = getattr(span, "_attributes", None)
@@ -212,19 +235,16 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
     get = attributes.get
     kind = get(sc.AGENTDIAG_KIND)
     session = get(sc.GEN_AI_CONVERSATION_ID, get(sc.SESSION_ID))  # as row_session()
-    scope = span.instrumentation_scope
-    parent = span.parent
-    events, links = span.events, span.links
     return _new_row(
         f"{ctx.trace_id:032x}",
         f"{ctx.span_id:016x}",
         None if parent is None else f"{parent.span_id:016x}",
-        span.name,
+        name,
         kind if isinstance(kind, str) and kind in _KINDS else sc.KIND_OTHER,
-        _span_kind(span.kind),
-        span.start_time or 0,
-        span.end_time,
-        _status(span.status.status_code),
+        _span_kind(span_kind),
+        start or 0,
+        end,
+        _status(status.status_code),
         session if isinstance(session, str) else None,
         attributes,
         [{"name": e.name, "time_ns": e.timestamp, "attributes": _plain(e.attributes)} for e in events]
@@ -241,7 +261,7 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
         if links
         else [],
         # The resource mapping itself: spans of one provider share it, and the store caches by identity.
-        span.resource.attributes,
+        resource.attributes,
         _scope_row(scope),
         _observer(get(sc.AGENTDIAG_OBSERVER_ID)),
         _sequence(get(sc.AGENTDIAG_SEQUENCE)),

@@ -80,6 +80,44 @@ class RetryPolicy(Protocol):
         ...
 
 
+def _sessions_of(spans: list[ReadableSpan]) -> tuple[list[str | None], list[bool] | None]:
+    """Per span, :func:`span_session` and whether it is a redaction tombstone (None: no span is), in one pass."""
+    sessions: list[str | None] = []
+    tombstones: list[bool] | None = None
+    conversation, session_key = sc.GEN_AI_CONVERSATION_ID, sc.SESSION_ID
+    for index, span in enumerate(spans):
+        attributes = span_attributes(span)
+        session = attributes.get(conversation, attributes.get(session_key))
+        sessions.append(session if isinstance(session, str) else None)
+        if _TOMBSTONE_KEY in attributes:
+            if tombstones is None:
+                tombstones = [False] * len(spans)
+            tombstones[index] = True
+    return sessions, tombstones
+
+
+def _finished_spans(finisher: SpanFinisher, batch: list[_Item]) -> list[ReadableSpan | None]:
+    """What ``finisher`` makes of each span of ``batch``, in order: one ``finish_batch`` call when it has one (a
+    redactor does), else one ``finish_span`` per span. A finisher that breaks its contract (raises, or returns a
+    list of another length) still fails closed: the batch goes span by span, a span that raises is rejected."""
+    finish_batch = getattr(finisher, "finish_batch", None)
+    if finish_batch is not None:
+        try:
+            out = finish_batch([item[0] for item in batch])
+            if type(out) is list and len(out) == len(batch):
+                return out
+        except Exception as exc:  # noqa: BLE001 - then span by span: every span still finished or rejected
+            log_internal_error("finishing a batch of spans", exc)
+    finished: list[ReadableSpan | None] = []
+    for span, _size in batch:
+        try:
+            finished.append(finisher.finish_span(span))
+        except Exception as exc:  # noqa: BLE001 - a finisher that breaks its contract still fails closed
+            log_internal_error("finishing a span", exc)
+            finished.append(None)
+    return finished
+
+
 class BatchWorker:
     """The worker side of a batch processor, and the state both sides share (guarded by ``_lock``)."""
 
@@ -257,12 +295,7 @@ class BatchWorker:
         """Finish a taken batch; the spans to export (None: shutdown abandoned the batch meanwhile)."""
         finished: list[_Item] = []
         rejected: list[str | None] = []
-        for span, size in batch:
-            try:
-                clean = finisher.finish_span(span)
-            except Exception as exc:  # noqa: BLE001 - a finisher that breaks its contract still fails closed
-                log_internal_error("finishing a span", exc)
-                clean = None
+        for (span, size), clean in zip(batch, _finished_spans(finisher, batch), strict=True):
             if clean is not None:
                 finished.append((clean, size))
                 continue
@@ -286,7 +319,7 @@ class BatchWorker:
                 return
             batch = finished
         spans = [item[0] for item in batch]
-        sessions = [span_session(span) for span in spans]
+        sessions, tombstones = _sessions_of(spans)
         attempt = 0
         started = time.monotonic()
         while True:
@@ -300,7 +333,7 @@ class BatchWorker:
                 if self._abandoned:
                     return
                 if ok:
-                    self._settle_locked(spans, sessions, accounting)
+                    self._settle_locked(sessions, tombstones, accounting)
                     return
                 self.flush_failures += 1
                 delay = self._retry_delay(attempt, retry_in, started)
@@ -323,17 +356,32 @@ class BatchWorker:
         )
 
     def _settle_locked(
-        self, spans: list[ReadableSpan], sessions: list[str | None], accounting: Accounting | None
+        self, sessions: list[str | None], tombstones: list[bool] | None, accounting: Accounting | None
     ) -> None:
-        """Count an exported batch: accepted (or rejected, for a tombstone), and the deltas that went with it."""
+        """Count an exported batch: accepted (or rejected, for a tombstone), and the deltas that went with it.
+
+        ``sessions`` and ``tombstones`` per span, from :func:`_sessions_of`."""
         if accounting is not None:
             subtract_deltas(self._rejected, accounting.rejected)
             subtract_deltas(self._dropped, accounting.dropped)
             self._dirty = bool(self._rejected or self._dropped)
         ledger = self._ledger
-        for span, session in zip(spans, sessions, strict=True):
+        if tombstones is None:
+            # Per session, in the order of its last span; counted at once when no session can be evicted meanwhile
+            # (then the counts and the ledger's session order are those of one span at a time).
+            per_session: dict[str | None, int] = {}
+            for session in reversed(sessions):
+                per_session[session] = per_session.get(session, 0) + 1
+            known = ledger.sessions
+            if len(known) + sum(1 for s in per_session if s not in known) <= ledger.max_sessions:
+                for session, n in reversed(per_session.items()):
+                    ledger.observe(session, n)
+                    ledger.accept(session, n)
+                self._in_flight = []
+                return
+        for index, session in enumerate(sessions):
             ledger.observe(session)
-            if _TOMBSTONE_KEY in span_attributes(span):
+            if tombstones is not None and tombstones[index]:
                 ledger.reject(session, REDACTOR_ERROR)
             else:
                 ledger.accept(session)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.context import Context
@@ -173,12 +173,16 @@ class RedactingSpanProcessor(SpanProcessor):
                 self._content.transfer(span, clean)
             return clean, False
         except Exception as exc:  # noqa: BLE001 - fail closed: never export the original
-            self._count("failed")
-            _logger.warning(
-                "otel-agentdiag: a span could not be redacted (%s); %s",
-                type(exc).__name__,
-                "a tombstone was exported instead" if self.policy.on_error == "tombstone" else "it was dropped",
-            )
+            return self._fail_closed(span, exc)
+
+    def _fail_closed(self, span: ReadableSpan, exc: Exception) -> tuple[ReadableSpan | None, bool]:
+        """After redacting ``span`` raised ``exc``: the tombstone or None, as :meth:`_redact_or_tombstone`."""
+        self._count("failed")
+        _logger.warning(
+            "otel-agentdiag: a span could not be redacted (%s); %s",
+            type(exc).__name__,
+            "a tombstone was exported instead" if self.policy.on_error == "tombstone" else "it was dropped",
+        )
         if self._content is not None:
             self._content.discard(span)  # a tombstone carries nothing of the span
         if self.policy.on_error == "tombstone":
@@ -204,6 +208,38 @@ class RedactingSpanProcessor(SpanProcessor):
             return clean
         except Exception as exc:  # noqa: BLE001 - counted as rejected by the caller
             log_internal_error("redacting a span", exc)
+            return None
+
+    def finish_batch(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan | None]:
+        """:meth:`finish_span` for a whole batch, in order, with one call and one lock for the counters: the same
+        spans out (a tombstone or None for a span that cannot be redacted), the same counts. Never raises."""
+        out: list[ReadableSpan | None] = []
+        redact = self.redactor.redact
+        content = self._content
+        redacted = 0
+        for span in spans:
+            try:
+                clean: ReadableSpan | None = redact(span)
+                if content is not None:
+                    content.transfer(span, clean)  # type: ignore[arg-type]
+                redacted += 1
+            except Exception as exc:  # noqa: BLE001 - fail closed and count, exactly as finish_span does
+                clean = self._finish_failed(span, exc)
+            out.append(clean)
+        if redacted:
+            with self._lock:
+                self.redacted += redacted
+        return out
+
+    def _finish_failed(self, span: ReadableSpan, exc: Exception) -> ReadableSpan | None:
+        """:meth:`finish_span`'s outcome for a span whose redaction raised ``exc``: the tombstone or None."""
+        try:
+            clean, tombstone = self._fail_closed(span, exc)
+            if tombstone:
+                self._count("tombstoned")
+            return clean
+        except Exception as error:  # noqa: BLE001 - counted as rejected by the caller
+            log_internal_error("redacting a span", error)
             return None
 
     def session_of(self, span: ReadableSpan) -> str | None:

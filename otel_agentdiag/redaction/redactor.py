@@ -15,7 +15,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Status
 
@@ -326,7 +326,19 @@ class SpanRedactor:
         counts: dict[str, int] = {}
         removed: list[str] | None = [] if self._debug else None
         attributes = self._attributes(attributes_with_ids(span), counts, None, removed)
-        name = self._span_name(span.name, attributes, counts)
+        if span.__class__ in _SDK_SPANS:  # the slots the SDK's properties return: no Python call per field
+            original, status, resource, scope = span._name, span._status, span._resource, span._instrumentation_scope
+            context, parent, kind, start, end = (
+                span._context,
+                span._parent,
+                span._kind,
+                span._start_time,
+                span._end_time,
+            )
+        else:
+            original, status, resource, scope = span.name, span.status, span.resource, span.instrumentation_scope
+            context, parent, kind, start, end = span.context, span.parent, span.kind, span.start_time, span.end_time
+        name = self._span_name(original, attributes, counts)
         # The SDK's ``events``/``links`` properties copy into a tuple; most spans have neither.
         events: Any = getattr(span, "_events", _MISSING)
         if events is _MISSING:
@@ -336,18 +348,15 @@ class SpanRedactor:
         if links is _MISSING:
             links = span.links
         links = self._links(links, counts, removed) if links else ()
-        status = span.status
         if status.description:
             counts[STATUS_DESCRIPTION] = counts.get(STATUS_DESCRIPTION, 0) + 1
             status = Status(status.status_code)
         # Resource and scope are shared by many spans: the cached clean copies, looked up inline when present.
-        resource = span.resource
         cached_resource = self._resources.get(id(resource))
         if cached_resource is not None and cached_resource[0] is resource:
             _, resource, resource_dropped = cached_resource
         else:
             resource, resource_dropped = self._resource(resource)
-        scope: Any = span.instrumentation_scope
         cached_scope = self._scopes.get(id(scope))
         if cached_scope is not None and cached_scope[0] is scope:
             _, scope, scope_dropped = cached_scope
@@ -360,7 +369,6 @@ class SpanRedactor:
                 attributes[_COUNTER_KEYS[reason]] = count
             if removed:
                 attributes[sc.AGENTDIAG_REDACTION_KEYS] = self._debug_keys(removed)
-        context, parent = span.context, span.parent
         return ReadableSpan(
             name=name,
             context=_bare_context(context) if context is not None and context.trace_state else context,
@@ -369,10 +377,10 @@ class SpanRedactor:
             attributes=attributes,
             events=events,
             links=links,
-            kind=span.kind,
+            kind=kind,
             status=status,
-            start_time=span.start_time,
-            end_time=span.end_time,
+            start_time=start,
+            end_time=end,
             instrumentation_scope=scope,
         )
 
@@ -421,6 +429,8 @@ class SpanRedactor:
 
 
 _SCOPE_STRING = Scalar(256)
+_SDK_SPANS = frozenset({ReadableSpan, Span})
+"""The SDK's own span classes, whose properties read the slots :meth:`SpanRedactor.redact` reads directly."""
 
 
 def _schema_url(url: str | None) -> tuple[str | None, int]:

@@ -14,13 +14,21 @@ _C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
 _ENCODE_STRING = json.encoder.encode_basestring
 
 
+_C_ENCODE = (
+    None
+    if _C_MAKE_ENCODER is None
+    else _C_MAKE_ENCODER(None, _ENCODER.default, _ENCODE_STRING, None, ":", ",", False, False, False)
+)
+"""One C encoder for every call: the same bytes as ``_ENCODER.encode``, without the per-call set-up. It keeps no
+markers (no per-call state, so threads share it): a self-containing value, which no span attribute can be,
+raises RecursionError here, as it did before through the fallback (``canonical_json``)."""
+
+
 def _encode(value: Any) -> str:
     """``_ENCODER.encode(value)`` for a dict or list, without the set-up ``encode`` repeats on every call."""
-    if _C_MAKE_ENCODER is None:
+    if _C_ENCODE is None:
         return _ENCODER.encode(value)
-    # A fresh markers dict per call, as JSONEncoder.iterencode makes (circular references raise ValueError).
-    encode = _C_MAKE_ENCODER({}, _ENCODER.default, _ENCODE_STRING, None, ":", ",", False, False, False)
-    return "".join(encode(value, 0))
+    return "".join(_C_ENCODE(value, 0))
 
 
 def row_json(value: Any) -> str:
