@@ -103,27 +103,18 @@ class StoreMaintenance(StoreConnection):
     def prune(self, *, now_ns: int | None = None) -> PruneResult:
         """Apply every retention limit to every session and the store now; returns what was deleted.
 
-        Also recomputes the running totals (rows and bytes per session and per store) from the rows, and forgets
-        the push marks of spans no longer stored. What is deleted is zeroed where SQLite frees it; call
-        :meth:`scrub` after it for no byte of a pruned span to be left. Raises ``sqlite3.Error`` with nothing
-        changed.
+        The limits are applied from the running totals the writer keeps (rows and bytes per session and per
+        store); when those disagree with the rows (see :func:`_totals_drifted`: written by another program, say)
+        they are recomputed from the rows first. Also forgets the push marks of spans no longer stored. What is
+        deleted is zeroed where SQLite frees it; call :meth:`scrub` after it for no byte of a pruned span to be
+        left (copies of moved cells remain otherwise: see :mod:`otel_agentdiag.storage.scrub`). Raises
+        ``sqlite3.Error`` with nothing changed.
         """
         now = time.time_ns() if now_ns is None else now_ns
         limits = self.retention
         with self._transaction() as conn:
-            conn.execute("UPDATE sessions SET span_count = 0, bytes = 0")
-            conn.execute(
-                "INSERT INTO sessions (session, span_count, bytes)"
-                " SELECT coalesce(session, ''), COUNT(*), SUM(size) FROM spans WHERE true"
-                " GROUP BY coalesce(session, '')"
-                " ON CONFLICT (session) DO UPDATE SET span_count = excluded.span_count, bytes = excluded.bytes"
-            )
-            conn.execute(
-                "INSERT INTO store_stats (id, span_count, total_bytes)"
-                " SELECT 1, COUNT(*), coalesce(SUM(size), 0) FROM spans WHERE true"
-                " ON CONFLICT (id) DO UPDATE SET span_count = excluded.span_count,"
-                " total_bytes = excluded.total_bytes"
-            )
+            if _totals_drifted(conn):
+                _recount_totals(conn)
             total = Pruned()
             for entry in prune_by_age(conn, limits, now).values():
                 total.add(entry)
@@ -149,3 +140,35 @@ class StoreMaintenance(StoreConnection):
             )
             flush_deleted(conn)
         return PruneResult(spans=total.spans, bytes=total.bytes)
+
+
+def _totals_drifted(conn: sqlite3.Connection) -> bool:
+    """Whether the running totals may disagree with the rows, by checks that read no span row: the store's row
+    count against the spans table's count (SQLite counts the entries of its smallest b-tree), and the store's
+    totals against the sum of the sessions' totals (one row per session)."""
+    found = conn.execute("SELECT span_count, total_bytes FROM store_stats WHERE id = 1").fetchone()
+    if found is None:
+        return True
+    (rows,) = conn.execute("SELECT COUNT(*) FROM spans").fetchone()
+    if int(found[0]) != int(rows):
+        return True
+    count, size = conn.execute("SELECT coalesce(SUM(span_count), 0), coalesce(SUM(bytes), 0) FROM sessions").fetchone()
+    return (int(count), int(size)) != (int(found[0]), int(found[1]))
+
+
+def _recount_totals(conn: sqlite3.Connection) -> None:
+    """Recompute the running totals (rows and bytes per session and per store) from the rows: a whole-table
+    aggregate, for totals :func:`_totals_drifted` found wrong."""
+    conn.execute("UPDATE sessions SET span_count = 0, bytes = 0")
+    conn.execute(
+        "INSERT INTO sessions (session, span_count, bytes)"
+        " SELECT coalesce(session, ''), COUNT(*), SUM(size) FROM spans WHERE true"
+        " GROUP BY coalesce(session, '')"
+        " ON CONFLICT (session) DO UPDATE SET span_count = excluded.span_count, bytes = excluded.bytes"
+    )
+    conn.execute(
+        "INSERT INTO store_stats (id, span_count, total_bytes)"
+        " SELECT 1, COUNT(*), coalesce(SUM(size), 0) FROM spans WHERE true"
+        " ON CONFLICT (id) DO UPDATE SET span_count = excluded.span_count,"
+        " total_bytes = excluded.total_bytes"
+    )
