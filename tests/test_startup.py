@@ -273,8 +273,8 @@ def test_the_command_mapping_behaves_as_a_dict():
 
 
 # What `agentdiag show` needs none of inside the store: the writer, maintenance (retention, scrubbing), the violation
-# log, the push marks and the full ``SpanStore`` class that holds them all; nor ``logging`` (imported where a warning
-# is logged).
+# log, the push marks, the ledger and the full ``SpanStore`` class that holds them all; nor ``logging`` (imported
+# where a warning is logged).
 NOT_FOR_SHOW_STORE = (
     "otel_agentdiag.storage.store",
     "otel_agentdiag.storage.writer",
@@ -283,6 +283,7 @@ NOT_FOR_SHOW_STORE = (
     "otel_agentdiag.storage.scrub",
     "otel_agentdiag.storage.violations",
     "otel_agentdiag.storage.push_marks",
+    "otel_agentdiag.storage.ledger",
     "logging",
 )
 
