@@ -1,11 +1,14 @@
 """Start-up cost: ``import otel_agentdiag`` and the ``agentdiag`` command, as ratios against baselines run beside them.
 
-``python -m benchmarks.startup [--quick] [--output benchmarks/results/startup.json]``
+``python -m benchmarks.startup [--quick] [--bytecode cached|as-is] [--output benchmarks/results/startup.json]``
 
 Every variant is a fresh process (``subprocess.run``, output captured) timed by wall clock from spawn to exit.
 Each round runs every variant once, in an order that rotates from round to round; a figure is the median over
 rounds of the per-round ratio of two variants, so a busy neighbour slows both sides of a ratio alike. One round
-before the measured ones is thrown away (it writes the bytecode caches). The variants:
+before the measured ones is thrown away (it writes the bytecode caches). The caches are written and used even
+where ``PYTHONDONTWRITEBYTECODE`` is set (as for an installed package: ``pip`` compiles it): the variants run
+without it, with ``PYTHONPYCACHEPREFIX`` in the run's temporary folder; ``--bytecode as-is`` runs them in the
+environment unchanged (every module of a source checkout compiled afresh in every process there). The variants:
 
 ==================  ===============================================================================================
 ``python``          ``python -c pass``: the interpreter and its ``site`` (the baseline of the command's goals)
@@ -85,16 +88,29 @@ def agentdiag_command() -> list[str]:
     return [sys.executable, "-c", "from otel_agentdiag.cli import main; main()"]
 
 
-def _run(argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+def _run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:
     started = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     return time.perf_counter() - started, done
 
 
-def _demo_store(folder: Path, command: list[str]) -> tuple[Path, str]:
+def _bytecode_env(folder: Path, bytecode: str) -> dict[str, str] | None:
+    """The variants' environment: with ``cached``, bytecode caches are written and used, as for an installed
+    package (``pip`` compiles it), even where ``PYTHONDONTWRITEBYTECODE`` is set (it would make every run compile
+    every module of a source checkout afresh): that variable is dropped and the caches go to
+    ``PYTHONPYCACHEPREFIX``, a folder of this run's temporary folder (nothing is written into the checkout or the
+    interpreter's folders). With ``as-is``: the environment as it is (None)."""
+    if bytecode == "as-is":
+        return None
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+    return env
+
+
+def _demo_store(folder: Path, command: list[str], env: dict[str, str] | None = None) -> tuple[Path, str]:
     """A store ``agentdiag demo`` wrote, and the id of one of its traces."""
     store = folder / "demo" / "traces.db"
-    _, done = _run([*command, "demo", "--store", str(store)])
+    _, done = _run([*command, "demo", "--store", str(store)], env)
     if done.returncode != 0:
         raise RuntimeError(f"agentdiag demo failed ({done.returncode}): {done.stderr.strip()}")
     conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
@@ -157,22 +173,23 @@ GOALS: dict[str, tuple[str, float]] = {
 }
 
 
-def run(quick: bool) -> dict[str, Any]:
+def run(quick: bool, bytecode: str = "cached") -> dict[str, Any]:
     rounds = 5 if quick else 31
     command = agentdiag_command()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="agentdiag-startup-") as tmp:
         folder = Path(tmp)
-        store, trace_id = _demo_store(folder, command)
+        env = _bytecode_env(folder, bytecode)
+        store, trace_id = _demo_store(folder, command, env)
         variants = _variants(folder, command, store, trace_id)
         names = list(variants)
         for name in names:  # the discarded round: bytecode caches, the configure store's creation
-            _check(name, _run(variants[name])[1])
+            _check(name, _run(variants[name], env)[1])
         seconds: dict[str, list[float]] = {name: [] for name in names}
         for index in range(rounds):
             shift = index % len(names)
             for name in names[shift:] + names[:shift]:
-                elapsed, done = _run(variants[name])
+                elapsed, done = _run(variants[name], env)
                 _check(name, done)
                 seconds[name].append(elapsed)
     ratios = {
@@ -181,6 +198,7 @@ def run(quick: bool) -> dict[str, Any]:
     }
     results: dict[str, Any] = {
         "rounds": rounds,
+        "bytecode": bytecode,
         "commands": {name: _shown(argv, store, folder) for name, argv in variants.items()},
         "seconds": {
             name: {
@@ -226,10 +244,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.startup", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5 rounds (default 31)")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/startup.json"))
+    parser.add_argument(
+        "--bytecode",
+        choices=["cached", "as-is"],
+        default="cached",
+        help="cached (default): bytecode caches written and used, even under PYTHONDONTWRITEBYTECODE; "
+        "as-is: the environment unchanged",
+    )
     args = parser.parse_args(argv)
-    results = run(args.quick)
+    results = run(args.quick, args.bytecode)
     save_results(results, args.output)
-    print(f"{results['rounds']} rounds; wall ms per process, median [min-max]")
+    print(f"{results['rounds']} rounds, bytecode {results['bytecode']}; wall ms per process, median [min-max]")
     for name, figures in results["seconds"].items():
         print(
             f"  {name:<14} {figures['median'] * 1e3:7.1f} [{figures['min'] * 1e3:.1f}-{figures['max'] * 1e3:.1f}]"

@@ -270,3 +270,129 @@ def test_the_command_mapping_behaves_as_a_dict():
     assert list(commands)[-1] == "extra" and commands["extra"] is extra
     del commands["extra"]
     assert "extra" not in commands
+
+
+# What `agentdiag show` needs none of inside the store: the writer, maintenance (retention, scrubbing), the violation
+# log, the push marks, the ledger and the full ``SpanStore`` class that holds them all; nor ``logging`` (imported
+# where a warning is logged).
+NOT_FOR_SHOW_STORE = (
+    "otel_agentdiag.storage.store",
+    "otel_agentdiag.storage.writer",
+    "otel_agentdiag.storage.maintenance",
+    "otel_agentdiag.storage.retention",
+    "otel_agentdiag.storage.scrub",
+    "otel_agentdiag.storage.violations",
+    "otel_agentdiag.storage.push_marks",
+    "otel_agentdiag.storage.ledger",
+    "logging",
+)
+
+# Where each public name of ``otel_agentdiag.storage`` came from when that package imported them all eagerly.
+STORAGE_EAGER_SOURCES = {
+    "otel_agentdiag.storage.migrations": ["LATEST_VERSION", "StoreError"],
+    "otel_agentdiag.storage.retention": ["STORE_DROPPED_ATTRIBUTES", "STORE_DROPPED_EVENTS", "RetentionLimits"],
+    "otel_agentdiag.storage.scrub": ["ScrubIncomplete", "ScrubReport"],
+    "otel_agentdiag.storage.store": [
+        "ALL_SESSIONS",
+        "DROP_CAUSES",
+        "DROP_CLEARED",
+        "DROP_EXPORT_FAILURE",
+        "DROP_QUEUE_FULL",
+        "DROP_SHUTDOWN",
+        "REJECT_REDACTOR_ERROR",
+        "Accounting",
+        "ContentRow",
+        "ConversationSummary",
+        "ObserverInfo",
+        "PruneResult",
+        "RunSummary",
+        "SessionStats",
+        "SessionSummary",
+        "SpanRow",
+        "SpanStore",
+        "StoredContent",
+        "StoredSpan",
+        "StoreSummary",
+        "TraceSummary",
+        "WriteResult",
+    ],
+    "otel_agentdiag.storage.rows": ["OVERFLOW_SESSION"],
+}
+
+
+def _demo_trace(tmp_path) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    store = tmp_path / "demo" / "traces.db"
+    env = {name: value for name, value in os.environ.items() if name != "AGENTDIAG_STORE"}
+    demo = subprocess.run(
+        [sys.executable, "-m", "otel_agentdiag", "demo", "--store", str(store)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=120,
+    )
+    assert demo.returncode == 0, demo.stderr
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        (trace_id,) = conn.execute("SELECT trace_id FROM spans ORDER BY start_ns LIMIT 1").fetchone()
+    finally:
+        conn.close()
+    return trace_id, str(store)
+
+
+@pytest.mark.parametrize("command", ["show", "traces"])
+def test_show_and_traces_read_without_the_writer_maintenance_or_retention(tmp_path, command):
+    trace_id, store = _demo_trace(tmp_path)
+    args = "[sys.argv[1], '--store', sys.argv[2]]" if command == "show" else "['--store', sys.argv[2]]"
+    code = (
+        f"sys.argv = ['agentdiag', {command!r}, *{args}]\n"
+        "from otel_agentdiag.cli import main\n"
+        "main()\n"
+        "print('MISSED SYSTEMEXIT')\n"
+    )
+    probe = (
+        "import json, sys\n"
+        "try:\n" + "".join(f"    {line}\n" for line in code.splitlines()) + "except SystemExit as exc:\n"
+        "    sys.stderr.write(f'\\nEXIT={exc.code}\\n')\n"
+        "sys.stdout.flush()\n"
+        "sys.stderr.write('\\nMODULES=' + json.dumps(sorted(sys.modules)) + '\\n')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, trace_id, store], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert "\nEXIT=0\n" in done.stderr or "\nEXIT=None\n" in done.stderr, done.stderr
+    assert trace_id in done.stdout and "invoke_agent" in done.stdout  # it did read and print the trace
+    modules = json.loads(done.stderr[done.stderr.rfind("MODULES=") + len("MODULES=") :])
+    assert "otel_agentdiag.storage.reading" in modules and "otel_agentdiag.storage.queries" in modules
+    assert _offending(modules, (*NOT_FOR_SHOW, *NOT_FOR_SHOW_STORE)) == []
+
+
+def test_every_storage_name_is_the_object_the_eager_storage_package_exported():
+    import otel_agentdiag.storage as storage
+
+    names = sorted(name for names in STORAGE_EAGER_SOURCES.values() for name in names)
+    assert names == sorted(storage.__all__)
+    for module, module_names in STORAGE_EAGER_SOURCES.items():
+        source = importlib.import_module(module)
+        for name in module_names:
+            assert getattr(storage, name) is getattr(source, name), name
+    assert set(storage.__all__) <= set(dir(storage))
+
+
+def test_storage_star_import_and_submodule_attributes_work_in_a_fresh_process():
+    code = (
+        "from otel_agentdiag.storage import *\n"
+        "import otel_agentdiag.storage as storage\n"
+        "missing = [n for n in storage.__all__ if n not in globals()]\n"
+        "assert not missing, missing\n"
+        "assert storage.writer.StoreWriter in SpanStore.__mro__\n"
+        "assert storage.summaries.SCHEMA\n"
+        "from otel_agentdiag.storage import maintenance, reading\n"
+        "assert reading.ReadOnlyStore.__mro__[1].__name__ == 'StoreReader'\n"
+        "try:\n"
+        "    storage.no_such_name\n"
+        "except AttributeError:\n"
+        "    print('OK')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "OK", done.stderr

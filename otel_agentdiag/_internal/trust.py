@@ -32,12 +32,9 @@ On a platform without ``os.geteuid`` (Windows) nothing is checked: there is no P
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 import sys
-
-_logger = logging.getLogger(__name__)
 
 FILE_MODE = 0o600
 _GROUP_OTHER_WRITE = 0o022
@@ -273,7 +270,9 @@ def tighten(dir_fd: int, name: str, path: str | os.PathLike[str], *, advice: str
         return
     own = not CHECKS_APPLY or st.st_uid == os.geteuid()
     if stat.S_ISREG(st.st_mode) and st.st_mode & _GROUP_OTHER_ANY and own:
-        _logger.warning(
+        import logging  # on first use: start-up (`agentdiag show`) pays nothing for it
+
+        logging.getLogger(__name__).warning(
             "otel-agentdiag: %s was readable by others; setting mode 0600%s", path, f"; {advice}" if advice else ""
         )
         # By name: the entry was just seen to be a regular file in a folder only we (and root) can change.

@@ -18,6 +18,7 @@ from otel_agentdiag._internal.inputs import describe_input
 
 if TYPE_CHECKING:
     from otel_agentdiag.storage import SpanStore
+    from otel_agentdiag.storage.reading import ReadOnlyStore
 
 # The store, the recognisers and the redaction package are imported where they are used (start-up: `agentdiag
 # --version` and `--help` load this module and need none of them).
@@ -33,6 +34,7 @@ __all__ = [
     "format_option",
     "human_duration",
     "iso_utc",
+    "open_reader",
     "open_store",
     "resolve_store_path",
     "safe_url",
@@ -82,7 +84,7 @@ def format_option(fn: F) -> F:
 
 
 def resolve_store_path(store_path: Path | None) -> Path:
-    from otel_agentdiag.storage.store import default_store_path
+    from otel_agentdiag.storage.connection import default_store_path
 
     return store_path if store_path is not None else default_store_path()
 
@@ -106,6 +108,28 @@ def open_store(store_path: Path | None, *, write: bool = False) -> SpanStore:
             except StoreNeedsUpgrade:
                 pass
         return SpanStore(path, create=False)
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+
+
+def open_reader(store_path: Path | None) -> ReadOnlyStore | SpanStore:
+    """:func:`open_store` for a command that only reads through the store's read part (``show``, ``traces``):
+    the same checks, errors and fallback, but a :class:`~otel_agentdiag.storage.reading.ReadOnlyStore`, so the
+    command does not import the writer, maintenance, retention or scrubbing. A store of an older schema is
+    opened for writing, to be migrated, as :func:`open_store` does."""
+    from otel_agentdiag.storage.connection import StoreNeedsUpgrade
+    from otel_agentdiag.storage.migrations import StoreError
+    from otel_agentdiag.storage.reading import ReadOnlyStore
+
+    path = resolve_store_path(store_path)
+    if not path.exists():
+        raise CliError(f"no trace store at {path} (run 'agentdiag demo', or configure() in your agent, first)")
+    try:
+        try:
+            return ReadOnlyStore(path)
+        except StoreNeedsUpgrade:
+            pass
+        return open_store(path, write=True)
     except StoreError as exc:
         raise CliError(str(exc)) from None
 

@@ -14,7 +14,7 @@ import click
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.cli._common import can_encode, duration_ms, human_duration, iso_utc, printable
-from otel_agentdiag.storage import StoredSpan, TraceSummary
+from otel_agentdiag.storage.rows import StoredSpan, TraceSummary
 
 
 def trace_summary_json(summary: TraceSummary) -> dict[str, Any]:

@@ -7,9 +7,10 @@ from typing import Any
 
 import click
 
-from otel_agentdiag.cli._common import CliError, format_option, json_text, open_store, store_option
+from otel_agentdiag.cli._common import CliError, format_option, json_text, open_reader, store_option
 from otel_agentdiag.cli._render import render_traces_table, render_tree, trace_json, trace_summary_json
-from otel_agentdiag.storage import StoredContent, StoreError
+from otel_agentdiag.storage.migrations import StoreError
+from otel_agentdiag.storage.rows import StoredContent
 
 
 @click.command()
@@ -18,7 +19,7 @@ from otel_agentdiag.storage import StoredContent, StoreError
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most this many traces.")
 def traces(store_path: Path | None, output_format: str, limit: int | None) -> None:
     """List traces, newest first."""
-    with open_store(store_path) as store:
+    with open_reader(store_path) as store:
         summaries = store.list_traces(limit=limit)
     if output_format == "json":
         click.echo(json_text([trace_summary_json(s) for s in summaries]))
@@ -43,7 +44,7 @@ def traces(store_path: Path | None, output_format: str, limit: int | None) -> No
 )
 def show(trace_id: str, store_path: Path | None, output_format: str, with_content: bool) -> None:
     """Show one trace as a tree: TRACE_ID is the full id or a unique prefix."""
-    with open_store(store_path) as store:
+    with open_reader(store_path) as store:
         try:
             full_id = store.resolve_trace_id(trace_id)
         except StoreError as exc:

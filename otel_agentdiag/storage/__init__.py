@@ -1,37 +1,87 @@
-"""The local trace store: ``SpanStore`` (the one owner of the database), its migrations, retention and scrubbing."""
+"""The local trace store: ``SpanStore`` (the one owner of the database), its migrations, retention and scrubbing.
 
-from otel_agentdiag.storage.migrations import LATEST_VERSION, StoreError
-from otel_agentdiag.storage.retention import (
-    STORE_DROPPED_ATTRIBUTES,
-    STORE_DROPPED_EVENTS,
-    RetentionLimits,
-)
-from otel_agentdiag.storage.rows import OVERFLOW_SESSION
-from otel_agentdiag.storage.scrub import ScrubIncomplete, ScrubReport
-from otel_agentdiag.storage.store import (
-    ALL_SESSIONS,
-    DROP_CAUSES,
-    DROP_CLEARED,
-    DROP_EXPORT_FAILURE,
-    DROP_QUEUE_FULL,
-    DROP_SHUTDOWN,
-    REJECT_REDACTOR_ERROR,
-    Accounting,
-    ContentRow,
-    ConversationSummary,
-    ObserverInfo,
-    PruneResult,
-    RunSummary,
-    SessionStats,
-    SessionSummary,
-    SpanRow,
-    SpanStore,
-    StoredContent,
-    StoredSpan,
-    StoreSummary,
-    TraceSummary,
-    WriteResult,
-)
+Every public name is imported on first use (PEP 562), from the module that defines it: a reader (``agentdiag
+show``) that needs the rows and the read part does not load the writer, maintenance, retention or scrubbing.
+``from otel_agentdiag.storage import X`` works as always.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
+    from otel_agentdiag.storage.migrations import LATEST_VERSION, StoreError
+    from otel_agentdiag.storage.retention import (
+        STORE_DROPPED_ATTRIBUTES,
+        STORE_DROPPED_EVENTS,
+        RetentionLimits,
+    )
+    from otel_agentdiag.storage.rows import (
+        ALL_SESSIONS,
+        DROP_CAUSES,
+        DROP_CLEARED,
+        DROP_EXPORT_FAILURE,
+        DROP_QUEUE_FULL,
+        DROP_SHUTDOWN,
+        OVERFLOW_SESSION,
+        REJECT_REDACTOR_ERROR,
+        Accounting,
+        ContentRow,
+        ConversationSummary,
+        ObserverInfo,
+        PruneResult,
+        RunSummary,
+        SessionStats,
+        SessionSummary,
+        SpanRow,
+        StoredContent,
+        StoredSpan,
+        StoreSummary,
+        TraceSummary,
+        WriteResult,
+    )
+    from otel_agentdiag.storage.scrub import ScrubIncomplete, ScrubReport
+    from otel_agentdiag.storage.store import SpanStore
+
+_ROWS = "otel_agentdiag.storage.rows"
+_LAZY: dict[str, str] = {
+    "LATEST_VERSION": "otel_agentdiag.storage.migrations",
+    "StoreError": "otel_agentdiag.storage.migrations",
+    "STORE_DROPPED_ATTRIBUTES": "otel_agentdiag.storage.retention",
+    "STORE_DROPPED_EVENTS": "otel_agentdiag.storage.retention",
+    "RetentionLimits": "otel_agentdiag.storage.retention",
+    "ScrubIncomplete": "otel_agentdiag.storage.scrub",
+    "ScrubReport": "otel_agentdiag.storage.scrub",
+    "SpanStore": "otel_agentdiag.storage.store",
+    **{
+        name: _ROWS
+        for name in (
+            "ALL_SESSIONS",
+            "DROP_CAUSES",
+            "DROP_CLEARED",
+            "DROP_EXPORT_FAILURE",
+            "DROP_QUEUE_FULL",
+            "DROP_SHUTDOWN",
+            "OVERFLOW_SESSION",
+            "REJECT_REDACTOR_ERROR",
+            "Accounting",
+            "ContentRow",
+            "ConversationSummary",
+            "ObserverInfo",
+            "PruneResult",
+            "RunSummary",
+            "SessionStats",
+            "SessionSummary",
+            "SpanRow",
+            "StoredContent",
+            "StoredSpan",
+            "StoreSummary",
+            "TraceSummary",
+            "WriteResult",
+        )
+    },
+}
 
 __all__ = [
     "ALL_SESSIONS",
@@ -65,3 +115,26 @@ __all__ = [
     "TraceSummary",
     "WriteResult",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use and keep it here, so the next look-up is a plain attribute."""
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        # A submodule read as an attribute (``otel_agentdiag.storage.writer``) is imported, as the eager package
+        # (which imported them all) allowed.
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

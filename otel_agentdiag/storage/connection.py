@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from otel_agentdiag import environment_variables as env
@@ -21,10 +20,10 @@ from otel_agentdiag.storage.migrations import (
     is_up_to_date,
     migrate,
 )
-from otel_agentdiag.storage.retention import RetentionLimits
 from otel_agentdiag.storage.trusted import StoreFiles, open_store_files
 
-_logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from otel_agentdiag.storage.retention import RetentionLimits
 
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 FILE_MODE = 0o600
@@ -63,12 +62,12 @@ class StoreConnection:
     shares (see :class:`~otel_agentdiag.storage.store.SpanStore` for the arguments and the trust checks)."""
 
     path: Path
-    retention: RetentionLimits
     read_only: bool
     """Opened with ``read_only=True`` (``PRAGMA query_only``; SQLite ``mode=ro`` where the folder cannot be
     written, see :func:`read_only_uri`): every write raises ``sqlite3.OperationalError``."""
     _lock: threading.RLock
     _conn: sqlite3.Connection
+    _retention: RetentionLimits | None
     _identity: tuple[int, int]
     _resource_ids: dict[str, int]
     _resource_objects: dict[int, tuple[Mapping[str, Any], int]]
@@ -84,7 +83,7 @@ class StoreConnection:
         read_only: bool = False,
     ):
         self.path = Path(path)
-        self.retention = RetentionLimits() if retention is None else retention
+        self._retention = retention
         self.read_only = read_only
         create = create and not read_only
         files = open_store_files(self.path, create=create)  # ours and private, or UntrustedPathError
@@ -131,7 +130,11 @@ class StoreConnection:
                 return
             mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode != "wal":
-                _logger.warning("otel-agentdiag: %s could not switch to WAL (journal_mode=%s)", self.path, mode)
+                import logging  # on first use: start-up (`agentdiag show`) pays nothing for it
+
+                logging.getLogger(__name__).warning(
+                    "otel-agentdiag: %s could not switch to WAL (journal_mode=%s)", self.path, mode
+                )
             self._conn.execute("PRAGMA synchronous = NORMAL")
             # Whatever SQLite frees (a clear, retention's pruning) is overwritten with zeros, not left in free space.
             self._conn.execute("PRAGMA secure_delete = ON")
@@ -158,6 +161,20 @@ class StoreConnection:
         except BaseException:
             self._conn.close()
             raise
+
+    @property
+    def retention(self) -> RetentionLimits:
+        """The retention limits writes and :meth:`prune` apply (the defaults of :class:`RetentionLimits` when none
+        were given; made on first use, so a reader does not import the retention module)."""
+        if self._retention is None:
+            from otel_agentdiag.storage.retention import RetentionLimits
+
+            self._retention = RetentionLimits()
+        return self._retention
+
+    @retention.setter
+    def retention(self, limits: RetentionLimits) -> None:
+        self._retention = limits
 
     def _check_file(self) -> None:
         """Raise :class:`StoreError` unless ``path`` still names the opened database file."""

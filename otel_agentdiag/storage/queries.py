@@ -8,7 +8,6 @@ from typing import Any
 
 from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.storage.codec import SPAN_COLUMNS, bad_json, decode_span
-from otel_agentdiag.storage.ledger import read_observers, read_session_stats
 from otel_agentdiag.storage.migrations import StoreError
 from otel_agentdiag.storage.rows import (
     ALL_SESSIONS,
@@ -138,11 +137,15 @@ class StoreReader(SummaryReader):
 
     def session_stats(self, session: str | _AllSessions | None = ALL_SESSIONS) -> list[SessionStats]:
         """Cumulative stats rows, of one session (None: outside any session) or of all (the default)."""
+        from otel_agentdiag.storage.ledger import read_session_stats  # start-up: `show` reads no ledger
+
         with self._lock:
             return read_session_stats(self._conn, session)
 
     def observers(self) -> list[ObserverInfo]:
         """Every observer that wrote rows or accounting, oldest start first."""
+        from otel_agentdiag.storage.ledger import read_observers
+
         with self._lock:
             return read_observers(self._conn)
 

@@ -19,7 +19,6 @@ Readers are held to the same rules as writers: a store someone else planted coul
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import stat
 from dataclasses import dataclass
@@ -28,8 +27,6 @@ from pathlib import Path
 from otel_agentdiag._internal import trust
 from otel_agentdiag._internal.files import make_private_folders
 from otel_agentdiag.storage.migrations import StoreError
-
-_logger = logging.getLogger(__name__)
 
 COMPANIONS = {"-wal": "store WAL file", "-shm": "store shared-memory file"}
 """The files SQLite keeps beside the database in WAL mode, and how a refusal names them."""
@@ -138,7 +135,11 @@ def _tighten(folder_fd: int, name: str, path: str | os.PathLike[str], *, read_on
     except OSError as exc:
         if not read_only or exc.errno not in (errno.EROFS, errno.EPERM, errno.EACCES):
             raise
-        _logger.warning("otel-agentdiag: %s is readable by others and cannot be made private (%s)", path, exc.strerror)
+        import logging  # on first use: start-up (`agentdiag show`) pays nothing for it
+
+        logging.getLogger(__name__).warning(
+            "otel-agentdiag: %s is readable by others and cannot be made private (%s)", path, exc.strerror
+        )
 
 
 def _check_kind(folder_fd: int, path: Path) -> None:
