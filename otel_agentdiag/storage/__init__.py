@@ -7,8 +7,9 @@ show``) that needs the rows and the read part does not load the writer, maintena
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from otel_agentdiag._internal.lazy import lazy_attributes
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
     from otel_agentdiag.storage.migrations import LATEST_VERSION, StoreError
@@ -117,24 +118,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name on first use and keep it here, so the next look-up is a plain attribute."""
-    if name.startswith("__"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = _LAZY.get(name)
-    if module is None:
-        # A submodule read as an attribute (``otel_agentdiag.storage.writer``) is imported, as the eager package
-        # (which imported them all) allowed.
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals(), __all__)
