@@ -196,34 +196,25 @@ class RedactingSpanProcessor(SpanProcessor):
     # -- finishing on the batch processor's worker (redact_in_worker=True) ---------------------------------
     def finish_span(self, span: ReadableSpan) -> ReadableSpan | None:
         """:class:`~otel_agentdiag.pipeline.batching.SpanFinisher`: the span to export, or None (rejected: the
-        batch processor counts it as ``redactor_error``). Runs on the worker thread; never raises."""
-        try:
-            clean, tombstone = self._redact_or_tombstone(span)
-            if clean is not None:
-                if tombstone:
-                    self._count("tombstoned")
-                else:
-                    with self._lock:  # the common case, without _count's getattr/setattr
-                        self.redacted += 1
-            return clean
-        except Exception as exc:  # noqa: BLE001 - counted as rejected by the caller
-            log_internal_error("redacting a span", exc)
-            return None
+        batch processor counts it as ``redactor_error``). Runs on the worker thread; never raises. One span of
+        :meth:`finish_batch`, which the worker calls."""
+        return self.finish_batch((span,))[0]
 
     def finish_batch(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan | None]:
-        """:meth:`finish_span` for a whole batch, in order, with one call and one lock for the counters: the same
-        spans out (a tombstone or None for a span that cannot be redacted), the same counts. Never raises."""
+        """Each span redacted, in order, with one lock for the counters: a span that cannot be redacted fails
+        closed (its tombstone, or None: rejected) and is counted as on the ending thread. Never raises."""
         out: list[ReadableSpan | None] = []
         redact = self.redactor.redact
         content = self._content
         redacted = 0
         for span in spans:
+            clean: ReadableSpan | None
             try:
-                clean: ReadableSpan | None = redact(span)
+                clean = done = redact(span)
                 if content is not None:
-                    content.transfer(span, clean)  # type: ignore[arg-type]
+                    content.transfer(span, done)
                 redacted += 1
-            except Exception as exc:  # noqa: BLE001 - fail closed and count, exactly as finish_span does
+            except Exception as exc:  # noqa: BLE001 - fail closed and count
                 clean = self._finish_failed(span, exc)
             out.append(clean)
         if redacted:
@@ -232,7 +223,7 @@ class RedactingSpanProcessor(SpanProcessor):
         return out
 
     def _finish_failed(self, span: ReadableSpan, exc: Exception) -> ReadableSpan | None:
-        """:meth:`finish_span`'s outcome for a span whose redaction raised ``exc``: the tombstone or None."""
+        """The outcome for a span whose redaction raised ``exc``: the tombstone or None."""
         try:
             clean, tombstone = self._fail_closed(span, exc)
             if tombstone:
