@@ -223,29 +223,13 @@ class _Trace:
         self.root: tuple[Any, ...] = ()
 
 
-def record_batch(
-    conn: sqlite3.Connection, rows: Sequence[SpanRow], params: Sequence[Sequence[Any]], inserted: Sequence[bool]
-) -> None:
-    """Add a written batch to the summaries, then recompute what deletes in this transaction touched.
-
-    ``params`` are the writer's insert parameters (trace id, span id, ..., ``session`` at 9, ``start_ns`` at 6),
-    a subsequence of ``rows`` in order (rows of a cleared session are left out); ``inserted`` says per entry of
-    ``params`` whether it was written. Call inside the writer's transaction, after retention.
-    """
+def record_batch(conn: sqlite3.Connection, written: Sequence[SpanRow]) -> None:
+    """Add the rows a batch wrote (duplicates and rows of a cleared session left out) to the summaries, then
+    recompute what deletes in this transaction touched. Call inside the writer's transaction, after retention."""
     traces: dict[str, _Trace] = {}
     sessions: dict[str, list[int]] = {}  # key -> [first start, last activity]
     pairs: set[tuple[str, str]] = set()
-    at = 0
-    n_params = len(params)
-    for row in rows:
-        if at >= n_params:
-            break
-        p = params[at]
-        if p[0] != row.trace_id or p[1] != row.span_id or p[6] != row.start_ns:
-            continue  # not written (its session was cleared)
-        at += 1
-        if not inserted[at - 1]:
-            continue
+    for row in written:
         trace_id, start, end = row.trace_id, row.start_ns, row.end_ns
         session = row.session or None
         key = session or ""

@@ -128,7 +128,7 @@ class StoreWriter(StoreConnection):
             cleared_at = self._cleared_gates({row.session for row in rows}) if rows else {}
             params: list[tuple[Any, ...]] = []
             # per row to insert: (its tally, session key, size, is a tombstone)
-            pending: list[tuple[Tally, str, int, bool]] = []
+            pending: list[tuple[Tally, str, int, bool, SpanRow]] = []
             pending_content: list[tuple[str, str, Sequence[ContentRow]]] = []
             content_of: list[int] = []  # per row of `pending`: its index in pending_content, or -1
             n_cleared = oversize = 0
@@ -206,7 +206,7 @@ class StoreWriter(StoreConnection):
                         size,
                     )
                 )
-                pending.append((tally, session, size, _TOMBSTONE in attributes))
+                pending.append((tally, session, size, _TOMBSTONE in attributes, row))
             inserted_flags = self._insert(params)
             if not imported and not all(inserted_flags):
                 inserted_flags = displace_imported(self._conn, params, inserted_flags, _INSERT_SPAN, delete_rows)
@@ -216,8 +216,10 @@ class StoreWriter(StoreConnection):
                 )
             inserted = 0
             added: dict[str, list[int]] = {}  # session -> [spans, bytes] written now
-            for (tally, session, size, tombstone), new in zip(pending, inserted_flags, strict=True):
+            written: list[SpanRow] = []
+            for (tally, session, size, tombstone, stored), new in zip(pending, inserted_flags, strict=True):
                 if new:
+                    written.append(stored)
                     inserted += 1
                     tally.stored += 1
                     if tombstone:
@@ -238,7 +240,7 @@ class StoreWriter(StoreConnection):
             upsert_stats(self._conn, tallies)
             upsert_observers(self._conn, accounting, {obs for obs, _session in tallies if obs}, now, imported=imported)
             pruned = self._apply_written(added, now)
-            record_batch(self._conn, rows, params, inserted_flags)
+            record_batch(self._conn, written)
         return WriteResult(
             inserted=inserted,
             duplicates=len(pending) - inserted,
