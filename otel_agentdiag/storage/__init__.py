@@ -45,45 +45,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from otel_agentdiag.storage.scrub import ScrubIncomplete, ScrubReport
     from otel_agentdiag.storage.store import SpanStore
 
-_ROWS = "otel_agentdiag.storage.rows"
-_LAZY: dict[str, str] = {
-    "LATEST_VERSION": "otel_agentdiag.storage.migrations",
-    "StoreError": "otel_agentdiag.storage.migrations",
-    "STORE_DROPPED_ATTRIBUTES": "otel_agentdiag.storage.retention",
-    "STORE_DROPPED_EVENTS": "otel_agentdiag.storage.retention",
-    "RetentionLimits": "otel_agentdiag.storage.retention",
-    "ScrubIncomplete": "otel_agentdiag.storage.scrub",
-    "ScrubReport": "otel_agentdiag.storage.scrub",
-    "SpanStore": "otel_agentdiag.storage.store",
-    **{
-        name: _ROWS
-        for name in (
-            "ALL_SESSIONS",
-            "DROP_CAUSES",
-            "DROP_CLEARED",
-            "DROP_EXPORT_FAILURE",
-            "DROP_QUEUE_FULL",
-            "DROP_SHUTDOWN",
-            "OVERFLOW_SESSION",
-            "REJECT_REDACTOR_ERROR",
-            "Accounting",
-            "ContentRow",
-            "ConversationSummary",
-            "ObserverInfo",
-            "PruneResult",
-            "RunSummary",
-            "SessionStats",
-            "SessionSummary",
-            "SpanRow",
-            "StoredContent",
-            "StoredSpan",
-            "StoreSummary",
-            "TraceSummary",
-            "WriteResult",
-        )
-    },
-}
-
 __all__ = [
     "ALL_SESSIONS",
     "DROP_CAUSES",
@@ -116,6 +77,19 @@ __all__ = [
     "TraceSummary",
     "WriteResult",
 ]
+
+_ELSEWHERE = {
+    "LATEST_VERSION": "otel_agentdiag.storage.migrations",
+    "StoreError": "otel_agentdiag.storage.migrations",
+    "STORE_DROPPED_ATTRIBUTES": "otel_agentdiag.storage.retention",
+    "STORE_DROPPED_EVENTS": "otel_agentdiag.storage.retention",
+    "RetentionLimits": "otel_agentdiag.storage.retention",
+    "ScrubIncomplete": "otel_agentdiag.storage.scrub",
+    "ScrubReport": "otel_agentdiag.storage.scrub",
+    "SpanStore": "otel_agentdiag.storage.store",
+}
+_LAZY: dict[str, str] = {name: _ELSEWHERE.get(name, "otel_agentdiag.storage.rows") for name in __all__}
+"""Each public name and the module that defines it: the rows module unless named in ``_ELSEWHERE``."""
 
 
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals(), __all__)
