@@ -122,16 +122,14 @@ def open_reader(store_path: Path | None) -> ReadOnlyStore | SpanStore:
     from otel_agentdiag.storage.reading import ReadOnlyStore
 
     path = resolve_store_path(store_path)
-    if not path.exists():
-        raise CliError(f"no trace store at {path} (run 'agentdiag demo', or configure() in your agent, first)")
-    try:
+    if path.exists():
         try:
             return ReadOnlyStore(path)
         except StoreNeedsUpgrade:
             pass
-        return open_store(path, write=True)
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
+        except StoreError as exc:
+            raise CliError(str(exc)) from None
+    return open_store(path, write=True)  # a missing store's error, or the migration of an older one
 
 
 def iso_utc(ns: int | None) -> str | None:
