@@ -483,7 +483,9 @@ def fork_mid_transaction_program(store: str, forks: str) -> None:
                 mid = any(s._conn.in_transaction for s in inherited)
                 n = run_agent(1, f"fork-mid-{k}")
                 started = time.monotonic()
-                diag.shutdown(timeout_s=15)
+                # Generous: the parent's loader keeps the write lock busy, and on a loaded machine SQLite's busy
+                # handler may wait many rounds for it. What this guards against is a lock lost for good.
+                diag.shutdown(timeout_s=45)
                 totals = local_totals(diag)
                 emit(
                     who="child",
@@ -497,7 +499,7 @@ def fork_mid_transaction_program(store: str, forks: str) -> None:
                 code = 0
             finally:
                 os._exit(code)
-        emit(who="forked", pid=pid, code=reap(pid, 60))
+        emit(who="forked", pid=pid, code=reap(pid, 90))
     stop.set()
     loader.join(60)
     diag.shutdown()

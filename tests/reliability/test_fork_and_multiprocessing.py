@@ -153,7 +153,7 @@ def test_a_fork_inside_the_parents_write_transaction(tmp_path: Path) -> None:
     assert [f["code"] for f in forked] == [0, 0, 0], done.stderr
     assert len(children) == 3
     for kid in children:
-        assert kid["dropped"] == {} and kid["accepted"] == kid["ended"] == spans_of(1), kid
+        assert kid["dropped"] == {} and kid["accepted"] == kid["ended"] == spans_of(1), (kid, done.stderr[-2000:])
     assert_store_sound(path)
     with SpanStore(path, create=False) as store:
         for kid in children:
