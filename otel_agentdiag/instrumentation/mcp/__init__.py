@@ -58,6 +58,8 @@ class MCPInstrumentor(ClientInstrumentor):
 
     _library = "mcp"
     _records_attempts = False
+    _hook: Any = None
+    """The server hook of the current instrumentation (``patch.ServerHook``), or None."""
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments

@@ -165,8 +165,8 @@ class _ClientCall:
         trace context (``traceparent``, ``tracestate``; SEP-414), so the server's span is its child. The caller's
         request object is not changed; on any doubt the arguments are returned as they were."""
         try:
-            request = args[0] if args else kwargs.get("request")
-            params = _get(request, "params")
+            request: Any = args[0] if args else kwargs.get("request")
+            params: Any = _get(request, "params")
             if params is None or not hasattr(params, "model_copy") or not hasattr(request, "model_copy"):
                 return args, kwargs  # no params to carry it (the stream transports' dispatcher injects its own)
             meta = _get(params, "meta")
