@@ -73,7 +73,8 @@ def markdown(local: Policy = LOCAL, strict: Policy = STRICT) -> str:
     out.append("")
     out.append(
         "Span names: rebuilt from the kept attributes (`{operation} {agent, tool or model}`), "
-        "`agent.iteration`, or one of these fixed names; anything else becomes `_OTHER`:"
+        "`agent.iteration`, an MCP request's kept `mcp.method.name`, or one of these fixed names; anything else "
+        "becomes `_OTHER`:"
     )
     out.append("")
     for name, policy in presets.items():
