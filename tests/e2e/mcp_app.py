@@ -3,14 +3,16 @@
 Run by ``test_mcp.py`` in subprocesses (the mcp SDK's own tracer follows the first global provider a process sets,
 so each run gets a fresh interpreter)::
 
-    python mcp_app.py client <memory|stdio> <store path> <otlp endpoint>
+    python mcp_app.py client <memory|stdio|http> <store path> <otlp endpoint>
     python mcp_app.py server <store path> <otlp endpoint>           # started by the stdio client
 
 The client runs one agent run with one iteration: it lists the server's tools, calls two of them and one that
 fails, and calls a tool no listing declared (a model's made-up name). ``memory`` serves the server in the same
 process over ``mcp.shared.memory``; ``stdio`` starts this script as the server, a second process that configures
-its own pipeline into the same store file and OTLP endpoint. Every argument, result, error message and id carries a
-sentinel; the client prints one line per call (what it got back, which must not have changed).
+its own pipeline into the same store file and OTLP endpoint; ``http`` serves it over Streamable HTTP from a uvicorn
+server on a loopback socket bound before the client connects (same process: no readiness wait). Every argument,
+result, error message and id carries a sentinel; the client prints one line per call (what it got back, which must
+not have changed).
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ async def _client(transport: str, store: str, endpoint: str) -> None:
                     await _drive(session)
                 group.cancel_scope.cancel()
         return
+    if transport == "http":
+        await _over_http()
+        return
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     env = {key: value for key, value in os.environ.items() if not key.startswith(("OTEL_", "AGENTDIAG_"))}
@@ -105,8 +110,36 @@ async def _client(transport: str, store: str, endpoint: str) -> None:
         await _drive(session)
 
 
+async def _over_http() -> None:
+    import socket
+    import threading
+
+    import uvicorn
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()  # connections wait in the backlog until uvicorn has started: no readiness wait
+    port = listening.getsockname()[1]
+    web = uvicorn.Server(uvicorn.Config(build_server().streamable_http_app(), log_level="warning"))
+    thread = threading.Thread(target=web.run, kwargs={"sockets": [listening]}, name="mcp-http", daemon=True)
+    thread.start()
+    try:
+        async with (
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await _drive(session)
+    finally:
+        web.should_exit = True
+        await anyio.to_thread.run_sync(thread.join)
+        listening.close()
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) == 5 and argv[1] == "client" and argv[2] in ("memory", "stdio"):
+    if len(argv) == 5 and argv[1] == "client" and argv[2] in ("memory", "stdio", "http"):
         diag = _configure("mcp-client", argv[3], argv[4])
         try:
             anyio.run(_client, argv[2], argv[3], argv[4])

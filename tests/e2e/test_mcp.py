@@ -1,8 +1,9 @@
 """MCP end to end: a real client and server (``mcp_app.py``), instrumented by ``MCPInstrumentor``, exporting
 through ``configure()`` into one SQLite store and a real OTLP/HTTP receiver under the strict policy.
 
-Two transports: ``memory`` (client and server in one process, over ``mcp.shared.memory``) and ``stdio`` (the server
-a subprocess of the client, configuring its own pipeline into the same store file). Either way the tree is one
+Three transports: ``memory`` (client and server in one process, over ``mcp.shared.memory``), ``stdio`` (the server a
+subprocess of the client, configuring its own pipeline into the same store file) and ``http`` (Streamable HTTP from
+a uvicorn server in the client's process: the one transport with an MCP session id). Either way the tree is one
 trace: run → iteration → the client's ``execute_tool {tool}`` (the one tool span of the call) → the mcp SDK's own
 send span → the server's span, parented across the process boundary by the W3C trace context in ``params._meta``.
 Sentinels planted in tool arguments, results, error messages, the conversation id and a made-up tool name appear
@@ -48,7 +49,7 @@ class Run:
     transport: str
 
 
-@pytest.fixture(scope="module", params=["memory", "stdio"])
+@pytest.fixture(scope="module", params=["memory", "stdio", "http"])
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Run:
     transport: str = request.param
     base = tmp_path_factory.mktemp(f"mcp-{transport}")
@@ -147,3 +148,16 @@ def test_no_sentinel_in_any_otlp_body_and_every_client_span_arrived(run: Run) ->
     assert names.count("execute_tool get_vocabulary") >= 1
     assert "execute_tool _OTHER" in names
     assert all("jsonrpc.request.id" not in span.attributes for span in run.received)
+
+
+def test_the_session_id_is_a_keyed_digest_where_the_transport_has_one(run: Run) -> None:
+    served = [s for s in run.spans if s.span_kind == "server" and s.attributes.get("mcp.method.name") == "tools/call"]
+    assert len(served) == 4
+    digests = {s.attributes.get("mcp.session.id") for s in served}
+    if run.transport != "http":
+        assert digests == {None}  # stdio and memory have no session id
+        return
+    (digest,) = digests  # one session, one digest, on every request the server handled in it
+    assert isinstance(digest, str) and digest.startswith("hmac-sha256:")
+    assert all("mcp.session.id" not in s.attributes for s in run.spans if s.span_kind == "client")
+    assert all(span.attributes.get("mcp.session.id") in (None, digest) for span in run.received)

@@ -83,6 +83,19 @@ def _session_id(value: Any) -> str | None:
     return session_id if isinstance(session_id, str) and session_id else None
 
 
+SESSION_HEADER = "mcp-session-id"
+"""The Streamable HTTP header that carries the session id (MCP transports spec)."""
+
+
+def _header_session_id(request: Any) -> str | None:
+    """The session id a Streamable HTTP request carries in its ``mcp-session-id`` header (the server's view), or
+    None (stdio, stateless HTTP, the ``initialize`` request before the server assigned one)."""
+    headers = getattr(request, "headers", None)
+    getter = getattr(headers, "get", None)
+    value = getter(SESSION_HEADER) if callable(getter) else None
+    return value if isinstance(value, str) and value else None
+
+
 def request_attributes(method: str, tool: str | None, protocol_version: Any) -> dict[str, Any]:
     """The attributes of a request's span at its start (``tool``: the ``tools/call`` target, raw)."""
     attributes: dict[str, Any] = {sc.MCP_METHOD_NAME: method}
@@ -311,7 +324,7 @@ class ServerSpanMiddleware:
             parent = _remote_parent(getattr(ctx, "meta", None))
             attributes = request_attributes(method, tool, getattr(ctx, "protocol_version", None))
             attributes[sc.AGENTDIAG_KIND] = sc.KIND_TOOL if method == "tools/call" and parent is None else sc.KIND_OTHER
-            session_id = _session_id(getattr(ctx, "session", None))
+            session_id = _session_id(getattr(ctx, "session", None)) or _header_session_id(getattr(ctx, "request", None))
             if session_id is not None:
                 attributes[sc.MCP_SESSION_ID] = session_id
             span = _sdk_server_span(method)
