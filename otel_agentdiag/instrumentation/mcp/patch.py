@@ -180,8 +180,9 @@ class _ClientCall:
         try:
             request: Any = args[0] if args else kwargs.get("request")
             params: Any = _get(request, "params")
-            if params is None or not hasattr(params, "model_copy") or not hasattr(request, "model_copy"):
-                return args, kwargs  # no params to carry it (the stream transports' dispatcher injects its own)
+            fields = getattr(type(params), "model_fields", None)
+            if not isinstance(fields, Mapping) or "meta" not in fields or not hasattr(request, "model_copy"):
+                return args, kwargs  # no params with a _meta to carry it (mcp 2.x's stream dispatcher injects its own)
             meta = _get(params, "meta")
             carrier: dict[str, Any] = dict(meta) if isinstance(meta, Mapping) else {}
             propagate.inject(carrier, context=trace.set_span_in_context(self.span))
