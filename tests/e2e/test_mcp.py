@@ -104,6 +104,8 @@ def test_one_trace_spans_client_and_server(run: Run) -> None:
         assert server.attributes["mcp.method.name"] == "tools/call"
         assert server.attributes["gen_ai.tool.name"] == tool.attributes["gen_ai.tool.name"]
         assert server.name == tool.name
+    # No orphan on the server side: every span it handled (notifications included) has its parent in the store.
+    assert all(s.parent_span_id in by_id for s in run.spans if s.span_kind == "server")
     services = {s.span_id: s.resource.get("service.name") for s in run.spans if s.resource}
     server_spans = [s for s in run.spans if s.attributes.get("mcp.method.name") and s.parent_span_id in by_id]
     assert any(services.get(s.span_id) == "mcp-server" for s in server_spans) == (run.transport == "stdio")

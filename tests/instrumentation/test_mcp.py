@@ -17,6 +17,7 @@ pytest.importorskip("mcp", reason="the mcp SDK (the `mcp` extra) is not installe
 
 import anyio
 from conftest import Spans
+from content_sink import RecordingSink, content_sink  # noqa: F401
 from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.server.lowlevel.server import Server
@@ -206,6 +207,12 @@ def test_the_memory_transport_carries_the_trace_context_in_meta(spans: Spans, in
     assert server_span.context.trace_id == tool.context.trace_id
     assert server_span.parent is not None and server_span.parent.is_remote
     assert (server_span.attributes or {})["agentdiag.kind"] == "other"
+    # A notification has no SDK send span: the server's span is the direct child of ours, through params._meta.
+    (sent,) = [s for s in finished if s.kind is SpanKind.CLIENT and s.name == "notifications/initialized"]
+    (handled,) = [s for s in finished if s.kind is SpanKind.SERVER and s.name == "notifications/initialized"]
+    assert handled.parent is not None and handled.parent.is_remote
+    assert handled.parent.span_id == sent.context.span_id
+    assert (sent.attributes or {})["agentdiag.kind"] == "other"
 
 
 def test_uninstrument_restores_everything(spans: Spans) -> None:
@@ -238,3 +245,22 @@ def test_instrument_twice_is_idempotent(spans: Spans) -> None:
     assert len(_tools(finished)) == 4
     assert len([s for s in finished if s.kind is SpanKind.SERVER and s.name.startswith("execute_tool")]) == 4
     assert ClientSession.send_request.__qualname__ == "ClientSession.send_request"
+
+
+def test_content_is_captured_beside_the_tool_span_only_when_capture_is_on(
+    spans: Spans,
+    instrumented: Any,
+    content_sink: RecordingSink,  # noqa: F811 - the fixture imported above
+) -> None:
+    anyio.run(drive, build_server())
+    tools = _tools(spans.finished())
+    first = content_sink.for_span(tools[0])
+    assert first["gen_ai.tool.call.arguments"] == {"word": SECRET_ARGUMENT}
+    result = first["gen_ai.tool.call.result"]
+    assert result["content"][0]["text"] == f"{SECRET_RESULT} {SECRET_ARGUMENT}"
+    assert result.get("isError") is False
+    assert content_sink.for_span(tools[2])["gen_ai.tool.call.result"]["isError"] is True
+    captured = {span_id for span_id, _name, _role, _value in content_sink.records}
+    assert captured == {s.context.span_id for s in tools}  # tool calls only: no other request, no server span
+    for span in spans.finished():  # still never an attribute
+        assert not [v for v in (span.attributes or {}).values() if SECRET_ARGUMENT in str(v)]

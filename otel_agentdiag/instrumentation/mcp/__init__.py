@@ -18,7 +18,8 @@ is data and stays out). Both carry ``mcp.method.name``, ``mcp.protocol.version``
 span ERROR with ``error.type=tool_error``; an error response gives ``error.type`` and ``rpc.response.status_code``
 = its JSON-RPC code; any other exception its type. The span is current while the request is sent, and its W3C
 trace context goes into the request's ``params._meta`` (a copy; the caller's request is untouched), so the
-server's span is its child, in another process too.
+server's span is its child, in another process too. Notifications the client sends
+(``ClientSession.send_notification``) are CLIENT spans ``{mcp.method.name}`` carried the same way.
 
 **Server** (a context-tier middleware added to each ``Server``/``MCPServer`` built while instrumented): one
 SERVER span per handled message. mcp 2.x ships its own ``OpenTelemetryMiddleware`` (first in
@@ -73,6 +74,7 @@ class MCPInstrumentor(ClientInstrumentor):
         self._hook = patch.ServerHook(tracer)
         return [
             (ClientSession, "send_request", patch.send_request(tracer)),
+            (ClientSession, "send_notification", patch.send_notification(tracer)),
             (Server, "__init__", self._hook.init_wrapper()),
         ]
 

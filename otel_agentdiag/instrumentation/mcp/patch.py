@@ -14,6 +14,7 @@ into a copy of the request).
 
 from __future__ import annotations
 
+import typing
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -173,25 +174,21 @@ class _ClientCall:
             log_internal_error("starting an MCP client span", exc)
             return None
 
-    def carrying_context(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The call's arguments with the request replaced by a copy whose ``params._meta`` carries this span's W3C
-        trace context (``traceparent``, ``tracestate``; SEP-414), so the server's span is its child. The caller's
-        request object is not changed; on any doubt the arguments are returned as they were."""
+    def carrying_context(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], name: str
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The call's arguments with the message (positional, or keyword ``name``) replaced by a copy whose
+        ``params._meta`` carries this span's W3C trace context (``traceparent``, ``tracestate``; SEP-414), so the
+        server's span is its child. The caller's message is not changed; on any doubt the arguments are returned as
+        they were."""
         try:
-            request: Any = args[0] if args else kwargs.get("request")
-            params: Any = _get(request, "params")
-            fields = getattr(type(params), "model_fields", None)
-            if not isinstance(fields, Mapping) or "meta" not in fields or not hasattr(request, "model_copy"):
-                return args, kwargs  # no params with a _meta to carry it (mcp 2.x's stream dispatcher injects its own)
-            meta = _get(params, "meta")
-            carrier: dict[str, Any] = dict(meta) if isinstance(meta, Mapping) else {}
-            propagate.inject(carrier, context=trace.set_span_in_context(self.span))
-            if not carrier or carrier == meta:
+            message: Any = args[0] if args else kwargs.get(name)
+            copy = with_trace_context(message, trace.set_span_in_context(self.span))
+            if copy is None:
                 return args, kwargs
-            copy = request.model_copy(update={"params": params.model_copy(update={"meta": carrier})})
             if args:
                 return (copy, *args[1:]), kwargs
-            return args, {**kwargs, "request": copy}
+            return args, {**kwargs, name: copy}
         except Exception as exc:  # noqa: BLE001
             log_internal_error("propagating the trace context to an MCP server", exc)
             return args, kwargs
@@ -231,6 +228,42 @@ class _ClientCall:
             log_internal_error("ending an MCP span", exc)
 
 
+def _params_model(message_type: type) -> Any:
+    """The params model of a request or notification type that has none set: the model in its ``params``
+    annotation (``PaginatedRequestParams | None``) that has a ``meta`` (``_meta``) field, or None."""
+    fields = getattr(message_type, "model_fields", None)
+    field = fields.get("params") if isinstance(fields, Mapping) else None
+    annotation = getattr(field, "annotation", None)
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and "meta" in (getattr(candidate, "model_fields", None) or {}):
+            return candidate
+    return None
+
+
+def with_trace_context(message: Any, ctx: otel_context.Context) -> Any:
+    """A copy of an MCP request or notification (a pydantic model) whose ``params._meta`` carries ``ctx`` through
+    the configured propagators, or None when there is nothing to inject or no ``_meta`` to carry it. May raise
+    (callers contain it)."""
+    if not hasattr(message, "model_copy"):
+        return None
+    params: Any = _get(message, "params")
+    meta = _get(params, "meta") if params is not None else None
+    carrier: dict[str, Any] = dict(meta) if isinstance(meta, Mapping) else {}
+    propagate.inject(carrier, context=ctx)
+    if not carrier or carrier == meta:
+        return None
+    if params is None:
+        model = _params_model(type(message))
+        if model is None:
+            return None
+        new_params = model.model_validate({"_meta": carrier})
+    elif "meta" in (getattr(type(params), "model_fields", None) or {}):
+        new_params = params.model_copy(update={"meta": carrier})
+    else:
+        return None
+    return message.model_copy(update={"params": new_params})
+
+
 def _dump(result: Any) -> Any:
     """A result as plain data for content capture (a pydantic model dumped the way it goes on the wire)."""
     dump = getattr(result, "model_dump", None)
@@ -249,7 +282,7 @@ def send_request(tracer: trace.Tracer) -> Wrapper:
         call = _ClientCall.begin(tracer, instance, request)
         if call is None:
             return await wrapped(*args, **kwargs)
-        call_args, call_kwargs = call.carrying_context(tuple(args), dict(kwargs))
+        call_args, call_kwargs = call.carrying_context(tuple(args), dict(kwargs), "request")
         token = otel_context.attach(trace.set_span_in_context(call.span))
         try:
             result = await wrapped(*call_args, **call_kwargs)
@@ -259,6 +292,32 @@ def send_request(tracer: trace.Tracer) -> Wrapper:
             raise
         otel_context.detach(token)
         call.finish(instance, result)
+        return result
+
+    return wrapper
+
+
+def send_notification(tracer: trace.Tracer) -> Wrapper:
+    """A wrapper for ``ClientSession.send_notification``: a CLIENT span ``{mcp.method.name}`` per notification the
+    client sends (``notifications/initialized``, ``notifications/cancelled``, ...), its trace context carried in
+    ``params._meta`` so the server's span of the notification joins the trace."""
+
+    async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if not is_instrumentation_enabled():
+            return await wrapped(*args, **kwargs)
+        call = _ClientCall.begin(tracer, instance, args[0] if args else kwargs.get("notification"))
+        if call is None:
+            return await wrapped(*args, **kwargs)
+        call_args, call_kwargs = call.carrying_context(tuple(args), dict(kwargs), "notification")
+        token = otel_context.attach(trace.set_span_in_context(call.span))
+        try:
+            result = await wrapped(*call_args, **call_kwargs)
+        except BaseException as exc:
+            otel_context.detach(token)
+            call.fail(exc)
+            raise
+        otel_context.detach(token)
+        call.finish(instance, None)
         return result
 
     return wrapper
