@@ -7,7 +7,8 @@ so each run gets a fresh interpreter)::
     python mcp_app.py server <store path> <otlp endpoint>           # started by the stdio client
 
 The client runs one agent run with one iteration: it lists the server's tools, calls two of them and one that
-fails, and calls a tool no listing declared (a model's made-up name). ``memory`` serves the server in the same
+fails, calls a tool no listing declared (a model's made-up name), reads a resource, gets a prompt and reads a
+resource that does not exist (an error response whose message quotes the URI). ``memory`` serves the server in the same
 process over ``mcp.shared.memory``; ``stdio`` starts this script as the server, a second process that configures
 its own pipeline into the same store file and OTLP endpoint; ``http`` serves it over Streamable HTTP from a uvicorn
 server on a loopback socket bound before the client connects (same process: no readiness wait). Every argument,
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from mcp.shared.exceptions import MCPError
 
 import otel_agentdiag
 from otel_agentdiag.instrumentation.mcp import MCPInstrumentor
@@ -54,6 +56,14 @@ def build_server() -> Any:
     def broken_tool(word: str) -> str:
         raise ValueError(f"{SENTINEL_ERROR} {word}")
 
+    @server.resource("vocab://words/{word}")
+    def word_card(word: str) -> str:
+        return f"{SENTINEL_RESULT} card {word}"
+
+    @server.prompt()
+    def quiz(word: str) -> str:
+        return f"{SENTINEL_RESULT} quiz {word}"
+
     return server
 
 
@@ -78,6 +88,14 @@ async def _drive(session: Any) -> None:
             print("broken_tool", failed.is_error)
             unknown = await session.call_tool(SENTINEL_TOOL, {"word": SENTINEL_ARGUMENT})
             print("made_up", unknown.is_error)
+            card = await session.read_resource(f"vocab://words/{SENTINEL_ARGUMENT}")
+            print("resource", SENTINEL_RESULT in card.contents[0].text)
+            prompt = await session.get_prompt("quiz", {"word": SENTINEL_ARGUMENT})
+            print("prompt", SENTINEL_RESULT in prompt.messages[0].content.text)
+            try:
+                await session.read_resource(f"missing://{SENTINEL_ARGUMENT}")
+            except MCPError as exc:  # the error message quotes the URI
+                print("missing resource", exc.error.code, SENTINEL_ARGUMENT in exc.error.message)
 
 
 async def _client(transport: str, store: str, endpoint: str) -> None:

@@ -36,6 +36,9 @@ EXPECTED_STDOUT = [
     "save_progress False True",
     "broken_tool True",
     "made_up True",
+    "resource True",
+    "prompt True",
+    "missing resource -32602 True",
     "done",
 ]
 
@@ -163,3 +166,19 @@ def test_the_session_id_is_a_keyed_digest_where_the_transport_has_one(run: Run) 
     assert isinstance(digest, str) and digest.startswith("hmac-sha256:")
     assert all("mcp.session.id" not in s.attributes for s in run.spans if s.span_kind == "client")
     assert all(span.attributes.get("mcp.session.id") in (None, digest) for span in run.received)
+
+
+def test_resources_and_prompts_are_named_by_their_method_and_errors_keep_the_code_only(run: Run) -> None:
+    iteration = next(s for s in run.spans if s.kind == "iteration")
+    direct = sorted((s for s in run.spans if s.parent_span_id == iteration.span_id), key=lambda s: s.start_ns)
+    assert [s.name for s in direct[-3:]] == ["resources/read", "prompts/get", "resources/read"]
+    read, prompt, missing = direct[-3:]
+    assert read.status == "unset" and prompt.status == "unset"
+    assert missing.status == "error"
+    assert missing.attributes["error.type"] == missing.attributes["rpc.response.status_code"] == "-32602"
+    assert [e["name"] for e in missing.events] == ["exception"]
+    # Down the chain (the SDK's send span, the server's span): the same code, no message, no URI, no prompt name.
+    chain = [s for s in run.spans if s.trace_id == missing.trace_id and s.attributes.get("error.type") == "-32602"]
+    assert len(chain) == 3
+    for span in run.spans:
+        assert not any(key in span.attributes for key in ("mcp.resource.uri", "gen_ai.prompt.name"))
