@@ -8,6 +8,7 @@ the server span itself, on this test's provider. The SDK's span, enriched by our
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +30,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag.instrumentation.mcp import MCPInstrumentor
-from otel_agentdiag.instrumentation.mcp.patch import ServerSpanMiddleware
+from otel_agentdiag.instrumentation.mcp.patch import ServerSpanMiddleware, register_listed_tools
 from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.testing import capture_spans
 
@@ -264,3 +265,35 @@ def test_content_is_captured_beside_the_tool_span_only_when_capture_is_on(
     assert captured == {s.context.span_id for s in tools}  # tool calls only: no other request, no server span
     for span in spans.finished():  # still never an attribute
         assert not [v for v in (span.attributes or {}).values() if SECRET_ARGUMENT in str(v)]
+
+
+def test_a_listing_registers_spec_shaped_names_only() -> None:
+    listing = {"tools": [{"name": "mcp_listed_ok_7"}, {"name": "Jane Doe mcp7"}, {"name": "sk-proj-" + "a1B2" * 12}]}
+    register_listed_tools(listing)
+    assert default_registry.is_tool("mcp_listed_ok_7")
+    assert not default_registry.is_tool("Jane Doe mcp7")  # a name with spaces, from another party's server: data
+    assert not default_registry.is_tool("sk-proj-" + "a1B2" * 12)  # fails the public-safety check
+
+
+def test_concurrent_calls_each_parent_their_own_server_span(spans: Spans, instrumented: Any) -> None:
+    async def gathered(server: MCPServer) -> None:
+        async with Client(server, cache=None) as client:
+            await client.list_tools()
+            calls = [
+                client.call_tool("lookup_word", {"word": SECRET_ARGUMENT}),
+                client.call_tool("record_score", {"word": SECRET_ARGUMENT, "score": 1}),
+                client.call_tool("failing_tool", {"word": SECRET_ARGUMENT}),
+            ]
+            await asyncio.gather(*calls)
+
+    asyncio.run(gathered(build_server()))
+    finished = spans.finished()
+    tools = _tools(finished)
+    assert sorted(s.name for s in tools) == [
+        "execute_tool failing_tool",
+        "execute_tool lookup_word",
+        "execute_tool record_score",
+    ]
+    for tool in tools:
+        (served,) = [s for s in finished if s.parent is not None and s.parent.span_id == tool.context.span_id]
+        assert served.name == tool.name and served.kind is SpanKind.SERVER

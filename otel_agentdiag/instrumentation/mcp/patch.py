@@ -29,7 +29,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.errors import log_internal_error
-from otel_agentdiag._internal.names import default_registry
+from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
 from otel_agentdiag.instrumentation._base import error_type_of
 from otel_agentdiag.instrumentation._wrappers import Wrapper
 
@@ -54,9 +54,14 @@ def _tool_names(result: Any) -> list[str]:
 
 
 def register_listed_tools(result: Any) -> None:
-    """Register the tool names of a ``tools/list`` result: the server's declared definitions (see module doc)."""
+    """Register the tool names of a ``tools/list`` result: the server's declared definitions (see module doc).
+
+    Only names of the shape the MCP specification gives tool names (one token of letters, digits, ``_``, ``-``
+    and ``.``; :data:`~otel_agentdiag._internal.names.NAME_PATTERN`) are registered, not the multi-word names a
+    framework's own definitions may declare: a listing may come from another party's server, so a name with
+    spaces (``Jane Doe``) stays data. Each still passes the public-safety check."""
     try:
-        names = _tool_names(result)
+        names = [name for name in _tool_names(result) if NAME_PATTERN.fullmatch(name)]
         if names:
             default_registry.register_valid("tool", names)
     except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
