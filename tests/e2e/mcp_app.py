@@ -5,6 +5,7 @@ so each run gets a fresh interpreter)::
 
     python mcp_app.py client <memory|stdio|http> <store path> <otlp endpoint>
     python mcp_app.py server <store path> <otlp endpoint>           # started by the stdio client
+    opentelemetry-instrument python mcp_app.py zero-code             # no configure(), no instrument()
 
 The client runs one agent run with one iteration: it lists the server's tools, calls two of them and one that
 fails, calls a tool no listing declared (a model's made-up name), reads a resource, gets a prompt and reads a
@@ -156,7 +157,28 @@ async def _over_http() -> None:
         listening.close()
 
 
+async def _zero_code() -> None:
+    """The memory transport, with nothing of ours called: ``opentelemetry-instrument`` loaded our configurator and
+    the ``agentdiag_mcp`` instrumentor (from the environment: ``AGENTDIAG_STORE``, ``AGENTDIAG_HASH_KEY``)."""
+    from mcp.client.session import ClientSession
+    from mcp.shared.memory import create_client_server_memory_streams
+
+    lowlevel = build_server()._lowlevel_server
+    async with create_client_server_memory_streams() as (client_streams, server_streams):
+        async with anyio.create_task_group() as group:
+            options = lowlevel.create_initialization_options()
+            group.start_soon(lowlevel.run, server_streams[0], server_streams[1], options)
+            async with ClientSession(client_streams[0], client_streams[1]) as session:
+                await session.initialize()
+                await _drive(session)
+            group.cancel_scope.cancel()
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[1] == "zero-code":
+        anyio.run(_zero_code)
+        print("done")
+        return 0
     if len(argv) == 5 and argv[1] == "client" and argv[2] in ("memory", "stdio", "http"):
         diag = _configure("mcp-client", argv[3], argv[4])
         try:

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import mcp_app as app
@@ -182,3 +183,49 @@ def test_resources_and_prompts_are_named_by_their_method_and_errors_keep_the_cod
     assert len(chain) == 3
     for span in run.spans:
         assert not any(key in span.attributes for key in ("mcp.resource.uri", "gen_ai.prompt.name"))
+
+
+INSTRUMENT = Path(sys.executable).with_name("opentelemetry-instrument")
+ROOT = APP.parents[2]
+
+
+@pytest.mark.skipif(not INSTRUMENT.exists(), reason=f"no opentelemetry-instrument next to {sys.executable}")
+@pytest.mark.skipif(
+    "agentdiag_mcp" not in {ep.name for ep in metadata.entry_points(group="opentelemetry_instrumentor")},
+    reason="the installed otel-agentdiag predates the agentdiag_mcp entry point: pip install -e '.[dev]'",
+)
+def test_zero_code_traces_client_and_server(tmp_path: Path) -> None:
+    store = tmp_path / "store" / "traces.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTDIAG_"))}
+    env.update(
+        {
+            "OTEL_SERVICE_NAME": "mcp-zero-code",
+            "AGENTDIAG_STORE": str(store),
+            "AGENTDIAG_HASH_KEY": app.HASH_KEY.decode(),
+            "PYTHONPATH": str(ROOT),  # this checkout's otel_agentdiag, as the other e2e apps import it
+        }
+    )
+    command = [str(INSTRUMENT), sys.executable, str(APP), "zero-code"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=APP_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == EXPECTED_STDOUT, done.stderr
+    with SpanStore(store, create=False) as reader:
+        spans = [span for t in reader.list_traces() for span in reader.get_trace(t.trace_id)]
+    tools = sorted((s for s in spans if s.kind == "tool"), key=lambda s: s.start_ns)
+    assert [s.name for s in tools] == [
+        "execute_tool get_vocabulary",
+        "execute_tool save_progress",
+        "execute_tool broken_tool",
+        "execute_tool _OTHER",
+    ]
+    by_id = _by_id(spans)
+    for tool in tools:
+        below = [
+            s
+            for s in spans
+            if s.parent_span_id is not None and by_id.get(s.parent_span_id, s).parent_span_id == tool.span_id
+        ]
+        assert [(s.span_kind, s.name) for s in below] == [("server", tool.name)]
+    for path in store.parent.iterdir():
+        blob = path.read_bytes().lower()
+        assert not [s for s in app.SENTINELS if s.lower().encode() in blob], path.name
