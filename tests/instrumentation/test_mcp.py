@@ -297,3 +297,14 @@ def test_concurrent_calls_each_parent_their_own_server_span(spans: Spans, instru
     for tool in tools:
         (served,) = [s for s in finished if s.parent is not None and s.parent.span_id == tool.context.span_id]
         assert served.name == tool.name and served.kind is SpanKind.SERVER
+
+
+def test_with_the_sdk_middleware_kept_our_provider_still_gets_the_server_spans(spans: Spans, instrumented: Any) -> None:
+    """The SDK's own server span goes to the global provider (another one here, or none): ours starts its own."""
+    server = build_server(sdk_spans=True)
+    assert [type(m).__name__ for m in server.middleware][:1] == ["OpenTelemetryMiddleware"]
+    anyio.run(drive, server)
+    finished = spans.finished()
+    for tool in _tools(finished):
+        (served,) = [s for s in finished if s.parent is not None and s.parent.span_id == tool.context.span_id]
+        assert served.kind is SpanKind.SERVER and served.name == tool.name

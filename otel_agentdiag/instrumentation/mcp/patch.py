@@ -338,13 +338,19 @@ def _remote_parent(meta: Any) -> otel_context.Context | None:
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
 
 
-def _sdk_server_span(method: str) -> trace.Span | None:
-    """The mcp SDK's own server span for this message (its middleware runs before ours), when it is recording."""
+def _sdk_server_span(method: str, tracer: trace.Tracer) -> trace.Span | None:
+    """The mcp SDK's own server span for this message (its middleware runs before ours), when it is recording into
+    the provider ``tracer`` belongs to. The SDK traces into the global provider; when ours is another one (an
+    ``instrument(tracer_provider=...)``, a ``configure(set_global=False)``), its span is not ours to enrich: the
+    resource of an SDK tracer and of the spans its provider makes is one object (public ``resource`` attributes)."""
     span = trace.get_current_span()
     if not span.is_recording() or getattr(span, "kind", None) is not SpanKind.SERVER:
         return None
     attributes = getattr(span, "attributes", None)
     if not isinstance(attributes, Mapping) or attributes.get(sc.MCP_METHOD_NAME) != method:
+        return None
+    ours = getattr(tracer, "resource", None)  # None: a proxy of the global provider, the SDK's own
+    if ours is not None and getattr(span, "resource", None) is not ours:
         return None
     return span
 
@@ -392,7 +398,7 @@ class ServerSpanMiddleware:
             session_id = _session_id(getattr(ctx, "session", None)) or _header_session_id(getattr(ctx, "request", None))
             if session_id is not None:
                 attributes[sc.MCP_SESSION_ID] = session_id
-            span = _sdk_server_span(method)
+            span = _sdk_server_span(method, self.tracer)
             if span is not None:
                 _ids.set_attributes(span, attributes)
                 return span, False, method, None
