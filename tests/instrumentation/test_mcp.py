@@ -45,15 +45,15 @@ def build_server(*, sdk_spans: bool = False) -> MCPServer:
     server = MCPServer("unit-server")
 
     @server.tool()
-    def lookup_word(word: str) -> str:
+    def mcp_lookup_word(word: str) -> str:
         return f"{SECRET_RESULT} {word}"
 
     @server.tool()
-    def record_score(word: str, score: int) -> str:
+    def mcp_record_score(word: str, score: int) -> str:
         return f"{SECRET_RESULT} {word} {score}"
 
     @server.tool()
-    def failing_tool(word: str) -> str:
+    def mcp_failing_tool(word: str) -> str:
         raise ValueError(f"{SECRET_ERROR} {word}")
 
     if not sdk_spans:
@@ -74,9 +74,9 @@ async def drive(server: MCPServer) -> list[Any]:
     async with Client(server, cache=None) as client:
         listed = await client.list_tools()
         out: list[Any] = [sorted(tool.name for tool in listed.tools)]
-        out.append(await client.call_tool("lookup_word", {"word": SECRET_ARGUMENT}))
-        out.append(await client.call_tool("record_score", {"word": SECRET_ARGUMENT, "score": 2}))
-        out.append(await client.call_tool("failing_tool", {"word": SECRET_ARGUMENT}))
+        out.append(await client.call_tool("mcp_lookup_word", {"word": SECRET_ARGUMENT}))
+        out.append(await client.call_tool("mcp_record_score", {"word": SECRET_ARGUMENT, "score": 2}))
+        out.append(await client.call_tool("mcp_failing_tool", {"word": SECRET_ARGUMENT}))
         out.append(await client.call_tool(MADE_UP, {"word": SECRET_ARGUMENT}))
         return out
 
@@ -96,9 +96,9 @@ def test_each_tool_call_is_a_client_tool_span_with_the_server_span_under_it(span
     finished = spans.finished()
     tools = _tools(finished)
     assert [s.name for s in tools] == [
-        "execute_tool lookup_word",
-        "execute_tool record_score",
-        "execute_tool failing_tool",
+        "execute_tool mcp_lookup_word",
+        "execute_tool mcp_record_score",
+        "execute_tool mcp_failing_tool",
         f"execute_tool {MADE_UP}",  # raw here; the redacting processors replace it (see below)
     ]
     for tool in tools:
@@ -145,10 +145,10 @@ def test_listed_names_are_registered_and_made_up_ones_leave_as_other() -> None:
             anyio.run(drive, build_server())
         finally:
             instrumentor.uninstrument()
-    assert default_registry.is_tool("lookup_word") and default_registry.is_tool("failing_tool")
+    assert default_registry.is_tool("mcp_lookup_word") and default_registry.is_tool("mcp_failing_tool")
     assert not default_registry.is_tool(MADE_UP)
     names = [s.name for s in capture.spans() if s.kind is SpanKind.CLIENT]
-    assert "execute_tool lookup_word" in names
+    assert "execute_tool mcp_lookup_word" in names
     assert "execute_tool _OTHER" in names
     assert not [n for n in names if MADE_UP in n]
     assert {"tools/list"} <= set(names)  # other requests: named by their method
@@ -196,13 +196,13 @@ def test_the_memory_transport_carries_the_trace_context_in_meta(spans: Spans, in
                 async with ClientSession(client_streams[0], client_streams[1]) as session:
                     await session.initialize()
                     await session.list_tools()
-                    await session.call_tool("lookup_word", {"word": SECRET_ARGUMENT})
+                    await session.call_tool("mcp_lookup_word", {"word": SECRET_ARGUMENT})
                 group.cancel_scope.cancel()
 
     anyio.run(over_memory)
     finished = spans.finished()
     (tool,) = _tools(finished)
-    (server_span,) = [s for s in finished if s.kind is SpanKind.SERVER and s.name == "execute_tool lookup_word"]
+    (server_span,) = [s for s in finished if s.kind is SpanKind.SERVER and s.name == "execute_tool mcp_lookup_word"]
     # Over a stream the SDK's dispatcher starts its own send span under ours and injects *its* context: the server
     # span's parent is that span when the process's global provider records it, else ours.
     assert server_span.context.trace_id == tool.context.trace_id
@@ -280,9 +280,9 @@ def test_concurrent_calls_each_parent_their_own_server_span(spans: Spans, instru
         async with Client(server, cache=None) as client:
             await client.list_tools()
             calls = [
-                client.call_tool("lookup_word", {"word": SECRET_ARGUMENT}),
-                client.call_tool("record_score", {"word": SECRET_ARGUMENT, "score": 1}),
-                client.call_tool("failing_tool", {"word": SECRET_ARGUMENT}),
+                client.call_tool("mcp_lookup_word", {"word": SECRET_ARGUMENT}),
+                client.call_tool("mcp_record_score", {"word": SECRET_ARGUMENT, "score": 1}),
+                client.call_tool("mcp_failing_tool", {"word": SECRET_ARGUMENT}),
             ]
             await asyncio.gather(*calls)
 
@@ -290,9 +290,9 @@ def test_concurrent_calls_each_parent_their_own_server_span(spans: Spans, instru
     finished = spans.finished()
     tools = _tools(finished)
     assert sorted(s.name for s in tools) == [
-        "execute_tool failing_tool",
-        "execute_tool lookup_word",
-        "execute_tool record_score",
+        "execute_tool mcp_failing_tool",
+        "execute_tool mcp_lookup_word",
+        "execute_tool mcp_record_score",
     ]
     for tool in tools:
         (served,) = [s for s in finished if s.parent is not None and s.parent.span_id == tool.context.span_id]
