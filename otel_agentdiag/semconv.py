@@ -80,6 +80,22 @@ SERVER_PORT = "server.port"
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
 HTTP_REQUEST_RESEND_COUNT = "http.request.resend_count"
 
+# Model Context Protocol (the GenAI conventions' MCP page) and the JSON-RPC keys it uses.
+MCP_METHOD_NAME = "mcp.method.name"
+"""The request or notification method (``tools/call``, ``initialize``, ...): one of :data:`MCP_METHODS`."""
+MCP_PROTOCOL_VERSION = "mcp.protocol.version"
+"""The negotiated protocol revision, a date (``2025-11-25``)."""
+MCP_SESSION_ID = "mcp.session.id"
+"""The transport's session id (Streamable HTTP): a correlation id, hashed by the processors."""
+MCP_RESOURCE_URI = "mcp.resource.uri"
+"""A resource's URI: data (a path, a query); never set by us, dropped by the presets."""
+JSONRPC_REQUEST_ID = "jsonrpc.request.id"
+"""A per-connection request counter: never set by us, dropped by the presets (the span parent links the two ends)."""
+RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
+"""The JSON-RPC error code of an error response, as a string (``-32602``)."""
+GEN_AI_PROMPT_NAME = "gen_ai.prompt.name"
+"""A prompt's name (``prompts/get``): data to us (prompts have no declared-name registry), dropped by the presets."""
+
 # Exception event (OpenTelemetry "Recording Errors").
 EXCEPTION_EVENT_NAME = "exception"
 EXCEPTION_TYPE = "exception.type"
@@ -114,6 +130,49 @@ OPERATION_NAMES = frozenset(
     }
 )
 LLM_OPERATIONS = frozenset({OP_CHAT, OP_TEXT_COMPLETION, OP_GENERATE_CONTENT, OP_EMBEDDINGS})
+
+MCP_METHODS = frozenset(
+    {
+        "initialize",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+        "sampling/createMessage",
+        "elicitation/create",
+        "roots/list",
+        "subscriptions/listen",
+        "tasks/get",
+        "tasks/result",
+        "tasks/list",
+        "tasks/cancel",
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/message",
+        "notifications/resources/updated",
+        "notifications/resources/list_changed",
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/roots/list_changed",
+        "notifications/tasks/status",
+        "notifications/elicitation/complete",
+        "notifications/subscriptions/acknowledged",
+    }
+)
+"""The MCP methods of the protocol revisions up to 2026-07-28 (``mcp_types``): ``mcp.method.name`` is one of these,
+else ``_OTHER`` (a server may define its own methods, and their names are data)."""
+MCP_TOOL_ERROR = "tool_error"
+"""``error.type`` of a ``tools/call`` answered with ``isError: true`` (the MCP conventions' value)."""
 
 OTHER_VALUE = "_OTHER"
 """The semantic conventions' fallback for a value that may not be recorded; also our unregistered-name placeholder."""
@@ -203,6 +262,7 @@ ID_KIND_USER = "user"
 ID_KIND_AGENT = "agent"
 ID_KIND_TOOL_CALL = "tool_call"
 ID_KIND_RESPONSE = "response"
+ID_KIND_MCP_SESSION = "mcp_session"
 ID_KIND_EXCEPTION_MESSAGE = "exception_message"
 ID_KIND_ATTRIBUTE_KEY = "attribute_key"
 
@@ -214,4 +274,5 @@ CORRELATION_ID_KINDS: dict[str, str] = {
     GEN_AI_AGENT_ID: ID_KIND_AGENT,
     GEN_AI_TOOL_CALL_ID: ID_KIND_TOOL_CALL,
     GEN_AI_RESPONSE_ID: ID_KIND_RESPONSE,
+    MCP_SESSION_ID: ID_KIND_MCP_SESSION,
 }

@@ -330,6 +330,7 @@ def test_the_entry_points_resolve_to_our_classes() -> None:
         == "otel_agentdiag.instrumentation.openai_agents:OpenAIAgentsInstrumentor"
     )
     assert instrumentors["agentdiag_langchain"] == "otel_agentdiag.instrumentation.langchain:LangChainInstrumentor"
+    assert instrumentors["agentdiag_mcp"] == "otel_agentdiag.instrumentation.mcp:MCPInstrumentor"
 
 
 @requires_instrument

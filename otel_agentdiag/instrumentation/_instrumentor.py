@@ -32,6 +32,9 @@ class ClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     _library = ""
     """The SDK's import name, for log lines."""
 
+    _records_attempts = True
+    """Whether the shared HTTP-attempt hook is held while instrumented (model-call SDKs; not MCP)."""
+
     # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in
     # _instrument, never in __init__.
     _wrapped: list[tuple[type, str]]
@@ -43,6 +46,7 @@ class ClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         self._wrapped = []
+        self._holds_attempts = False
         tracer = tracer_for(type(self).__module__, kwargs.get("tracer_provider"))
         # opentelemetry-instrument stops loading every later instrumentor when one raises anything but an
         # ImportError: an SDK layout this code does not know is logged and left untraced, never fatal.
@@ -59,8 +63,9 @@ class ClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 "otel-agentdiag: cannot instrument %s (%s); it stays untraced", self._library, type(exc).__name__
             )
             return
-        _attempts.acquire()
-        self._holds_attempts = True
+        if self._records_attempts:
+            _attempts.acquire()
+            self._holds_attempts = True
 
     def _uninstrument(self, **kwargs: Any) -> None:
         self._unwrap_all()

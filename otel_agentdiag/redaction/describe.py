@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from otel_agentdiag import semconv as sc
 from otel_agentdiag.redaction.finish_reasons import FINISH_REASONS
 from otel_agentdiag.redaction.formats import FORMATS
 from otel_agentdiag.redaction.policy import LOCAL, STRICT, Policy, Rule, open_patterns
@@ -59,6 +60,8 @@ def markdown(local: Policy = LOCAL, strict: Policy = STRICT) -> str:
         + "The documented finish reasons (OpenAI, Anthropic, AWS Bedrock, Google Gemini, Cohere, Mistral, DeepSeek, "
         "the GenAI conventions): "
         + ", ".join(f"`{reason}`" for reason in sorted(FINISH_REASONS, key=lambda r: (r.lower(), r)))
+        + ". The MCP methods (`mcp.method.name`): "
+        + ", ".join(f"`{method}`" for method in sorted(sc.MCP_METHODS))
         + "."
     )
     out.append("")
@@ -73,7 +76,8 @@ def markdown(local: Policy = LOCAL, strict: Policy = STRICT) -> str:
     out.append("")
     out.append(
         "Span names: rebuilt from the kept attributes (`{operation} {agent, tool or model}`), "
-        "`agent.iteration`, or one of these fixed names; anything else becomes `_OTHER`:"
+        "`agent.iteration`, an MCP request's kept `mcp.method.name`, or one of these fixed names; anything else "
+        "becomes `_OTHER`:"
     )
     out.append("")
     for name, policy in presets.items():

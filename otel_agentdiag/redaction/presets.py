@@ -33,8 +33,13 @@ from otel_agentdiag.redaction.rules import (
 MODEL_NAME = token(r"[A-Za-z0-9][A-Za-z0-9._:/@+\-]*", 128)
 PROVIDER_NAME = token(r"[a-z0-9][a-z0-9_.\-]*", 64)
 OPERATION_NAME = token(r"[a-z][a-z0-9_]*", 64)
-ERROR_TYPE = token(r"[A-Za-z_<][A-Za-z0-9_.<>]*|[1-5][0-9]{2}", 256)
-"""An exception class name, or an HTTP status code (the HTTP conventions' error.type for a failed response)."""
+ERROR_TYPE = token(r"[A-Za-z_<][A-Za-z0-9_.<>]*|[1-5][0-9]{2}|-[0-9]{1,6}", 256)
+"""An exception class name, an HTTP status code (the HTTP conventions' error.type for a failed response), or a
+JSON-RPC error code (the MCP conventions' error.type for an error response: ``-32602``)."""
+JSONRPC_ERROR_CODE = token(r"-?[0-9]{1,6}", 7)
+"""``rpc.response.status_code`` of a JSON-RPC error response: the error code as a string."""
+MCP_PROTOCOL_VERSION = token(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", 10)
+"""An MCP protocol revision: a date."""
 FINISH_REASON = ClosedSet(FINISH_REASONS)
 """One finish reason (OpenInference's ``llm.finish_reason``): a documented one, else ``_OTHER``."""
 FINISH_REASON_ARRAY = ClosedSet(FINISH_REASONS, 16)
@@ -121,6 +126,11 @@ def _strict() -> Policy:
         sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE: token(r"[a-z][a-z0-9_]*", 32),
         sc.EXCEPTION_TYPE: ERROR_TYPE,
         sc.EXCEPTION_ESCAPED: Boolean(),
+        # Model Context Protocol (instrumentation/mcp and the mcp SDK's own spans). Never a resource URI, prompt
+        # name or JSON-RPC request id (data, or a per-connection counter): those are dropped.
+        sc.MCP_METHOD_NAME: ClosedSet(sc.MCP_METHODS),
+        sc.MCP_PROTOCOL_VERSION: MCP_PROTOCOL_VERSION,
+        sc.RPC_RESPONSE_STATUS_CODE: JSONRPC_ERROR_CODE,
         # OpenInference's names for the same facts
         "openinference.span.kind": Enum(OPENINFERENCE_SPAN_KINDS),
         "llm.model_name": MODEL_NAME,

@@ -241,6 +241,10 @@ class SpanRedactor:
             name = f"{operation} {target}" if target is not None else operation
         elif kind == sc.KIND_ITERATION:
             name = sc.ITERATION_SPAN_NAME
+        elif type(method := attributes.get(sc.MCP_METHOD_NAME)) is str:
+            # An MCP request's span is named by its method (the conventions' ``{mcp.method.name}``): a closed set,
+            # already redacted. Its target (a prompt name, a resource URI) is data and stays out.
+            name = method
         elif original in self.policy.allowed_span_names:
             name = original
         if name is None:

@@ -212,7 +212,10 @@ class StringArray(Rule):
         }
 
 
-_NAMED_SETS: Final[Mapping[frozenset[str], str]] = {FINISH_REASONS: "the documented finish reasons"}
+_NAMED_SETS: Final[Mapping[frozenset[str], str]] = {
+    FINISH_REASONS: "the documented finish reasons",
+    sc.MCP_METHODS: "the MCP methods (`semconv.MCP_METHODS`)",
+}
 """Closed sets that ``describe()`` names instead of listing (the README lists them once)."""
 
 
