@@ -6,7 +6,11 @@ hash key so stored digests go out unchanged), hands the surviving spans to a sta
 exporter, and marks a page's spans in the store only after the exporter returned ``SUCCESS`` for it. The
 exporters :func:`push_exporter` builds take each page already encoded
 (:func:`~otel_agentdiag.interchange.otlp_fast.request_bytes`, the bytes the SDK's encoder would make;
-:mod:`~otel_agentdiag.diagnostics.push_wire`); any other exporter gets the spans. The first
+:mod:`~otel_agentdiag.diagnostics.push_wire`); any other exporter gets the spans. For the exporters that take
+bytes (``takes_encoded``), a row whose stored verdict verifies under the store's key
+(:mod:`~otel_agentdiag.diagnostics.verdicts`: ``export`` makes them) is sent as that verdict's bytes instead of
+being re-validated again: the same bytes, since the MAC proves the strict validation of this code made them
+from exactly this row, under this policy and key. The first
 batch the exporter does not take stops the push: batches delivered before stay marked, nothing of the failed
 batch or after it is marked, so the next push sends exactly those.
 
@@ -30,7 +34,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any
@@ -47,12 +51,14 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.diagnostics.projection import stored_names, strict_projection
+from otel_agentdiag.diagnostics.verdicts import reuse_projection
 from otel_agentdiag.exporters.otlp import GRPC, HTTP_PROTOBUF, otlp_span_exporter, traces_url
-from otel_agentdiag.interchange.otlp_fast import WireEncoder, request_bytes
+from otel_agentdiag.interchange.otlp_fast import EncodedSpan, WireEncoder, request_bytes
 from otel_agentdiag.redaction.hashing import IdHasher, ephemeral_key
 from otel_agentdiag.redaction.policy import STRICT, Policy
 from otel_agentdiag.redaction.processor import SpanRedactor
 from otel_agentdiag.storage import SpanStore, StoredSpan
+from otel_agentdiag.storage.codec import decode_span
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -278,12 +284,13 @@ class PushResult:
         }
 
 
-def _marks(rows: Sequence[StoredSpan], sent: Sequence[ReadableSpan]) -> list[tuple[str, str]]:
-    """The stored ``(trace_id, span_id)`` of the rows ``sent`` came from (matched by the ids' numeric value)."""
+def _marks(rows: Sequence[tuple[Any, Any]], sent: Sequence[ReadableSpan | EncodedSpan]) -> list[tuple[str, str]]:
+    """The stored ``(trace_id, span_id)`` of the rows ``sent`` came from (matched by the ids' numeric value);
+    ``rows`` are the page's stored ``(trace_id, span_id)``."""
     by_value: dict[tuple[int, int], tuple[str, str]] = {}
-    for row in rows:
+    for trace_id, span_id in rows:
         try:
-            by_value[(int(row.trace_id, 16), int(row.span_id, 16))] = (row.trace_id, row.span_id)
+            by_value[(int(trace_id, 16), int(span_id, 16))] = (trace_id, span_id)
         except (TypeError, ValueError):
             continue  # such a row does not convert to a span: the projection omitted it
     marks = []
@@ -295,12 +302,32 @@ def _marks(rows: Sequence[StoredSpan], sent: Sequence[ReadableSpan]) -> list[tup
     return marks
 
 
-def _export_batch(exporter: SpanExporter, spans: Sequence[ReadableSpan], payload: bytes | None) -> SpanExportResult:
+def _export_batch(exporter: SpanExporter, spans: Sequence[Any], payload: bytes | None) -> SpanExportResult:
     """``exporter.export_encoded(spans, payload)`` (:mod:`~otel_agentdiag.diagnostics.push_wire`) when it has it
     and there is a payload, else ``exporter.export(spans)``."""
     send = getattr(exporter, "export_encoded", None) if payload is not None else None
     result: SpanExportResult = send(spans, payload) if send is not None else exporter.export(spans)
     return result
+
+
+class _Rebuild:
+    """The reference path of one page: the strict projection of the decoded rows, then ``policy`` when it is not
+    the strict preset (it can only remove more)."""
+
+    def __init__(self, hasher: IdHasher | None, policy: Policy) -> None:
+        self.hasher = hasher
+        self.policy = policy
+        self._second_hasher: IdHasher | None = None
+
+    def project(self, rows: Sequence[StoredSpan]) -> tuple[list[Any], int, dict[str, int]]:
+        projection = strict_projection(rows, hasher=self.hasher, policy=STRICT)
+        spans: list[Any] = projection.spans
+        if self.policy is not STRICT and spans:
+            if self._second_hasher is None:
+                self._second_hasher = self.hasher or IdHasher(ephemeral_key(), algorithm=self.policy.hash_function)
+            second = SpanRedactor(self.policy, self._second_hasher, stored_names(rows))
+            spans = [second.redact(span) for span in spans]
+        return spans, projection.omitted, projection.omitted_reasons
 
 
 def push_spans(
@@ -330,30 +357,46 @@ def push_spans(
     result = PushResult()
     result.selected, result.already_pushed = store.push_backlog(endpoint, sessions=sessions, since_ns=since_ns)
     number = 0
-    second_hasher: IdHasher | None = None
     wire = WireEncoder()
-    for rows in store.unpushed_spans(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size):
+    # Stored verdicts are reused only where the whole batch goes out as bytes (an exporter that takes them) and
+    # under the strict preset alone: a second policy, or any other exporter, needs every span rebuilt.
+    reuse = policy is STRICT and getattr(exporter, "takes_encoded", False) is True
+    pages: Iterable[Sequence[Any]] = (
+        store.unpushed_span_rows(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size)
+        if reuse
+        else store.unpushed_spans(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size)
+    )
+    redo = _Rebuild(hasher, policy)
+    for rows in pages:
         number += 1
         # Always the strict preset, whatever policy wrote the rows or the agent's OTLP branch uses: what is stored
-        # is re-validated, not trusted (a row may have been written by a looser policy, an import, or by hand).
-        projection = strict_projection(rows, hasher=hasher, policy=STRICT)
-        if policy is not STRICT and projection.spans:
-            if second_hasher is None:
-                second_hasher = hasher or IdHasher(ephemeral_key(), algorithm=policy.hash_function)
-            second = SpanRedactor(policy, second_hasher, stored_names(rows))
-            projection.spans = [second.redact(span) for span in projection.spans]
-        result.omitted += projection.omitted
-        for reason, n in projection.omitted_reasons.items():
+        # is re-validated, not trusted (a row may have been written by a looser policy, an import, or by hand),
+        # or its verdict reused where a MAC with the store's key proves our own validation made it from exactly
+        # these bytes (diagnostics/verdicts.py).
+        if reuse:
+            # Push sends each span once: making verdicts here would cost every push and pay off only on a second
+            # push of the same rows. It reuses those ``export`` made (or a future write-time pass).
+            ids = [(row[0], row[1]) for row in rows]
+            reused = reuse_projection(rows, hasher=hasher, make=False)
+            spans: list[Any] = reused.spans
+            omitted, reasons = reused.omitted, reused.omitted_reasons
+        else:
+            ids = [(row.trace_id, row.span_id) for row in rows]
+            spans, omitted, reasons = redo.project(rows)
+        result.omitted += omitted
+        for reason, n in reasons.items():
             result.omitted_reasons[reason] = result.omitted_reasons.get(reason, 0) + n
-        if projection.spans:
+        if spans:
             payload = None
             if hasattr(exporter, "export_encoded"):
                 try:
-                    payload = request_bytes(projection.spans, wire)
+                    payload = request_bytes(spans, wire)
                 except Exception:  # noqa: BLE001 - Unsupported (a value it does not reproduce exactly) or a surprise:
                     payload = None  # the SDK encodes the batch itself and reports its own failure, as before
+                    if reuse:  # the SDK takes spans, not reused verdicts: this page is rebuilt whole
+                        spans = redo.project([decode_span(row) for row in rows])[0]
             try:
-                outcome = _export_batch(exporter, projection.spans, payload)
+                outcome = _export_batch(exporter, spans, payload)
                 problem = None if outcome is SpanExportResult.SUCCESS else "the exporter reported a failure"
             except Exception as exc:  # noqa: BLE001 - an exporter that raises is a failed batch, not a crash
                 problem = f"the exporter raised {type(exc).__name__}"
@@ -362,8 +405,8 @@ def push_spans(
                 result.error = problem
                 result.not_pushed = max(result.selected - result.pushed - result.omitted, 0)
                 break
-            store.mark_pushed(endpoint, _marks(rows, projection.spans))
-            result.pushed += len(projection.spans)
+            store.mark_pushed(endpoint, _marks(ids, spans))
+            result.pushed += len(spans)
             result.batches += 1
         if on_batch is not None:
             on_batch(len(rows))
