@@ -15,9 +15,10 @@ from typing import Any
 from otel_agentdiag.storage.codec import SPAN_COLUMNS
 from otel_agentdiag.storage.connection import StoreConnection
 
-VERDICT_COLUMNS = SPAN_COLUMNS + ", v.verdict, v.mac"
+VERDICT_COLUMNS = SPAN_COLUMNS + ", CAST(v.verdict AS BLOB), CAST(v.mac AS BLOB)"
 """:data:`~otel_agentdiag.storage.codec.SPAN_COLUMNS` (columns 0 to 16, what ``decode_span`` reads), then the
-stored verdict (17) and its MAC (18), both None when there is none; from :data:`VERDICT_JOIN`."""
+stored verdict (17) and its MAC (18), both None when there is none; from :data:`VERDICT_JOIN`. Read as bytes
+whatever type a writer gave them (a TEXT value that is not UTF-8 would make the whole query fail)."""
 
 VERDICT_JOIN = (
     "spans s LEFT JOIN resources r ON r.id = s.resource_id"
