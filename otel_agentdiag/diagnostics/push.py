@@ -10,7 +10,10 @@ exporters :func:`push_exporter` builds take each page already encoded
 bytes (``takes_encoded``), a row whose stored verdict verifies under the store's key
 (:mod:`~otel_agentdiag.diagnostics.verdicts`: ``export`` makes them) is sent as that verdict's bytes instead of
 being re-validated again: the same bytes, since the MAC proves the strict validation of this code made them
-from exactly this row, under this policy and key. The first
+from exactly this row, under this policy and key. One batch is in flight while the next page is read,
+re-validated and encoded (on a sender thread, so the collector's time overlaps ours); a batch is sent only
+after the one before it was delivered and marked, so order, marks and the stop at the first failure are those
+of one batch at a time. The first
 batch the exporter does not take stops the push: batches delivered before stay marked, nothing of the failed
 batch or after it is marked, so the next push sends exactly those.
 
@@ -35,6 +38,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any
@@ -330,6 +334,83 @@ class _Rebuild:
         return spans, projection.omitted, projection.omitted_reasons
 
 
+@dataclass
+class _Batch:
+    """One page made ready to send: its stored ids, what goes out (spans and, for exporters that take them,
+    the encoded request), and what re-validation left out."""
+
+    rows: int
+    ids: list[tuple[Any, Any]]
+    spans: list[Any]
+    payload: bytes | None
+    omitted: int
+    reasons: dict[str, int]
+    number: int = 0
+    sent: Future[str | None] | None = None
+
+
+def _prepare(
+    rows: Sequence[Any],
+    reuse: bool,
+    hasher: IdHasher | None,
+    redo: _Rebuild,
+    wire: WireEncoder,
+    exporter: SpanExporter,
+) -> _Batch:
+    """Re-validate (or reuse the verdicts of) one page and encode it."""
+    # Always the strict preset, whatever policy wrote the rows or the agent's OTLP branch uses: what is stored
+    # is re-validated, not trusted (a row may have been written by a looser policy, an import, or by hand),
+    # or its verdict reused where a MAC with the store's key proves our own validation made it from exactly
+    # these bytes (diagnostics/verdicts.py).
+    if reuse:
+        # Push sends each span once: making verdicts here would cost every push and pay off only on a second
+        # push of the same rows. It reuses those ``export`` made.
+        ids = [(row[0], row[1]) for row in rows]
+        reused = reuse_projection(rows, hasher=hasher, make=False)
+        spans: list[Any] = reused.spans
+        omitted, reasons = reused.omitted, reused.omitted_reasons
+    else:
+        ids = [(row.trace_id, row.span_id) for row in rows]
+        spans, omitted, reasons = redo.project(rows)
+    payload = None
+    if spans and hasattr(exporter, "export_encoded"):
+        try:
+            payload = request_bytes(spans, wire)
+        except Exception:  # noqa: BLE001 - Unsupported (a value it does not reproduce exactly) or a surprise:
+            payload = None  # the SDK encodes the batch itself and reports its own failure, as before
+            if reuse:  # the SDK takes spans, not reused verdicts: this page is rebuilt whole
+                spans = redo.project([decode_span(row) for row in rows])[0]
+    return _Batch(len(rows), ids, spans, payload, omitted, reasons)
+
+
+def _send(exporter: SpanExporter, spans: Sequence[Any], payload: bytes | None) -> str | None:
+    """Export one batch (on the sender thread); why it failed, or None."""
+    try:
+        outcome = _export_batch(exporter, spans, payload)
+        return None if outcome is SpanExportResult.SUCCESS else "the exporter reported a failure"
+    except Exception as exc:  # noqa: BLE001 - an exporter that raises is a failed batch, not a crash
+        return f"the exporter raised {type(exc).__name__}"
+
+
+def _finish(
+    batch: _Batch, store: SpanStore, endpoint: str, result: PushResult, on_batch: Callable[[int], None] | None
+) -> bool:
+    """Wait for the batch in flight; mark it when it was delivered (True), or record the failure (False)."""
+    assert batch.sent is not None
+    problem = batch.sent.result()
+    if problem is not None:
+        result.failed_batch = batch.number
+        result.error = problem
+        result.not_pushed = max(result.selected - result.pushed - result.omitted, 0)
+        return False
+    store.mark_pushed(endpoint, _marks(batch.ids, batch.spans))
+    result.pushed += len(batch.spans)
+    result.batches += 1
+    if on_batch is not None:
+        on_batch(batch.rows)
+    return True
+
+
 def push_spans(
     store: SpanStore,
     exporter: SpanExporter,
@@ -367,49 +448,33 @@ def push_spans(
         else store.unpushed_spans(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size)
     )
     redo = _Rebuild(hasher, policy)
-    for rows in pages:
-        number += 1
-        # Always the strict preset, whatever policy wrote the rows or the agent's OTLP branch uses: what is stored
-        # is re-validated, not trusted (a row may have been written by a looser policy, an import, or by hand),
-        # or its verdict reused where a MAC with the store's key proves our own validation made it from exactly
-        # these bytes (diagnostics/verdicts.py).
-        if reuse:
-            # Push sends each span once: making verdicts here would cost every push and pay off only on a second
-            # push of the same rows. It reuses those ``export`` made (or a future write-time pass).
-            ids = [(row[0], row[1]) for row in rows]
-            reused = reuse_projection(rows, hasher=hasher, make=False)
-            spans: list[Any] = reused.spans
-            omitted, reasons = reused.omitted, reused.omitted_reasons
-        else:
-            ids = [(row.trace_id, row.span_id) for row in rows]
-            spans, omitted, reasons = redo.project(rows)
-        result.omitted += omitted
-        for reason, n in reasons.items():
-            result.omitted_reasons[reason] = result.omitted_reasons.get(reason, 0) + n
-        if spans:
-            payload = None
-            if hasattr(exporter, "export_encoded"):
-                try:
-                    payload = request_bytes(spans, wire)
-                except Exception:  # noqa: BLE001 - Unsupported (a value it does not reproduce exactly) or a surprise:
-                    payload = None  # the SDK encodes the batch itself and reports its own failure, as before
-                    if reuse:  # the SDK takes spans, not reused verdicts: this page is rebuilt whole
-                        spans = redo.project([decode_span(row) for row in rows])[0]
+    # One batch in flight while the next page is read, re-validated and encoded (the collector's time overlaps
+    # ours); it is sent only after the one before it was delivered and marked, so the order, the marks and the
+    # stop at the first failure are those of one batch at a time.
+    pending: _Batch | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentdiag-push") as sender:
+        for rows in pages:
             try:
-                outcome = _export_batch(exporter, spans, payload)
-                problem = None if outcome is SpanExportResult.SUCCESS else "the exporter reported a failure"
-            except Exception as exc:  # noqa: BLE001 - an exporter that raises is a failed batch, not a crash
-                problem = f"the exporter raised {type(exc).__name__}"
-            if problem is not None:
-                result.failed_batch = number
-                result.error = problem
-                result.not_pushed = max(result.selected - result.pushed - result.omitted, 0)
+                batch = _prepare(rows, reuse, hasher, redo, wire, exporter)
+            except BaseException:
+                if pending is not None:  # what is in flight is still delivered and marked before the error
+                    _finish(pending, store, endpoint, result, on_batch)
+                raise
+            if pending is not None and not _finish(pending, store, endpoint, result, on_batch):
                 break
-            store.mark_pushed(endpoint, _marks(ids, spans))
-            result.pushed += len(spans)
-            result.batches += 1
-        if on_batch is not None:
-            on_batch(len(rows))
+            pending = None
+            number += 1
+            result.omitted += batch.omitted
+            for reason, n in batch.reasons.items():
+                result.omitted_reasons[reason] = result.omitted_reasons.get(reason, 0) + n
+            if batch.spans:
+                batch.number = number
+                batch.sent = sender.submit(_send, exporter, batch.spans, batch.payload)
+                pending = batch
+            elif on_batch is not None:
+                on_batch(batch.rows)
+        if pending is not None:
+            _finish(pending, store, endpoint, result, on_batch)
     result.seconds = time.perf_counter() - started
     _logger.debug("otel-agentdiag: push %s", result.as_dict())
     return result
