@@ -7,7 +7,6 @@ sessions, or of the whole store, for a collector or a trace viewer. Every file i
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from otel_agentdiag.cli._common import CliError, open_store, resolve_store_path,
 from otel_agentdiag.cli._sessions import resolve_session
 from otel_agentdiag.diagnostics.bundle import BundleLimits, build_bundle, write_bundle
 from otel_agentdiag.diagnostics.projection import load_store_hasher, strict_projection
-from otel_agentdiag.diagnostics.verdicts import Verdict, reuse_projection
+from otel_agentdiag.diagnostics.verdicts import reuse_projection
 from otel_agentdiag.interchange.otlp_fast import Unsupported
 from otel_agentdiag.redaction import hashing
 from otel_agentdiag.storage import SpanStore, StoredSpan
@@ -26,9 +25,6 @@ from otel_agentdiag.storage.codec import decode_span
 from otel_agentdiag.storage.verdicts import RawSpanRow
 
 FORMATS = ("bundle", "otlp-json", "jaeger-json")
-_SAVE_TIMEOUT_S = 1.0
-"""How long keeping this export's verdicts waits for a busy writer before it gives up (the export is done)."""
-_logger = logging.getLogger(__name__)
 
 
 def _check_out(out: Path, store: Path) -> None:
@@ -74,17 +70,6 @@ def _span_rows(store: SpanStore, sessions: list[str] | None) -> list[RawSpanRow]
     for session in names:
         out.extend(store.session_span_rows(session))
     return out
-
-
-def _save_verdicts(path: Path, verdicts: list[Verdict]) -> None:
-    """Keep the verdicts this export made, so the next push or export reuses them, when the store can be opened
-    for writing at once; else (read-only media, another user's folder, a busy writer) they are not kept, and the
-    export is unaffected either way."""
-    try:
-        with SpanStore(path, create=False, busy_timeout=_SAVE_TIMEOUT_S) as store:
-            store.save_verdicts(verdicts)
-    except Exception as exc:  # noqa: BLE001 - a cache that cannot be written is not an export failure
-        _logger.debug("otel-agentdiag: export kept no verdicts (%s)", type(exc).__name__)
 
 
 @click.command()
@@ -134,8 +119,9 @@ def export(out: Path, session_texts: tuple[str, ...], output_format: str, store_
             except ValueError as exc:  # more sessions than a bundle holds
                 raise CliError(str(exc)) from None
         elif output_format == "otlp-json":
+            # A reader: it reuses the verdicts push stored (diagnostics/verdicts.py) and makes none.
             rows = _span_rows(store, sessions)
-            projection: Any = reuse_projection(rows, hasher=hasher)
+            projection: Any = reuse_projection(rows, hasher=hasher, make=False)
         else:
             projection = strict_projection(_spans(store, sessions), hasher=hasher)
     try:
@@ -163,8 +149,6 @@ def export(out: Path, session_texts: tuple[str, ...], output_format: str, store_
                 projection = strict_projection([decode_span(row) for row in rows], hasher=hasher)
                 written = write(projection.spans, out)
             summary = f"{len(projection.spans)} span(s); omitted {projection.omitted}"
-            if output_format == "otlp-json" and getattr(projection, "verdicts", None):
-                _save_verdicts(path, projection.verdicts)
     except RuntimeError as exc:  # interchange.otlp_json.MissingDependency: the 'otlp' extra is missing
         raise CliError(str(exc)) from None
     except OSError as exc:

@@ -3,19 +3,19 @@
 :func:`push_spans` reads the selected spans that are not yet marked as pushed to the endpoint, re-validates each
 page under the strict policy (:func:`~otel_agentdiag.diagnostics.projection.strict_projection`, with the store's
 hash key so stored digests go out unchanged), hands the surviving spans to a standard OpenTelemetry SDK OTLP
-exporter, and marks a page's spans in the store only after the exporter returned ``SUCCESS`` for it. The
-exporters :func:`push_exporter` builds take each page already encoded
+exporter, and marks a page's spans in the store only after the exporter returned ``SUCCESS`` for it. The exporters
+:func:`push_exporter` builds take each page already encoded
 (:func:`~otel_agentdiag.interchange.otlp_fast.request_bytes`, the bytes the SDK's encoder would make;
-:mod:`~otel_agentdiag.diagnostics.push_wire`); any other exporter gets the spans. For the exporters that take
-bytes (``takes_encoded``), a row whose stored verdict verifies under the store's key
-(:mod:`~otel_agentdiag.diagnostics.verdicts`: ``export`` makes them) is sent as that verdict's bytes instead of
-being re-validated again: the same bytes, since the MAC proves the strict validation of this code made them
-from exactly this row, under this policy and key. One batch is in flight while the next page is read,
-re-validated and encoded (on a sender thread, so the collector's time overlaps ours); a batch is sent only
-after the one before it was delivered and marked, so order, marks and the stop at the first failure are those
-of one batch at a time. The first
-batch the exporter does not take stops the push: batches delivered before stay marked, nothing of the failed
-batch or after it is marked, so the next push sends exactly those.
+:mod:`~otel_agentdiag.diagnostics.push_wire`); any other exporter gets the spans. For the exporters that take bytes
+(``takes_encoded``), a row whose stored verdict verifies under the store's key
+(:mod:`~otel_agentdiag.diagnostics.verdicts`) is sent as that verdict's bytes instead of being re-validated again:
+the same bytes, since the MAC proves the strict validation of this code made them from exactly this row, under this
+policy and key. The rows re-validated now get their verdicts stored with their marks (one transaction per batch),
+for the next push to another endpoint and for ``export``, which only reads them. One batch is in flight while the
+next page is read, re-validated and encoded (on a sender thread, so the collector's time overlaps ours); a batch is
+sent only after the one before it was delivered and marked, so order, marks and the stop at the first failure are
+those of one batch at a time. The first batch the exporter does not take stops the push: batches delivered before
+stay marked, nothing of the failed batch or after it is marked, so the next push sends exactly those.
 
 A row that fails re-validation is never sent and never marked: every push counts it again as omitted.
 
@@ -55,7 +55,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.diagnostics.projection import stored_names, strict_projection
-from otel_agentdiag.diagnostics.verdicts import reuse_projection
+from otel_agentdiag.diagnostics.verdicts import Verdict, reuse_projection
 from otel_agentdiag.exporters.otlp import GRPC, HTTP_PROTOBUF, otlp_span_exporter, traces_url
 from otel_agentdiag.interchange.otlp_fast import EncodedSpan, WireEncoder, request_bytes
 from otel_agentdiag.redaction.hashing import IdHasher, ephemeral_key
@@ -345,6 +345,7 @@ class _Batch:
     payload: bytes | None
     omitted: int
     reasons: dict[str, int]
+    verdicts: list[Verdict]
     number: int = 0
     sent: Future[str | None] | None = None
 
@@ -362,13 +363,13 @@ def _prepare(
     # is re-validated, not trusted (a row may have been written by a looser policy, an import, or by hand),
     # or its verdict reused where a MAC with the store's key proves our own validation made it from exactly
     # these bytes (diagnostics/verdicts.py).
+    verdicts: list[Verdict] = []
     if reuse:
-        # Push sends each span once: making verdicts here would cost every push and pay off only on a second
-        # push of the same rows. It reuses those ``export`` made.
+        # The verdicts of rows re-validated now are kept with the marks (export, a reader, reuses them too).
         ids = [(row[0], row[1]) for row in rows]
-        reused = reuse_projection(rows, hasher=hasher, make=False)
+        reused = reuse_projection(rows, hasher=hasher)
         spans: list[Any] = reused.spans
-        omitted, reasons = reused.omitted, reused.omitted_reasons
+        omitted, reasons, verdicts = reused.omitted, reused.omitted_reasons, reused.verdicts
     else:
         ids = [(row.trace_id, row.span_id) for row in rows]
         spans, omitted, reasons = redo.project(rows)
@@ -380,7 +381,7 @@ def _prepare(
             payload = None  # the SDK encodes the batch itself and reports its own failure, as before
             if reuse:  # the SDK takes spans, not reused verdicts: this page is rebuilt whole
                 spans = redo.project([decode_span(row) for row in rows])[0]
-    return _Batch(len(rows), ids, spans, payload, omitted, reasons)
+    return _Batch(len(rows), ids, spans, payload, omitted, reasons, verdicts)
 
 
 def _send(exporter: SpanExporter, spans: Sequence[Any], payload: bytes | None) -> str | None:
@@ -403,7 +404,7 @@ def _finish(
         result.error = problem
         result.not_pushed = max(result.selected - result.pushed - result.omitted, 0)
         return False
-    store.mark_pushed(endpoint, _marks(batch.ids, batch.spans))
+    store.mark_pushed(endpoint, _marks(batch.ids, batch.spans), verdicts=batch.verdicts)
     result.pushed += len(batch.spans)
     result.batches += 1
     if on_batch is not None:

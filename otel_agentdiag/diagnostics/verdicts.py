@@ -7,8 +7,9 @@ A verdict is the strict projection of one stored row (:func:`~otel_agentdiag.dia
 strict_projection`), already encoded: its ``Span`` protobuf bytes and its OTLP-JSON text
 (:class:`~otel_agentdiag.interchange.otlp_fast.EncodedSpan`), with the tool and agent names the row
 contributes to the batch's name registry, deflated (about 700 bytes for a typical agent span). It is written
-by the first re-validation of the row (push, with its marks; export, when it can open the store for writing)
-and stored beside the row (:mod:`otel_agentdiag.storage.verdicts`) under a MAC:
+by the first re-validation of the row by ``push`` (with its marks; ``export`` is a reader: it never writes the
+store, so it reuses verdicts and makes none) and stored beside the row (:mod:`otel_agentdiag.storage.verdicts`)
+under a MAC:
 
     HMAC-SHA256(K, tag || len(row) || row || verdict)
 

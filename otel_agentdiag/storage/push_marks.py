@@ -9,7 +9,7 @@ from typing import Any
 from otel_agentdiag.storage.codec import SPAN_COLUMNS, decode_span
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.rows import StoredSpan
-from otel_agentdiag.storage.verdicts import VERDICT_COLUMNS, RawSpanRow
+from otel_agentdiag.storage.verdicts import VERDICT_COLUMNS, RawSpanRow, save_verdicts_in
 
 
 class PushMarks(StoreConnection):
@@ -45,12 +45,22 @@ class PushMarks(StoreConnection):
             rows = self._conn.execute("SELECT trace_id, span_id FROM push_marks WHERE endpoint = ?", (endpoint,))
             return {(str(t), str(s)) for t, s in rows}
 
-    def mark_pushed(self, endpoint: str, ids: Sequence[tuple[str, str]], *, now_ns: int | None = None) -> int:
-        """Mark spans as pushed to ``endpoint``, in one transaction; returns how many marks are new."""
+    def mark_pushed(
+        self,
+        endpoint: str,
+        ids: Sequence[tuple[str, str]],
+        *,
+        now_ns: int | None = None,
+        verdicts: Sequence[tuple[str, str, bytes, bytes]] = (),
+    ) -> int:
+        """Mark spans as pushed to ``endpoint``, in one transaction; returns how many marks are new.
+
+        ``verdicts`` (``(trace_id, span_id, verdict, mac)``, :meth:`~otel_agentdiag.storage.verdicts.
+        VerdictStore.save_verdicts`) are stored in the same transaction: one commit per pushed batch."""
         self._check_push_endpoint(endpoint)
         now = time.time_ns() if now_ns is None else now_ns
         params = [(endpoint, str(trace_id), str(span_id), now) for trace_id, span_id in ids]
-        if not params:
+        if not params and not verdicts:
             return 0
         with self._transaction() as conn:
             before = conn.total_changes
@@ -59,7 +69,9 @@ class PushMarks(StoreConnection):
                 " ON CONFLICT (endpoint, trace_id, span_id) DO NOTHING",
                 params,
             )
-            return conn.total_changes - before
+            marked = conn.total_changes - before
+            save_verdicts_in(conn, verdicts)
+            return marked
 
     def push_backlog(
         self, endpoint: str, *, sessions: Sequence[str] | None = None, since_ns: int | None = None

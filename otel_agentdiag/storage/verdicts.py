@@ -9,6 +9,7 @@ reused. Whatever deletes or changes a span deletes its verdict (triggers of migr
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,10 +48,17 @@ class VerdictStore(StoreConnection):
         if not verdicts:
             return 0
         with self._transaction() as conn:
-            before = conn.total_changes
-            conn.executemany(
-                "INSERT OR REPLACE INTO span_verdicts (trace_id, span_id, verdict, mac)"
-                " SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM spans WHERE trace_id = ?1 AND span_id = ?2)",
-                verdicts,
-            )
-            return int(conn.total_changes - before)
+            return save_verdicts_in(conn, verdicts)
+
+
+def save_verdicts_in(conn: sqlite3.Connection, verdicts: Sequence[tuple[str, str, bytes, bytes]]) -> int:
+    """:meth:`VerdictStore.save_verdicts` inside a write transaction the caller holds (push: with its marks)."""
+    if not verdicts:
+        return 0
+    before = conn.total_changes
+    conn.executemany(
+        "INSERT OR REPLACE INTO span_verdicts (trace_id, span_id, verdict, mac)"
+        " SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM spans WHERE trace_id = ?1 AND span_id = ?2)",
+        verdicts,
+    )
+    return int(conn.total_changes - before)

@@ -1,6 +1,6 @@
 """Stored verdicts: push and export with reuse send and write exactly what the reference path does.
 
-A real store (the demo agent and agent runs through the public API, the key file beside the store) is exported
+A real store (the demo agent and agent runs through the public API, the key file beside the store) is pushed
 once (which stores a verdict per row), then exported and pushed again (reusing them). Every output is compared,
 byte for byte, with the reference path: every row decoded and re-validated under the strict policy
 (``strict_projection``), encoded by the SDK's own encoder. Then a process without the key edits the store: a row
@@ -145,27 +145,27 @@ def _verdict_count(path: Path) -> int:
         return int(conn.execute("SELECT COUNT(*) FROM span_verdicts").fetchone()[0])
 
 
-def test_export_makes_verdicts_and_export_and_push_reuse_them_with_the_same_output(
+def test_push_makes_verdicts_and_export_and_push_reuse_them_with_the_same_output(
     store_path: Path, tmp_path: Path
 ) -> None:
     reference_lines, reference_payloads = _reference_lines(store_path), _reference_payloads(store_path)
     rows = len(_raw_rows(store_path))
     assert rows >= 20 and _verdict_count(store_path) == 0 and _reused(store_path) == 0
 
-    assert _push(store_path) == reference_payloads  # no verdict yet: push makes none either
-    assert _verdict_count(store_path) == 0
-    assert _export(store_path, tmp_path / "1.jsonl") == reference_lines
+    assert _export(store_path, tmp_path / "0.jsonl") == reference_lines
+    assert _verdict_count(store_path) == 0  # export is a reader: it makes none
+    assert _push(store_path) == reference_payloads
     assert _verdict_count(store_path) == rows  # every row of a store our pipeline wrote gets one
 
     assert _reused(store_path) == rows
-    assert _export(store_path, tmp_path / "2.jsonl") == reference_lines
+    assert _export(store_path, tmp_path / "1.jsonl") == reference_lines
     assert _push(store_path) == reference_payloads
 
 
 def test_a_verdict_is_reused_only_under_the_key_and_policy_it_was_made_with(
     store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _export(store_path, tmp_path / "1.jsonl")
+    _push(store_path)
     rows = _raw_rows(store_path)
     assert reuse_projection(rows, hasher=load_store_hasher(store_path), make=False).reused == len(rows)
     other = IdHasher(os.urandom(32))
@@ -187,7 +187,7 @@ def _set_attributes(conn: sqlite3.Connection, rowid: int, change: Any) -> None:
 
 
 def test_rows_and_verdicts_edited_without_the_key_are_re_validated(store_path: Path, tmp_path: Path) -> None:
-    _export(store_path, tmp_path / "1.jsonl")
+    _push(store_path)
     rows = len(_raw_rows(store_path))
     with sqlite3.connect(store_path) as conn:
         conn.execute("DROP TRIGGER span_verdicts_follow_update")  # what a hostile writer would do first
@@ -249,7 +249,8 @@ def test_rows_and_verdicts_edited_without_the_key_are_re_validated(store_path: P
     for planted in (EMAIL, FOREIGN):
         assert planted not in "\n".join(written)
         assert all(planted.encode() not in payload for payload in sent)
-    assert _reused(store_path) == rows  # the export made them again, for these bytes, with the store's key
+    assert _reused(store_path) == rows  # push made them again, for these bytes, with the store's key
+    assert _export(store_path, tmp_path / "3.jsonl") == reference_lines
 
 
 def test_a_row_whose_validation_depends_on_other_rows_gets_no_verdict(store_path: Path, tmp_path: Path) -> None:
@@ -262,17 +263,17 @@ def test_a_row_whose_validation_depends_on_other_rows_gets_no_verdict(store_path
         link = {"trace_id": trace_id, "span_id": span_id, "attributes": {sc.GEN_AI_TOOL_NAME: TOOLS[0]}}
         conn.execute("UPDATE spans SET links = ? WHERE rowid = ?", (json.dumps([link]), rowid))
     rows = len(_raw_rows(store_path))
-    assert _export(store_path, tmp_path / "1.jsonl") == _reference_lines(store_path)
+    assert _push(store_path) == _reference_payloads(store_path)
     with sqlite3.connect(store_path) as conn:
         kept = {tuple(r) for r in conn.execute("SELECT trace_id, span_id FROM span_verdicts")}
     assert len(kept) == rows - 1 and (trace_id, span_id) not in kept
+    assert _export(store_path, tmp_path / "1.jsonl") == _reference_lines(store_path)
     assert TOOLS[0] in (tmp_path / "1.jsonl").read_text()  # precondition: the link's name was kept (registered)
-    assert _export(store_path, tmp_path / "2.jsonl") == _reference_lines(store_path)
     assert _push(store_path) == _reference_payloads(store_path)
 
 
-def test_clearing_a_session_deletes_its_verdicts(store_path: Path, tmp_path: Path) -> None:
-    _export(store_path, tmp_path / "1.jsonl")
+def test_clearing_a_session_deletes_its_verdicts(store_path: Path) -> None:
+    _push(store_path)
     with SpanStore(store_path, create=False) as store:
         session = next(s.session for s in store.list_sessions() if s.session and s.span_count)
         count = len(store.session_spans(session))

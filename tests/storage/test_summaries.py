@@ -13,6 +13,7 @@ import pytest
 from storage_helpers import T0, query
 
 from otel_agentdiag.storage import RetentionLimits, SpanRow, SpanStore
+from otel_agentdiag.storage.migrations import LATEST_VERSION
 from otel_agentdiag.storage.summaries import rebuild_summaries
 
 SUMMARY_QUERIES = (
@@ -209,7 +210,7 @@ def test_a_version_6_store_is_backfilled_from_its_rows(tmp_path: Path) -> None:
     assert query(path, "SELECT name FROM sqlite_master WHERE name = 'trace_summaries'") == []
     spans = query(path, "SELECT * FROM spans ORDER BY rowid")
     with SpanStore(path, create=False) as store:
-        assert query(path, "SELECT MAX(version) FROM schema_migrations") == [(7,)]
+        assert query(path, "SELECT MAX(version) FROM schema_migrations") == [(LATEST_VERSION,)]
         assert snapshot(path) == written
         assert query(path, "SELECT * FROM spans ORDER BY rowid") == spans
         assert store.list_sessions() == sessions and store.list_traces() == traces
