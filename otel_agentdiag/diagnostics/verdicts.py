@@ -4,9 +4,9 @@
 passed, byte for byte, under the same policy and key.
 
 A verdict is the strict projection of one stored row (:func:`~otel_agentdiag.diagnostics.projection.
-strict_projection`), already encoded: its ``Span`` protobuf bytes and its OTLP-JSON text
-(:class:`~otel_agentdiag.interchange.otlp_fast.EncodedSpan`), with the tool and agent names the row
-contributes to the batch's name registry, deflated (about 700 bytes for a typical agent span). It is written
+strict_projection`), already encoded: its ``Span`` protobuf bytes (:class:`~otel_agentdiag.interchange.encoded.
+EncodedSpan`; ``export`` reads its OTLP-JSON back from them), with the tool and agent names the row
+contributes to the batch's name registry (about 400 bytes for a typical agent span). It is written
 by the first re-validation of the row by ``push`` (with its marks; ``export`` is a reader: it never writes the
 store, so it reuses verdicts and makes none) and stored beside the row (:mod:`otel_agentdiag.storage.verdicts`)
 under a MAC:
@@ -40,7 +40,6 @@ import json
 import logging
 import re
 import struct
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +58,8 @@ from otel_agentdiag.diagnostics.projection import (
     scope_of,
     strict_projection,
 )
-from otel_agentdiag.interchange.otlp_fast import EncodedSpan, JsonEncoder, WireEncoder, dump_json
+from otel_agentdiag.interchange.encoded import EncodedSpan
+from otel_agentdiag.interchange.otlp_fast import WireEncoder
 from otel_agentdiag.redaction.hashing import ALGORITHM, IdHasher
 from otel_agentdiag.redaction.policy import STRICT, Policy
 from otel_agentdiag.redaction.processor import SpanRedactor
@@ -76,7 +76,7 @@ PURPOSE = "strict-projection-verdict-mac"
 """The label of the MAC key derived from the store's hash key."""
 _COLUMNS = 17
 """Stored columns covered by the MAC: :data:`~otel_agentdiag.storage.codec.SPAN_COLUMNS`."""
-_HEADER = struct.Struct(">HI")
+_HEADER = struct.Struct(">BH")
 _PACKAGE = Path(__file__).resolve().parents[1]
 _CODE = (
     "redaction",
@@ -188,8 +188,8 @@ class VerdictCodec:
         message = b"".join((self._tag, len(body).to_bytes(8, "big"), body, verdict))
         return hmac.digest(self._key, message, "sha256")
 
-    def verified(self, row: RawSpanRow) -> tuple[list[tuple[str, str]], bytes, str] | None:
-        """The stored verdict of ``row`` (``names, wire, json``) when its MAC verifies, else None."""
+    def verified(self, row: RawSpanRow) -> tuple[list[tuple[str, str]], bytes] | None:
+        """The stored verdict of ``row`` (``names, wire``) when its MAC verifies, else None."""
         verdict, mac = row[_COLUMNS], row[_COLUMNS + 1]
         if type(verdict) is not bytes or type(mac) is not bytes:
             return None
@@ -199,14 +199,11 @@ class VerdictCodec:
         return _parse(verdict)
 
     @staticmethod
-    def encode(
-        names: set[tuple[str, str]], clean: ReadableSpan, wire: WireEncoder, text: JsonEncoder
-    ) -> tuple[bytes, EncodedSpan] | None:
-        """The verdict blob for a clean span and the span as encoded (None when an encoder refuses it)."""
+    def encode(names: set[tuple[str, str]], clean: ReadableSpan, wire: WireEncoder) -> tuple[bytes, EncodedSpan] | None:
+        """The verdict blob for a clean span and the span as encoded (None when the encoder refuses it)."""
         context = clean.context
         try:
             encoded_wire = wire.span(clean)
-            encoded_text = dump_json(text.span(clean))
         except Exception:  # noqa: BLE001 - Unsupported or a surprise: this row is re-validated every time
             return None
         if context is None:  # pragma: no cover - the fast encoders refuse a span without one
@@ -214,27 +211,24 @@ class VerdictCodec:
         names_json = json.dumps(sorted(names), separators=(",", ":")).encode("utf-8") if names else b""
         if len(names_json) > 0xFFFF:
             return None
-        raw = _HEADER.pack(len(names_json), len(encoded_wire)) + names_json + encoded_wire + encoded_text.encode()
         encoded = EncodedSpan(
-            context.trace_id, context.span_id, clean.resource, clean.instrumentation_scope, encoded_wire, encoded_text
+            context.trace_id, context.span_id, clean.resource, clean.instrumentation_scope, encoded_wire
         )
-        return zlib.compress(raw, 1), encoded
+        return _HEADER.pack(FORMAT, len(names_json)) + names_json + encoded_wire, encoded
 
 
-def _parse(stored: bytes) -> tuple[list[tuple[str, str]], bytes, str] | None:
-    """The ``(names, wire, json)`` of a verdict whose MAC verified (so our own: never inflated before that)."""
+def _parse(verdict: bytes) -> tuple[list[tuple[str, str]], bytes] | None:
+    """The ``(names, wire)`` of a verdict whose MAC verified (so one this code made)."""
     try:
-        verdict = zlib.decompress(stored)
-        names_size, wire_size = _HEADER.unpack_from(verdict)
+        version, names_size = _HEADER.unpack_from(verdict)
         start = _HEADER.size
         names = json.loads(verdict[start : start + names_size]) if names_size else []
-        wire = verdict[start + names_size : start + names_size + wire_size]
-        text = verdict[start + names_size + wire_size :].decode("utf-8")
-    except (struct.error, ValueError, zlib.error):
+        wire = verdict[start + names_size :]
+    except (struct.error, ValueError):
         return None
-    if len(wire) != wire_size:
+    if version != FORMAT:
         return None
-    return [(kind, name) for kind, name in names], wire, text
+    return [(kind, name) for kind, name in names], wire
 
 
 class _RecordingRegistry(NameRegistry):
@@ -287,7 +281,7 @@ def reuse_projection(
     codec = VerdictCodec.for_key(hasher, policy)
     if codec is None or hasher is None:
         return _plain(rows, hasher, policy)
-    hits: dict[int, tuple[list[tuple[str, str]], bytes, str]] = {}
+    hits: dict[int, tuple[list[tuple[str, str]], bytes]] = {}
     decoded = {}
     found: set[tuple[str, str]] = set()
     own: dict[int, set[tuple[str, str]]] = {}
@@ -308,7 +302,7 @@ def reuse_projection(
     counts = Projection(spans=[])
     shared: dict[Any, Any] = {}
     placed: dict[tuple[Any, Any], tuple[Any, Any] | None] = {}
-    wire, text = WireEncoder(), JsonEncoder()
+    wire = WireEncoder()
     for index, row in enumerate(rows):
         hit = hits.get(index)
         if hit is not None:
@@ -326,7 +320,7 @@ def reuse_projection(
         lookups, registry.log = registry.log, None
         if clean is None:
             continue
-        made = codec.encode(own[index], clean, wire, text) if make and _batch_independent(lookups, own[index]) else None
+        made = codec.encode(own[index], clean, wire) if make and _batch_independent(lookups, own[index]) else None
         mac = None if made is None else codec.mac(row, made[0])
         if made is None or mac is None:
             out.spans.append(clean)
@@ -340,7 +334,7 @@ def reuse_projection(
 
 def _encoded(
     row: RawSpanRow,
-    hit: tuple[list[tuple[str, str]], bytes, str],
+    hit: tuple[list[tuple[str, str]], bytes],
     redactor: SpanRedactor,
     shared: dict[Any, Any],
     placed: dict[tuple[Any, Any], tuple[Any, Any] | None],
@@ -358,7 +352,7 @@ def _encoded(
         trace_id, span_id = int(row[0], 16), int(row[1], 16)
     except (TypeError, ValueError):
         return None
-    return EncodedSpan(trace_id, span_id, place[0], place[1], hit[1], hit[2])
+    return EncodedSpan(trace_id, span_id, place[0], place[1], hit[1])
 
 
 def _place(

@@ -137,7 +137,7 @@ def otlp_json_line(spans: Sequence[ReadableSpan | EncodedSpan], encoder: JsonEnc
     for resource, scopes in _groups(spans):
         scope_items = []
         for scope, members in scopes:
-            texts = [m.json if isinstance(m, EncodedSpan) else dump_json(fast.span(m)) for m in members]
+            texts = [m.json_text() if isinstance(m, EncodedSpan) else dump_json(fast.span(m)) for m in members]
             entry = '{"scope":' + dump_json(fast.scope(scope)) + ',"spans":[' + ",".join(texts) + "]"
             if scope is not None and scope.schema_url:
                 entry += ',"schemaUrl":' + dump_json(_text(scope.schema_url))

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from otel_agentdiag.interchange.encoded import EncodedSpan, dump_json
+from otel_agentdiag.interchange.encoded import EncodedSpan, dump_json, span_json
 from otel_agentdiag.interchange.otlp_fast import JsonEncoder, Unsupported, WireEncoder, otlp_json_object, request_bytes
 from otel_agentdiag.interchange.otlp_json import _chunks, otlp_json_line, write_otlp_json
 from otel_agentdiag.interchange.otlp_request import request_to_otlp_json, span_encoder
@@ -195,17 +195,23 @@ def test_write_otlp_json_falls_back_to_the_slow_path_per_line(tmp_path: Path) ->
 
 
 def _encoded(span: ReadableSpan) -> EncodedSpan:
-    """``span`` as a reused verdict carries it: encoded once, placed by its own resource and scope."""
+    """``span`` as a reused verdict carries it: its bytes only, placed by its own resource and scope."""
     context = span.context
     assert context is not None
     return EncodedSpan(
-        context.trace_id,
-        context.span_id,
-        span.resource,
-        span.instrumentation_scope,
-        WireEncoder().span(span),
-        dump_json(JsonEncoder().span(span)),
+        context.trace_id, context.span_id, span.resource, span.instrumentation_scope, WireEncoder().span(span)
     )
+
+
+def test_the_json_read_back_from_the_bytes_is_the_json_encoders() -> None:
+    for span in _spans():
+        assert dump_json(span_json(WireEncoder().span(span))) == dump_json(JsonEncoder().span(span))
+
+
+@pytest.mark.parametrize("wire", [b"\xff", b"\x0a\x05ab", b"\x8a\x01\x00", b"\x0a\x02ab", b"\x2a\x01\xff"])
+def test_bytes_the_encoder_did_not_write_are_refused(wire: bytes) -> None:
+    with pytest.raises(ValueError):
+        span_json(wire)  # truncated varint or field, a field it never writes, an id of the wrong size, bad UTF-8
 
 
 def test_a_json_line_is_the_compact_dump_of_the_json_object() -> None:
