@@ -89,7 +89,11 @@ def _fields(data: bytes) -> list[tuple[int, Any]]:
     at, end = 0, len(data)
     value: Any
     while at < end:
-        key, at = _varint(data, at)
+        key = data[at]
+        if key < 0x80:
+            at += 1
+        else:
+            key, at = _varint(data, at)
         number, kind = key >> 3, key & 7
         if kind == 0:
             value, at = _varint(data, at)
@@ -97,7 +101,11 @@ def _fields(data: bytes) -> list[tuple[int, Any]]:
             (value,) = _FIXED64.unpack_from(data, at)
             at += 8
         elif kind == 2:
-            size, at = _varint(data, at)
+            size = data[at]
+            if size < 0x80:
+                at += 1
+            else:
+                size, at = _varint(data, at)
             value = data[at : at + size]
             if len(value) != size:
                 raise ValueError("truncated field")
@@ -142,7 +150,23 @@ def _any_value(data: bytes) -> dict[str, Any]:
     raise ValueError("unknown value field")
 
 
+_PAIRS: dict[bytes, dict[str, Any]] = {}
+_PAIRS_LIMIT = 65_536
+
+
 def _key_value(data: bytes) -> dict[str, Any]:
+    """A ``KeyValue`` (remembered by its bytes: attributes repeat from span to span; the objects are shared, as
+    the JSON encoder's are, and never changed)."""
+    found = _PAIRS.get(data)
+    if found is None:
+        found = _read_key_value(data)
+        if len(_PAIRS) >= _PAIRS_LIMIT:
+            _PAIRS.clear()
+        _PAIRS[data] = found
+    return found
+
+
+def _read_key_value(data: bytes) -> dict[str, Any]:
     key = ""
     value: dict[str, Any] = {}
     for number, field in _fields(data):
