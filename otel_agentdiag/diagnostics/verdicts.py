@@ -40,6 +40,7 @@ import json
 import logging
 import re
 import struct
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_agentdiag._internal.names import NameRegistry
+from otel_agentdiag._internal.names import MAX_NAMES, NameRegistry
 from otel_agentdiag.diagnostics.projection import (
     Projection,
     names_registry,
@@ -294,8 +295,11 @@ def reuse_projection(
             span = decoded[index] = decode_span(row)
             names = own[index] = row_names(span)
             found |= names
+    per_kind = Counter(kind for kind, _ in found)
+    if any(count > MAX_NAMES for count in per_kind.values()):
+        return _plain(rows, hasher, policy)  # the registry overflows (it says so): it depends on the whole batch
     registry = _RecordingRegistry()
-    if names_registry(found, registry) is not registry:  # overflow: the registry depends on the whole batch
+    if names_registry(found, registry) is not registry:  # pragma: no cover - counted just above
         return _plain(rows, hasher, policy)
     redactor = SpanRedactor(policy, hasher, registry)
     out = ReusedProjection(spans=[])

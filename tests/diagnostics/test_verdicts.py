@@ -30,8 +30,10 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import names
 from otel_agentdiag.cli import cli
 from otel_agentdiag.demo import run_demo_agent
+from otel_agentdiag.diagnostics import verdicts
 from otel_agentdiag.diagnostics.projection import load_store_hasher, strict_projection
 from otel_agentdiag.diagnostics.push import push_spans
 from otel_agentdiag.diagnostics.verdicts import VerdictCodec, policy_digest, reuse_projection
@@ -296,3 +298,18 @@ def test_the_policy_digest_is_the_same_in_every_process() -> None:
         for seed in ("1", "2", "3")
     }
     assert digests == {policy_digest(STRICT)}
+
+
+def test_a_batch_whose_name_registry_overflows_is_re_validated_whole_and_gets_no_verdict(
+    store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More distinct names than a registry holds: none is restored (every name is ``_OTHER``), which depends on
+    the whole batch, so nothing is reused or made."""
+    _push(store_path)  # verdicts made under the real limit
+    monkeypatch.setattr(names, "MAX_NAMES", 1)  # the store holds two tool names
+    monkeypatch.setattr(verdicts, "MAX_NAMES", 1)
+    assert reuse_projection(_raw_rows(store_path), hasher=load_store_hasher(store_path)).verdicts == []
+    assert _reused(store_path) == 0
+    written = _export(store_path, tmp_path / "1.jsonl")
+    assert written == _reference_lines(store_path)
+    assert all(tool not in "\n".join(written) for tool in TOOLS) and sc.OTHER_VALUE in "\n".join(written)
