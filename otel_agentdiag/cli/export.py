@@ -146,6 +146,8 @@ def export(out: Path, session_texts: tuple[str, ...], output_format: str, store_
             try:
                 written = write(projection.spans, out)
             except Unsupported:  # reused verdicts in a line only the SDK's encoder can write: without reuse
+                if output_format != "otlp-json":
+                    raise
                 projection = strict_projection([decode_span(row) for row in rows], hasher=hasher)
                 written = write(projection.spans, out)
             summary = f"{len(projection.spans)} span(s); omitted {projection.omitted}"

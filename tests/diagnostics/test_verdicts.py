@@ -33,10 +33,12 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import names
 from otel_agentdiag.cli import cli
 from otel_agentdiag.demo import run_demo_agent
+from otel_agentdiag.diagnostics import push as push_module
 from otel_agentdiag.diagnostics import verdicts
 from otel_agentdiag.diagnostics.projection import load_store_hasher, strict_projection
 from otel_agentdiag.diagnostics.push import push_spans
 from otel_agentdiag.diagnostics.verdicts import VerdictCodec, policy_digest, reuse_projection
+from otel_agentdiag.interchange import encoded
 from otel_agentdiag.interchange.otlp_json import _chunks
 from otel_agentdiag.interchange.otlp_request import request_to_otlp_json, span_encoder
 from otel_agentdiag.redaction.hashing import IdHasher
@@ -313,3 +315,44 @@ def test_a_batch_whose_name_registry_overflows_is_re_validated_whole_and_gets_no
     written = _export(store_path, tmp_path / "1.jsonl")
     assert written == _reference_lines(store_path)
     assert all(tool not in "\n".join(written) for tool in TOOLS) and sc.OTHER_VALUE in "\n".join(written)
+
+
+def test_export_falls_back_to_re_validating_when_a_reused_verdict_cannot_be_written(
+    store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes a verdict holds that the JSON reader refuses (they verified, so this is a reader's limit, not
+    tampering): the export re-validates every row and writes the reference lines."""
+    _push(store_path)
+    reference = _reference_lines(store_path)
+
+    def refuse(wire: bytes) -> dict[str, Any]:
+        raise ValueError("not a span the encoder wrote")
+
+    monkeypatch.setattr(encoded, "span_json", refuse)
+    assert _reused(store_path) == len(_raw_rows(store_path))  # precondition: every row would be reused
+    assert _export(store_path, tmp_path / "1.jsonl") == reference
+
+
+def test_push_falls_back_to_the_sdk_encoder_when_a_batch_does_not_encode(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch the fast encoder refuses goes to the exporter as rebuilt spans (never as reused verdicts)."""
+    _push(store_path)
+    reference = _reference_payloads(store_path)
+
+    def refuse(spans: Any, encoder: Any = None) -> bytes:
+        raise ValueError("refused")
+
+    class Spans(Recorder):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            assert all(isinstance(span, ReadableSpan) for span in spans)
+            self.payloads.append(encode_spans(spans).SerializePartialToString())
+            return SpanExportResult.SUCCESS
+
+    monkeypatch.setattr(push_module, "request_bytes", refuse)
+    with sqlite3.connect(store_path) as conn:
+        conn.execute("DELETE FROM push_marks")
+    recorder = Spans()
+    with SpanStore(store_path, create=False) as store:
+        result = push_spans(store, recorder, endpoint=ENDPOINT, hasher=load_store_hasher(store_path), batch_size=BATCH)
+    assert result.ok and recorder.payloads == reference
