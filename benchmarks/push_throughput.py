@@ -13,11 +13,18 @@ Variants, each round running every one in an order rotated by one per round:
 - ``sdk_encode`` (the baseline): the SDK's ``encode_spans(batch).SerializePartialToString()`` (what its
   ``OTLPSpanExporter`` does to a batch before sending) over the strict projection of the whole store as
   ``ReadableSpan`` objects (made before timing), in batches of ``--batch-size``;
-- ``noop``: :func:`otel_agentdiag.diagnostics.push.push_spans` of the whole store to an exporter that returns
-  SUCCESS at once: the local cost (reading, re-validation, marking);
+- ``noop``: :func:`otel_agentdiag.diagnostics.push.push_spans` of the whole store to an exporter that takes
+  encoded batches (as ``push_exporter``'s do) and returns SUCCESS at once: the local cost (reading,
+  re-validation or verdict reuse, encoding, marking);
 - ``http/protobuf`` and ``grpc``: ``push_spans`` through ``push_exporter`` to rotel (built before timing);
 - ``export_otlp_json``: the ``agentdiag export --format otlp-json --out FILE`` command, in this process (its
-  click command called as the CLI calls it; interpreter start-up not included).
+  click command called as the CLI calls it; interpreter start-up not included);
+- ``noop_cold`` and ``export_otlp_json_cold``: the same with no stored verdict (every row re-validated, as the
+  first push of a span does; the cold push makes the verdicts, the time to store them included). Reported, not
+  goals. The verdicts are set aside before and put back after (not timed).
+
+Stored verdicts (:mod:`otel_agentdiag.diagnostics.verdicts`): after the store is built, one push to the no-op
+exporter (not timed) makes them, as a first push does; the other variants reuse them where their MAC verifies.
 
 Push variants delete every push mark before they run (not timed) so each round pushes everything; a push figure
 is ``pushed / PushResult.seconds`` (first page read to last mark). After every collector push the run checks
@@ -46,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,19 +80,41 @@ TARGET_VS_SDK_ENCODE = 1.2
 
 
 class NoOpExporter(SpanExporter):
+    """Takes every batch at once, encoded (as the exporters ``push_exporter`` builds take it) or not."""
+
+    takes_encoded = True
+
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         return SpanExportResult.SUCCESS
+
+    def export_encoded(self, spans: Sequence[Any], payload: bytes) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+@contextlib.contextmanager
+def verdicts_aside(path: Path) -> Iterator[None]:
+    """No stored verdict while the block runs (a cold run); they are put back after it (not timed)."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE IF EXISTS verdicts_aside")
+        conn.execute("CREATE TABLE verdicts_aside AS SELECT * FROM span_verdicts")
+        conn.execute("DELETE FROM span_verdicts")
+    try:
+        yield
+    finally:
+        with sqlite3.connect(path) as conn:
+            conn.execute("INSERT OR REPLACE INTO span_verdicts SELECT * FROM verdicts_aside")
+            conn.execute("DROP TABLE verdicts_aside")
 
 
 def one_push(path: Path, variant: str, rotel: RotelCollector | None, batch_size: int) -> dict[str, Any]:
     endpoint = "http://127.0.0.1:9" if rotel is None else rotel.endpoint(variant)
-    protocol = "http/protobuf" if variant == "noop" else variant
+    protocol = "http/protobuf" if variant.startswith("noop") else variant
     key = endpoint_key(endpoint, protocol)
     with sqlite3.connect(path) as conn:
         conn.execute("DELETE FROM push_marks")
     exporter = NoOpExporter() if rotel is None else push_exporter(endpoint, protocol)
     before = len(rotel.spans()) if rotel is not None else 0
-    with SpanStore(path, create=False) as store:
+    with SpanStore(path, create=False) as store, verdicts_aside(path) if variant == "noop_cold" else _nothing():
         cpu = time.process_time()
         result = push_spans(store, exporter, endpoint=key, hasher=load_store_hasher(path), batch_size=batch_size)
         cpu = time.process_time() - cpu
@@ -97,17 +126,24 @@ def one_push(path: Path, variant: str, rotel: RotelCollector | None, batch_size:
     return {"pushed": result.pushed, "seconds": result.seconds, "cpu": cpu}
 
 
-def one_export(path: Path, out: Path) -> dict[str, Any]:
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def one_export(path: Path, out: Path, *, cold: bool = False) -> dict[str, Any]:
+    """The export command, timed; ``cold``: with no stored verdict."""
     from otel_agentdiag.cli.export import export
 
-    started, cpu = time.perf_counter(), time.process_time()
-    with contextlib.redirect_stdout(io.StringIO()):  # its "wrote ..." line
-        export.main(
-            ["--format", "otlp-json", "--out", str(out), "--store", str(path)],
-            prog_name="agentdiag",
-            standalone_mode=False,
-        )
-    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    with verdicts_aside(path) if cold else _nothing():
+        started, cpu = time.perf_counter(), time.process_time()
+        with contextlib.redirect_stdout(io.StringIO()):  # its "wrote ..." line
+            export.main(
+                ["--format", "otlp-json", "--out", str(out), "--store", str(path)],
+                prog_name="agentdiag",
+                standalone_mode=False,
+            )
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     with out.open("rb") as stream:
         lines = sum(1 for _ in stream)
     return {"seconds": seconds, "cpu": cpu, "lines": lines}
@@ -146,7 +182,14 @@ def measure(spans: int, rounds: int, batch_size: int, *, cli: bool) -> dict[str,
     os.environ["AGENTDIAG_HASH_KEY"] = TEST_HASH_KEY.hex()
     reason = unavailable_reason()
     collector = reason is None
-    variants = ["sdk_encode", "noop", "export_otlp_json", *(PROTOCOLS if collector else ())]
+    variants = [
+        "sdk_encode",
+        "noop",
+        "noop_cold",
+        "export_otlp_json",
+        "export_otlp_json_cold",
+        *(PROTOCOLS if collector else ()),
+    ]
     seconds: dict[str, list[float]] = {v: [] for v in variants}
     cpu_seconds: dict[str, list[float]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="push-bench-") as tmp:
@@ -156,6 +199,9 @@ def measure(spans: int, rounds: int, batch_size: int, *, cli: bool) -> dict[str,
         built = build_store(path, spans)
         stored = built.spans
         projected = _projected(path)
+        first = one_push(path, "noop_first", None, batch_size)  # the first push makes the verdicts (not timed)
+        if first["pushed"] != len(projected):
+            raise SystemExit(f"the first push pushed {first['pushed']} of {len(projected)}")
         print(f"store: {stored} spans, {built.sessions} sessions, built in {time.perf_counter() - started:.1f} s")
         rotel = RotelCollector(folder / "rotel") if collector else None
         try:
@@ -166,8 +212,8 @@ def measure(spans: int, rounds: int, batch_size: int, *, cli: bool) -> dict[str,
                 for variant in variants[shift:] + variants[:shift]:
                     if variant == "sdk_encode":
                         outcome = sdk_encode(projected, batch_size)
-                    elif variant == "export_otlp_json":
-                        outcome = one_export(path, folder / "export.jsonl")
+                    elif variant.startswith("export_otlp_json"):
+                        outcome = one_export(path, folder / "export.jsonl", cold=variant.endswith("_cold"))
                     else:
                         outcome = one_push(path, variant, rotel if variant in PROTOCOLS else None, batch_size)
                         if outcome["pushed"] != len(projected):

@@ -52,6 +52,12 @@ __all__ = [
     "OMIT_TOMBSTONE",
     "Projection",
     "load_store_hasher",
+    "names_registry",
+    "project_row",
+    "registrable",
+    "resource_of",
+    "row_names",
+    "scope_of",
     "stored_names",
     "stored_to_readable",
     "strict_projection",
@@ -166,12 +172,7 @@ def stored_to_readable(
             raise ValueError("not a link")
         linked = _context(_hex_id(link.get("trace_id"), _MAX_TRACE_ID), _hex_id(link.get("span_id"), _MAX_SPAN_ID))
         links.append(trace.Link(linked, _mapping(link.get("attributes"))))
-    scope = None
-    if span.scope is not None:
-        name, version = span.scope.get("name"), span.scope.get("version")
-        if not isinstance(name, str) or not (version is None or isinstance(version, str)):
-            raise ValueError("not an instrumentation scope")
-        scope = _shared(cache, ("scope", name, version), lambda: InstrumentationScope(name, version))
+    scope = scope_of(span.scope, cache)
     if not isinstance(span.name, str):
         raise ValueError("not a span name")
     return ReadableSpan(
@@ -188,6 +189,24 @@ def stored_to_readable(
         end_time=end,
         instrumentation_scope=scope,
     )
+
+
+def scope_of(stored: Any, cache: dict[Any, Any] | None) -> InstrumentationScope | None:
+    """The ``InstrumentationScope`` of a stored scope column (decoded; None: none), shared through ``cache`` as
+    :func:`stored_to_readable` shares it. Raises ``ValueError`` for one of the wrong shape."""
+    if stored is None:
+        return None
+    name, version = stored.get("name"), stored.get("version")
+    if not isinstance(name, str) or not (version is None or isinstance(version, str)):
+        raise ValueError("not an instrumentation scope")
+    scope: InstrumentationScope = _shared(cache, ("scope", name, version), lambda: InstrumentationScope(name, version))
+    return scope
+
+
+def resource_of(attributes: Any, cache: dict[Any, Any] | None) -> Resource:
+    """The ``Resource`` of stored resource attributes (decoded), shared through ``cache`` as
+    :func:`stored_to_readable` shares it. Raises ``ValueError`` for attributes of the wrong shape."""
+    return _resource(cache, attributes)
 
 
 def _resource(cache: dict[Any, Any] | None, attributes: Any) -> Resource:
@@ -224,29 +243,48 @@ def _shared(cache: dict[Any, Any] | None, key: Any, make: Callable[[], Any]) -> 
     return found
 
 
-def stored_names(spans: Iterable[StoredSpan]) -> NameRegistry:
-    """A name registry of the registrable tool and agent names the rows carry that pass the public-safety check
-    (see the module docstring)."""
-    found: dict[str, set[str]] = {kind: set() for kind in NameRegistry.KINDS}
-    for span in spans:
-        if span.corrupt:
-            continue
-        for key, kind in NAME_KEYS.items():
-            value = span.attributes.get(key)
-            if (
-                isinstance(value, str)
-                and value != sc.OTHER_VALUE
-                and NAME_PATTERN.fullmatch(value)
-                and not is_sensitive(value)
-            ):
-                found[kind].add(value)
-    registry = NameRegistry()
+def registrable(value: Any) -> bool:
+    """Whether a stored tool or agent name is one a registry rebuilt from rows takes (see the module docstring):
+    an identifier-like token other than ``_OTHER`` that passes the public-safety check."""
+    if not isinstance(value, str) or value == sc.OTHER_VALUE or NAME_PATTERN.fullmatch(value) is None:
+        return False
+    return not is_sensitive(value)
+
+
+def row_names(span: StoredSpan) -> set[tuple[str, str]]:
+    """``(kind, name)`` of every registrable name the row's attributes carry (none for a corrupt row)."""
+    if span.corrupt:
+        return set()
+    found = set()
+    for key, kind in NAME_KEYS.items():
+        value = span.attributes.get(key)
+        if isinstance(value, str) and registrable(value):
+            found.add((kind, value))
+    return found
+
+
+def names_registry(found: Iterable[tuple[str, str]], registry: NameRegistry | None = None) -> NameRegistry:
+    """``registry`` (a new one by default) with the ``(kind, name)`` pairs registered; when a kind would hold
+    more names than a registry does, a new empty registry instead (fail closed: none is restored)."""
+    by_kind: dict[str, set[str]] = {kind: set() for kind in NameRegistry.KINDS}
+    for kind, name in found:
+        by_kind[kind].add(name)
+    registry = NameRegistry() if registry is None else registry
     try:
-        registry.register_found(found)
+        registry.register_found(by_kind)
     except ValueError:  # more names than a registry holds: none is restored (fail closed)
         _logger.warning("otel-agentdiag: too many distinct tool or agent names in the store; exported as _OTHER")
         return NameRegistry()
     return registry
+
+
+def stored_names(spans: Iterable[StoredSpan]) -> NameRegistry:
+    """A name registry of the registrable tool and agent names the rows carry that pass the public-safety check
+    (see the module docstring)."""
+    found: set[tuple[str, str]] = set()
+    for span in spans:
+        found |= row_names(span)
+    return names_registry(found)
 
 
 @dataclass
@@ -292,24 +330,34 @@ def strict_projection(
     out = Projection(spans=[])
     shared: dict[Any, Any] = {}
     for row in rows:
-        if row.corrupt:
-            out._omit(OMIT_CORRUPT_ROW)
-            continue
-        if _is_tombstone(row):
-            out._omit(OMIT_TOMBSTONE)
-            continue
-        try:
-            readable = stored_to_readable(row, cache=shared)
-        except (ValueError, TypeError, AttributeError, OverflowError):
-            out._omit(OMIT_INVALID_ROW)
-            continue
-        try:
-            clean = redactor.redact(readable)
-        except Exception:  # noqa: BLE001 - fail closed: a span that cannot be rebuilt is not exported
-            out._omit(OMIT_REDACTOR_ERROR)
-            continue
-        if _is_tombstone(clean):
-            out._omit(OMIT_TOMBSTONE)
-            continue
-        out.spans.append(clean)
+        clean = project_row(row, redactor, shared, out)
+        if clean is not None:
+            out.spans.append(clean)
     return out
+
+
+def project_row(
+    row: StoredSpan, redactor: SpanRedactor, shared: dict[Any, Any], out: Projection
+) -> ReadableSpan | None:
+    """One row of :func:`strict_projection`: the rebuilt span, or None after counting on ``out`` why it is
+    omitted. ``shared`` is the batch's cache of :func:`stored_to_readable`."""
+    if row.corrupt:
+        out._omit(OMIT_CORRUPT_ROW)
+        return None
+    if _is_tombstone(row):
+        out._omit(OMIT_TOMBSTONE)
+        return None
+    try:
+        readable = stored_to_readable(row, cache=shared)
+    except (ValueError, TypeError, AttributeError, OverflowError):
+        out._omit(OMIT_INVALID_ROW)
+        return None
+    try:
+        clean = redactor.redact(readable)
+    except Exception:  # noqa: BLE001 - fail closed: a span that cannot be rebuilt is not exported
+        out._omit(OMIT_REDACTOR_ERROR)
+        return None
+    if _is_tombstone(clean):
+        out._omit(OMIT_TOMBSTONE)
+        return None
+    return clean

@@ -3,12 +3,19 @@
 :func:`push_spans` reads the selected spans that are not yet marked as pushed to the endpoint, re-validates each
 page under the strict policy (:func:`~otel_agentdiag.diagnostics.projection.strict_projection`, with the store's
 hash key so stored digests go out unchanged), hands the surviving spans to a standard OpenTelemetry SDK OTLP
-exporter, and marks a page's spans in the store only after the exporter returned ``SUCCESS`` for it. The
-exporters :func:`push_exporter` builds take each page already encoded
+exporter, and marks a page's spans in the store only after the exporter returned ``SUCCESS`` for it. The exporters
+:func:`push_exporter` builds take each page already encoded
 (:func:`~otel_agentdiag.interchange.otlp_fast.request_bytes`, the bytes the SDK's encoder would make;
-:mod:`~otel_agentdiag.diagnostics.push_wire`); any other exporter gets the spans. The first
-batch the exporter does not take stops the push: batches delivered before stay marked, nothing of the failed
-batch or after it is marked, so the next push sends exactly those.
+:mod:`~otel_agentdiag.diagnostics.push_wire`); any other exporter gets the spans. For the exporters that take bytes
+(``takes_encoded``), a row whose stored verdict verifies under the store's key
+(:mod:`~otel_agentdiag.diagnostics.verdicts`) is sent as that verdict's bytes instead of being re-validated again:
+the same bytes, since the MAC proves the strict validation of this code made them from exactly this row, under this
+policy and key. The rows re-validated now get their verdicts stored with their marks (one transaction per batch),
+for the next push to another endpoint and for ``export``, which only reads them. One batch is in flight while the
+next page is read, re-validated and encoded (on a sender thread, so the collector's time overlaps ours); a batch is
+sent only after the one before it was delivered and marked, so order, marks and the stop at the first failure are
+those of one batch at a time. The first batch the exporter does not take stops the push: batches delivered before
+stay marked, nothing of the failed batch or after it is marked, so the next push sends exactly those.
 
 A row that fails re-validation is never sent and never marked: every push counts it again as omitted.
 
@@ -30,7 +37,8 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any
@@ -47,12 +55,14 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.diagnostics.projection import stored_names, strict_projection
+from otel_agentdiag.diagnostics.verdicts import Verdict, reuse_projection
 from otel_agentdiag.exporters.otlp import GRPC, HTTP_PROTOBUF, otlp_span_exporter, traces_url
-from otel_agentdiag.interchange.otlp_fast import WireEncoder, request_bytes
+from otel_agentdiag.interchange.otlp_fast import EncodedSpan, WireEncoder, request_bytes
 from otel_agentdiag.redaction.hashing import IdHasher, ephemeral_key
 from otel_agentdiag.redaction.policy import STRICT, Policy
 from otel_agentdiag.redaction.processor import SpanRedactor
 from otel_agentdiag.storage import SpanStore, StoredSpan
+from otel_agentdiag.storage.codec import decode_span
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -278,12 +288,13 @@ class PushResult:
         }
 
 
-def _marks(rows: Sequence[StoredSpan], sent: Sequence[ReadableSpan]) -> list[tuple[str, str]]:
-    """The stored ``(trace_id, span_id)`` of the rows ``sent`` came from (matched by the ids' numeric value)."""
+def _marks(rows: Sequence[tuple[Any, Any]], sent: Sequence[ReadableSpan | EncodedSpan]) -> list[tuple[str, str]]:
+    """The stored ``(trace_id, span_id)`` of the rows ``sent`` came from (matched by the ids' numeric value);
+    ``rows`` are the page's stored ``(trace_id, span_id)``."""
     by_value: dict[tuple[int, int], tuple[str, str]] = {}
-    for row in rows:
+    for trace_id, span_id in rows:
         try:
-            by_value[(int(row.trace_id, 16), int(row.span_id, 16))] = (row.trace_id, row.span_id)
+            by_value[(int(trace_id, 16), int(span_id, 16))] = (trace_id, span_id)
         except (TypeError, ValueError):
             continue  # such a row does not convert to a span: the projection omitted it
     marks = []
@@ -295,12 +306,110 @@ def _marks(rows: Sequence[StoredSpan], sent: Sequence[ReadableSpan]) -> list[tup
     return marks
 
 
-def _export_batch(exporter: SpanExporter, spans: Sequence[ReadableSpan], payload: bytes | None) -> SpanExportResult:
+def _export_batch(exporter: SpanExporter, spans: Sequence[Any], payload: bytes | None) -> SpanExportResult:
     """``exporter.export_encoded(spans, payload)`` (:mod:`~otel_agentdiag.diagnostics.push_wire`) when it has it
     and there is a payload, else ``exporter.export(spans)``."""
     send = getattr(exporter, "export_encoded", None) if payload is not None else None
     result: SpanExportResult = send(spans, payload) if send is not None else exporter.export(spans)
     return result
+
+
+class _Rebuild:
+    """The reference path of one page: the strict projection of the decoded rows, then ``policy`` when it is not
+    the strict preset (it can only remove more)."""
+
+    def __init__(self, hasher: IdHasher | None, policy: Policy) -> None:
+        self.hasher = hasher
+        self.policy = policy
+        self._second_hasher: IdHasher | None = None
+
+    def project(self, rows: Sequence[StoredSpan]) -> tuple[list[Any], int, dict[str, int]]:
+        projection = strict_projection(rows, hasher=self.hasher, policy=STRICT)
+        spans: list[Any] = projection.spans
+        if self.policy is not STRICT and spans:
+            if self._second_hasher is None:
+                self._second_hasher = self.hasher or IdHasher(ephemeral_key(), algorithm=self.policy.hash_function)
+            second = SpanRedactor(self.policy, self._second_hasher, stored_names(rows))
+            spans = [second.redact(span) for span in spans]
+        return spans, projection.omitted, projection.omitted_reasons
+
+
+@dataclass
+class _Batch:
+    """One page made ready to send: its stored ids, what goes out (spans and, for exporters that take them,
+    the encoded request), and what re-validation left out."""
+
+    rows: int
+    ids: list[tuple[Any, Any]]
+    spans: list[Any]
+    payload: bytes | None
+    omitted: int
+    reasons: dict[str, int]
+    verdicts: list[Verdict]
+    number: int = 0
+    sent: Future[str | None] | None = None
+
+
+def _prepare(
+    rows: Sequence[Any],
+    reuse: bool,
+    hasher: IdHasher | None,
+    redo: _Rebuild,
+    wire: WireEncoder,
+    exporter: SpanExporter,
+) -> _Batch:
+    """Re-validate (or reuse the verdicts of) one page and encode it."""
+    # Always the strict preset, whatever policy wrote the rows or the agent's OTLP branch uses: what is stored
+    # is re-validated, not trusted (a row may have been written by a looser policy, an import, or by hand),
+    # or its verdict reused where a MAC with the store's key proves our own validation made it from exactly
+    # these bytes (diagnostics/verdicts.py).
+    verdicts: list[Verdict] = []
+    if reuse:
+        # The verdicts of rows re-validated now are kept with the marks (export, a reader, reuses them too).
+        ids = [(row[0], row[1]) for row in rows]
+        reused = reuse_projection(rows, hasher=hasher)
+        spans: list[Any] = reused.spans
+        omitted, reasons, verdicts = reused.omitted, reused.omitted_reasons, reused.verdicts
+    else:
+        ids = [(row.trace_id, row.span_id) for row in rows]
+        spans, omitted, reasons = redo.project(rows)
+    payload = None
+    if spans and hasattr(exporter, "export_encoded"):
+        try:
+            payload = request_bytes(spans, wire)
+        except Exception:  # noqa: BLE001 - Unsupported (a value it does not reproduce exactly) or a surprise:
+            payload = None  # the SDK encodes the batch itself and reports its own failure, as before
+            if reuse:  # the SDK takes spans, not reused verdicts: this page is rebuilt whole
+                spans = redo.project([decode_span(row) for row in rows])[0]
+    return _Batch(len(rows), ids, spans, payload, omitted, reasons, verdicts)
+
+
+def _send(exporter: SpanExporter, spans: Sequence[Any], payload: bytes | None) -> str | None:
+    """Export one batch (on the sender thread); why it failed, or None."""
+    try:
+        outcome = _export_batch(exporter, spans, payload)
+        return None if outcome is SpanExportResult.SUCCESS else "the exporter reported a failure"
+    except Exception as exc:  # noqa: BLE001 - an exporter that raises is a failed batch, not a crash
+        return f"the exporter raised {type(exc).__name__}"
+
+
+def _finish(
+    batch: _Batch, store: SpanStore, endpoint: str, result: PushResult, on_batch: Callable[[int], None] | None
+) -> bool:
+    """Wait for the batch in flight; mark it when it was delivered (True), or record the failure (False)."""
+    assert batch.sent is not None
+    problem = batch.sent.result()
+    if problem is not None:
+        result.failed_batch = batch.number
+        result.error = problem
+        result.not_pushed = max(result.selected - result.pushed - result.omitted, 0)
+        return False
+    store.mark_pushed(endpoint, _marks(batch.ids, batch.spans), verdicts=batch.verdicts)
+    result.pushed += len(batch.spans)
+    result.batches += 1
+    if on_batch is not None:
+        on_batch(batch.rows)
+    return True
 
 
 def push_spans(
@@ -330,43 +439,43 @@ def push_spans(
     result = PushResult()
     result.selected, result.already_pushed = store.push_backlog(endpoint, sessions=sessions, since_ns=since_ns)
     number = 0
-    second_hasher: IdHasher | None = None
     wire = WireEncoder()
-    for rows in store.unpushed_spans(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size):
-        number += 1
-        # Always the strict preset, whatever policy wrote the rows or the agent's OTLP branch uses: what is stored
-        # is re-validated, not trusted (a row may have been written by a looser policy, an import, or by hand).
-        projection = strict_projection(rows, hasher=hasher, policy=STRICT)
-        if policy is not STRICT and projection.spans:
-            if second_hasher is None:
-                second_hasher = hasher or IdHasher(ephemeral_key(), algorithm=policy.hash_function)
-            second = SpanRedactor(policy, second_hasher, stored_names(rows))
-            projection.spans = [second.redact(span) for span in projection.spans]
-        result.omitted += projection.omitted
-        for reason, n in projection.omitted_reasons.items():
-            result.omitted_reasons[reason] = result.omitted_reasons.get(reason, 0) + n
-        if projection.spans:
-            payload = None
-            if hasattr(exporter, "export_encoded"):
-                try:
-                    payload = request_bytes(projection.spans, wire)
-                except Exception:  # noqa: BLE001 - Unsupported (a value it does not reproduce exactly) or a surprise:
-                    payload = None  # the SDK encodes the batch itself and reports its own failure, as before
+    # Stored verdicts are reused only where the whole batch goes out as bytes (an exporter that takes them) and
+    # under the strict preset alone: a second policy, or any other exporter, needs every span rebuilt.
+    reuse = policy is STRICT and getattr(exporter, "takes_encoded", False) is True
+    pages: Iterable[Sequence[Any]] = (
+        store.unpushed_span_rows(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size)
+        if reuse
+        else store.unpushed_spans(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size)
+    )
+    redo = _Rebuild(hasher, policy)
+    # One batch in flight while the next page is read, re-validated and encoded (the collector's time overlaps
+    # ours); it is sent only after the one before it was delivered and marked, so the order, the marks and the
+    # stop at the first failure are those of one batch at a time.
+    pending: _Batch | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentdiag-push") as sender:
+        for rows in pages:
             try:
-                outcome = _export_batch(exporter, projection.spans, payload)
-                problem = None if outcome is SpanExportResult.SUCCESS else "the exporter reported a failure"
-            except Exception as exc:  # noqa: BLE001 - an exporter that raises is a failed batch, not a crash
-                problem = f"the exporter raised {type(exc).__name__}"
-            if problem is not None:
-                result.failed_batch = number
-                result.error = problem
-                result.not_pushed = max(result.selected - result.pushed - result.omitted, 0)
+                batch = _prepare(rows, reuse, hasher, redo, wire, exporter)
+            except BaseException:
+                if pending is not None:  # what is in flight is still delivered and marked before the error
+                    _finish(pending, store, endpoint, result, on_batch)
+                raise
+            if pending is not None and not _finish(pending, store, endpoint, result, on_batch):
                 break
-            store.mark_pushed(endpoint, _marks(rows, projection.spans))
-            result.pushed += len(projection.spans)
-            result.batches += 1
-        if on_batch is not None:
-            on_batch(len(rows))
+            pending = None
+            number += 1
+            result.omitted += batch.omitted
+            for reason, n in batch.reasons.items():
+                result.omitted_reasons[reason] = result.omitted_reasons.get(reason, 0) + n
+            if batch.spans:
+                batch.number = number
+                batch.sent = sender.submit(_send, exporter, batch.spans, batch.payload)
+                pending = batch
+            elif on_batch is not None:
+                on_batch(batch.rows)
+        if pending is not None:
+            _finish(pending, store, endpoint, result, on_batch)
     result.seconds = time.perf_counter() - started
     _logger.debug("otel-agentdiag: push %s", result.as_dict())
     return result

@@ -37,6 +37,17 @@ class _Encoded(list[ReadableSpan]):
 class EncodedHttpSpanExporter(_HttpExporter):  # type: ignore[misc]
     """The SDK's OTLP/HTTP span exporter; :meth:`export_encoded` posts given bytes as :meth:`export` posts its own."""
 
+    @property
+    def takes_encoded(self) -> bool:
+        """Whether :meth:`export_encoded` sends the bytes itself (this SDK version has what it relies on), so
+        that the batch may hold spans only the bytes carry (``otlp_fast.EncodedSpan``)."""
+        return (
+            getattr(self, "_client", None) is not None
+            and getattr(self, "_metrics", None) is not None
+            and getattr(_http_module, "_is_request_too_large", None) is not None
+            and hasattr(self, "_max_request_size")
+        )
+
     def export_encoded(self, spans: Sequence[ReadableSpan], payload: bytes) -> SpanExportResult:
         client = getattr(self, "_client", None)
         metrics = getattr(self, "_metrics", None)
@@ -80,6 +91,11 @@ class EncodedGrpcSpanExporter(_GrpcExporter):  # type: ignore[misc]
             return parsed
         request: ExportTraceServiceRequest = super()._translate_data(data)
         return request
+
+    @property
+    def takes_encoded(self) -> bool:
+        """Whether :meth:`export_encoded` sends the bytes itself (see :class:`EncodedHttpSpanExporter`)."""
+        return callable(getattr(self, "_export", None))
 
     def export_encoded(self, spans: Sequence[ReadableSpan], payload: bytes) -> SpanExportResult:
         if not callable(getattr(self, "_export", None)):

@@ -25,7 +25,17 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
-__all__ = ["JsonEncoder", "Unsupported", "WireEncoder", "otlp_json_object", "request_bytes"]
+from otel_agentdiag.interchange.encoded import EncodedSpan, dump_json
+
+__all__ = [
+    "EncodedSpan",
+    "JsonEncoder",
+    "Unsupported",
+    "WireEncoder",
+    "dump_json",
+    "otlp_json_object",
+    "request_bytes",
+]
 
 _KINDS = {
     SpanKind.INTERNAL: 1,
@@ -80,12 +90,12 @@ def _trace_state(context: Any) -> str:
     return _text(",".join(f"{key}={value}" for key, value in state.items()))
 
 
-def _groups(spans: Sequence[ReadableSpan]) -> list[tuple[Any, list[tuple[Any, list[ReadableSpan]]]]]:
+def _groups(spans: Sequence[Any]) -> list[tuple[Any, list[tuple[Any, list[Any]]]]]:
     """The spans grouped as ``encode_spans`` groups them: by resource (equality, first seen first), then by
     instrumentation scope (None for none). Each distinct object is hashed once."""
-    by_resource: dict[Any, dict[Any, list[ReadableSpan]]] = {}
-    resource_ids: dict[int, dict[Any, list[ReadableSpan]]] = {}
-    scope_ids: dict[tuple[int, int], list[ReadableSpan]] = {}
+    by_resource: dict[Any, dict[Any, list[Any]]] = {}
+    resource_ids: dict[int, dict[Any, list[Any]]] = {}
+    scope_ids: dict[tuple[int, int], list[Any]] = {}
     for span in spans:
         resource = span.resource
         scopes = resource_ids.get(id(resource))
@@ -361,7 +371,9 @@ class WireEncoder:
             out.append(pair)
         return b"".join(out)
 
-    def span(self, span: ReadableSpan) -> bytes:
+    def span(self, span: ReadableSpan | EncodedSpan) -> bytes:
+        if isinstance(span, EncodedSpan):
+            return span.wire
         context = span.context
         if context is None:
             raise Unsupported("no context")
@@ -447,7 +459,7 @@ class WireEncoder:
         parts.append(self.attributes(0x1A, scope.attributes))
         return b"".join(parts)
 
-    def request(self, spans: Sequence[ReadableSpan]) -> bytes:
+    def request(self, spans: Sequence[ReadableSpan | EncodedSpan]) -> bytes:
         out = []
         for resource, scopes in _groups(spans):
             body = [_field(0x0A, self.attributes(0x0A, resource.attributes))]
@@ -463,7 +475,8 @@ class WireEncoder:
         return b"".join(out)
 
 
-def request_bytes(spans: Sequence[ReadableSpan], encoder: WireEncoder | None = None) -> bytes:
-    """The protobuf bytes of ``encode_spans(spans)`` (an ``ExportTraceServiceRequest``). Raises
-    :class:`Unsupported` for spans it does not reproduce exactly (then use the SDK encoder)."""
+def request_bytes(spans: Sequence[ReadableSpan | EncodedSpan], encoder: WireEncoder | None = None) -> bytes:
+    """The protobuf bytes of ``encode_spans(spans)`` (an ``ExportTraceServiceRequest``), with
+    :class:`EncodedSpan` items taken as encoded. Raises :class:`Unsupported` for spans it does not reproduce
+    exactly (then use the SDK encoder)."""
     return (encoder or WireEncoder()).request(spans)

@@ -325,6 +325,15 @@ class SpanRedactor:
         self._scopes[id(scope)] = (scope, clean, dropped)
         return clean, dropped
 
+    def clean_resource(self, resource: Resource) -> Resource:
+        """The resource as :meth:`redact` rebuilds it for a span of ``resource`` (the same clean object for the
+        same input object while it is cached)."""
+        return self._resource(resource)[0]
+
+    def clean_scope(self, scope: InstrumentationScope | None) -> InstrumentationScope | None:
+        """The instrumentation scope as :meth:`redact` rebuilds it for a span of ``scope``."""
+        return self._scope(scope)[0]
+
     # -- the span -------------------------------------------------------------------------------------
     def redact(self, span: ReadableSpan) -> ReadableSpan:
         counts: dict[str, int] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import json.scanner
 from typing import Any
 
 from otel_agentdiag import semconv as sc
@@ -72,6 +73,24 @@ def load_counts(text: Any) -> dict[str, int]:
     return {str(k): v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed: takes a decoder
+"""The decoder's scanner (C where available): what ``json.loads`` runs on text after its own wrapper calls."""
+
+
+def loads(text: Any) -> Any:
+    """``json.loads(text)``, exactly (the same value, or the same exception type), without its Python wrappers
+    for the common case: a ``str`` that is one JSON document with no surrounding whitespace. Anything else
+    (leading or trailing whitespace, bytes, trailing data) is decided by ``json.loads`` itself."""
+    if type(text) is str:
+        try:
+            value, end = _SCAN(text, 0)
+        except StopIteration:  # whitespace or nothing where the document starts
+            return json.loads(text)
+        if end == len(text):
+            return value
+    return json.loads(text)
+
+
 def decode_span(row: tuple[Any, ...]) -> StoredSpan:
     """A :class:`StoredSpan` from a row of :data:`SPAN_COLUMNS`; undecodable JSON columns mark it ``corrupt``."""
     corrupt = False
@@ -81,7 +100,7 @@ def decode_span(row: tuple[Any, ...]) -> StoredSpan:
         if text is None:
             return default
         try:
-            value = json.loads(text)
+            value = loads(text)
         except (TypeError, ValueError):
             corrupt = True
             return default

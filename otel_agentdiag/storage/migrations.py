@@ -236,6 +236,29 @@ MIGRATIONS: tuple[Migration, ...] = (
             "DROP INDEX IF EXISTS spans_end",
         ),
     ),
+    Migration(
+        9,
+        "strict-projection verdicts",
+        (
+            # What push and export may reuse instead of re-validating a row (storage/verdicts.py): the strict
+            # projection of the span, under a keyed MAC over the row, the policy and the key, so a row or a verdict
+            # changed without the key is re-validated.
+            """CREATE TABLE span_verdicts (
+                trace_id TEXT NOT NULL,
+                span_id TEXT NOT NULL,
+                verdict BLOB NOT NULL,
+                mac BLOB NOT NULL,
+                PRIMARY KEY (trace_id, span_id)
+            )""",
+            # Whatever deletes or rewrites a span (retention, clear, scrub) deletes its verdict with it.
+            """CREATE TRIGGER span_verdicts_follow_delete AFTER DELETE ON spans BEGIN
+                DELETE FROM span_verdicts WHERE trace_id = old.trace_id AND span_id = old.span_id;
+            END""",
+            """CREATE TRIGGER span_verdicts_follow_update AFTER UPDATE ON spans BEGIN
+                DELETE FROM span_verdicts WHERE trace_id = old.trace_id AND span_id = old.span_id;
+            END""",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -3,13 +3,14 @@
 A real store (the demo run and sessions made through the public API, hash key beside it) has rows edited after
 they were written, as someone with the file could: a raw e-mail address put in an attribute the strict policy
 keeps, a raw prompt under a content key, a kept key renamed to one no rule knows, a raw foreign session id in
-place of the stored digest, a digest made with another key. Every row is still re-validated under the strict
-policy on the fast path (nothing of a verdict is reused), so:
+place of the stored digest, a digest made with another key. Every row is re-validated under the strict policy
+on the first push (which stores each row's verdict), so:
 
 - ``export --format otlp-json`` writes the same bytes as the SDK encoder plus protobuf's JSON mapping would;
 - ``push`` to rotel (a real collector on 127.0.0.1) over http/protobuf and gRPC delivers the same spans as the
   SDK's own exporter fed the same projection, and none of the planted values;
-- push marks name exactly the delivered spans, and a second push sends nothing.
+- push marks name exactly the delivered spans, and a second push sends nothing;
+- a push that reuses the stored verdicts delivers the same spans again.
 """
 
 from __future__ import annotations
@@ -144,12 +145,22 @@ def test_push_sends_what_the_sdk_exporter_sends_and_marks_it(tmp_path: Path, pro
         slow = _push(path, _sdk_exporter(protocol, endpoint), slow_key)
         assert slow.ok and (slow.pushed, slow.omitted) == (fast.pushed, fast.omitted)
         assert rotel.wait_for_spans(fast.pushed + slow.pushed, timeout=WAIT_S)
+        # A third push under a third key: every row now has the verdict the first push stored (reused here).
+        with sqlite3.connect(path) as conn:
+            (verdicts,) = conn.execute("SELECT COUNT(*) FROM span_verdicts").fetchone()
+        assert verdicts == stored
+        reused = _push(path, push_exporter(endpoint, protocol), "sha256:" + "2" * 64)
+        assert reused.ok and (reused.pushed, reused.omitted) == (fast.pushed, fast.omitted)
+        assert rotel.wait_for_spans(3 * fast.pushed, timeout=WAIT_S)
         everything = rotel.spans()
         wire = rotel.spans_path.read_text(encoding="utf-8")
-    assert len(everything) == 2 * fast.pushed
-    slow_spans = everything[len(fast_spans) :]
-    assert sorted(json.dumps(s, sort_keys=True) for s in fast_spans) == sorted(
-        json.dumps(s, sort_keys=True) for s in slow_spans
+    assert len(everything) == 3 * fast.pushed
+    slow_spans = everything[len(fast_spans) : 2 * fast.pushed]
+    reused_spans = everything[2 * fast.pushed :]
+    assert (
+        sorted(json.dumps(s, sort_keys=True) for s in fast_spans)
+        == sorted(json.dumps(s, sort_keys=True) for s in slow_spans)
+        == sorted(json.dumps(s, sort_keys=True) for s in reused_spans)
     )
     for sentinel in SENTINELS:
         assert sentinel not in wire, f"{sentinel} reached the collector"

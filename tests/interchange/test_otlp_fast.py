@@ -17,8 +17,9 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from otel_agentdiag.interchange.encoded import EncodedSpan, dump_json, span_json
 from otel_agentdiag.interchange.otlp_fast import JsonEncoder, Unsupported, WireEncoder, otlp_json_object, request_bytes
-from otel_agentdiag.interchange.otlp_json import _chunks, write_otlp_json
+from otel_agentdiag.interchange.otlp_json import _chunks, otlp_json_line, write_otlp_json
 from otel_agentdiag.interchange.otlp_request import request_to_otlp_json, span_encoder
 
 _SAMPLED = trace.TraceFlags(trace.TraceFlags.SAMPLED)
@@ -191,3 +192,40 @@ def test_write_otlp_json_falls_back_to_the_slow_path_per_line(tmp_path: Path) ->
     expected = [_slow_json(chunk) for chunk in _chunks([*spans, odd])]
     assert out.read_text(encoding="utf-8").splitlines() == expected
     assert '"kept"' in expected[-1] and "too.big" not in expected[-1]
+
+
+def _encoded(span: ReadableSpan) -> EncodedSpan:
+    """``span`` as a reused verdict carries it: its bytes only, placed by its own resource and scope."""
+    context = span.context
+    assert context is not None
+    return EncodedSpan(
+        context.trace_id, context.span_id, span.resource, span.instrumentation_scope, WireEncoder().span(span)
+    )
+
+
+def test_the_json_read_back_from_the_bytes_is_the_json_encoders() -> None:
+    for span in _spans():
+        assert dump_json(span_json(WireEncoder().span(span))) == dump_json(JsonEncoder().span(span))
+
+
+@pytest.mark.parametrize("wire", [b"\xff", b"\x0a\x05ab", b"\x8a\x01\x00", b"\x0a\x02ab", b"\x2a\x01\xff"])
+def test_bytes_the_encoder_did_not_write_are_refused(wire: bytes) -> None:
+    with pytest.raises(ValueError):
+        span_json(wire)  # truncated varint or field, a field it never writes, an id of the wrong size, bad UTF-8
+
+
+def test_a_json_line_is_the_compact_dump_of_the_json_object() -> None:
+    spans = _spans()
+    encoder = JsonEncoder()
+    assert otlp_json_line(spans) == dump_json(otlp_json_object(spans)) == _slow_json(spans)
+    for chunk in _chunks(spans):
+        assert otlp_json_line(chunk, encoder) == _slow_json(chunk)
+    assert otlp_json_line([]) == dump_json(otlp_json_object([])) == "{}"
+
+
+def test_encoded_spans_give_the_same_bytes_and_json_as_the_spans_they_encode() -> None:
+    spans = _spans()
+    mixed: list[Any] = [_encoded(span) if n % 2 else span for n, span in enumerate(spans)]
+    assert request_bytes(mixed) == span_encoder()(spans).SerializePartialToString()
+    assert otlp_json_line(mixed) == _slow_json(spans)
+    assert all(type(item) is EncodedSpan for item in mixed[1::2])  # precondition: both kinds were in the batch

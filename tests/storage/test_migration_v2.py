@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from storage_helpers import T0, query, row
 
-from otel_agentdiag.storage import LATEST_VERSION, RetentionLimits, SpanStore, StoreError
+from otel_agentdiag.storage import RetentionLimits, SpanStore, StoreError
+from otel_agentdiag.storage.migrations import MIGRATIONS
 
 LEDGER_CHECK = "off"
 """Rows written before version 2 have no stats: the ledger cannot balance for them (a receipt says so)."""
@@ -90,7 +91,7 @@ def test_v1_store_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
     rows = build_v1(path)
     with SpanStore(path, create=False) as store:
         versions = [r[0] for r in query(path, "SELECT version FROM schema_migrations ORDER BY 1")]
-        assert versions == list(range(1, LATEST_VERSION + 1))
+        assert versions == [m.version for m in MIGRATIONS]
         assert query(path, f"SELECT {V1_COLUMNS} FROM spans ORDER BY span_id") == rows
         assert query(path, "SELECT DISTINCT observer, sequence FROM spans") == [(None, None)]
         # size: UTF-8 bytes of the name and the JSON columns, as the writer computes it
@@ -171,7 +172,5 @@ def test_processes_opening_a_v1_store_at_once_migrate_it_once(tmp_path: Path) ->
     assert [(proc.returncode, json.loads(out)) for proc, (out, _err) in zip(procs, results, strict=True)] == [
         (0, 6)
     ] * 4
-    assert query(path, "SELECT version FROM schema_migrations ORDER BY 1") == [
-        (v,) for v in range(1, LATEST_VERSION + 1)
-    ]
+    assert query(path, "SELECT version FROM schema_migrations ORDER BY 1") == [(m.version,) for m in MIGRATIONS]
     assert query(path, "SELECT span_count FROM store_stats") == [(6,)]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from storage_helpers import query, row
 
-from otel_agentdiag.storage import LATEST_VERSION, SpanStore
+from otel_agentdiag.storage import SpanStore
+from otel_agentdiag.storage.migrations import MIGRATIONS
 
 
 def _as_v3(path: Path) -> None:
@@ -28,7 +29,7 @@ def test_v3_store_gets_the_end_index_and_keeps_its_rows(tmp_path: Path) -> None:
 
     with SpanStore(path, create=False) as store:
         versions = [r[0] for r in query(path, "SELECT version FROM schema_migrations ORDER BY 1")]
-        assert versions == list(range(1, LATEST_VERSION + 1))
+        assert versions == [m.version for m in MIGRATIONS]
         assert 4 in versions
         # Migration 4 made the index; migration 8 drops it again (the summaries answer what it served).
         assert query(path, "SELECT 1 FROM sqlite_master WHERE name = 'spans_end'") == []

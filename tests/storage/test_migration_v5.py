@@ -6,7 +6,8 @@ from pathlib import Path
 
 from storage_helpers import query, row
 
-from otel_agentdiag.storage import LATEST_VERSION, ContentRow, SpanStore
+from otel_agentdiag.storage import ContentRow, SpanStore
+from otel_agentdiag.storage.migrations import MIGRATIONS
 
 
 def _as_v4(path: Path) -> None:
@@ -25,7 +26,7 @@ def test_v4_store_gets_the_content_table_and_keeps_its_rows(tmp_path: Path) -> N
 
     with SpanStore(path, create=False) as store:
         assert [r[0] for r in query(path, "SELECT version FROM schema_migrations ORDER BY 1")] == list(
-            range(1, LATEST_VERSION + 1)
+            m.version for m in MIGRATIONS
         )
         assert query(path, "SELECT * FROM spans ORDER BY rowid") == before
         assert store.trace_content("a" * 32) == []

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from storage_helpers import check_ledger, query, row
 
-from otel_agentdiag.storage import LATEST_VERSION, Accounting, SpanStore
+from otel_agentdiag.storage import Accounting, SpanStore
+from otel_agentdiag.storage.migrations import MIGRATIONS
 
 
 def _as_v5(path: Path) -> None:
@@ -28,7 +29,7 @@ def test_v5_store_gets_observer_provenance_and_keeps_its_rows(tmp_path: Path) ->
 
     with SpanStore(path, create=False) as store:
         versions = [r[0] for r in query(path, "SELECT version FROM schema_migrations ORDER BY 1")]
-        assert versions == list(range(1, LATEST_VERSION + 1)) and 6 in versions  # every later migration too
+        assert versions == [m.version for m in MIGRATIONS] and 6 in versions  # every later migration too
         assert query(path, "SELECT * FROM spans ORDER BY rowid") == spans
         assert query(path, "SELECT * FROM session_stats ORDER BY observer, session") == ledger
         assert [r[:-1] for r in query(path, "SELECT * FROM observers ORDER BY observer")] == observers

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from otel_agentdiag.storage.codec import canonical_json, row_json
+from otel_agentdiag.storage.codec import canonical_json, loads, row_json
 
 _STANDARD = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
@@ -38,3 +38,37 @@ def test_empty_values_and_non_container_values() -> None:
     assert (row_json({}), row_json([]), row_json(())) == ("{}", "[]", "[]")
     assert row_json(("a", 1)) == '["a",1]'
     assert row_json("text") == '"text"'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":1,"b":[1,2.5,"x"],"c":{"d":null}}',
+        "[]",
+        "{}",
+        ' {"lead":1}',
+        '{"trail":1} ',
+        '{"a":1}{"b":2}',
+        '{"a":1} x',
+        '{"a":',
+        "",
+        "   ",
+        "NaN",
+        '{"n":Infinity}',
+        '"just a string"',
+        "12",
+        b'{"bytes":1}',
+        '{"dup":1,"dup":2}',
+        '{"s":"\\ud800"}',
+    ],
+)
+def test_loads_is_json_loads(text: Any) -> None:
+    try:
+        expected: Any = ("value", json.loads(text))
+    except ValueError as exc:
+        expected = ("error", type(exc))
+    try:
+        got: Any = ("value", loads(text))
+    except ValueError as exc:
+        got = ("error", type(exc))
+    assert repr(got) == repr(expected)  # repr: NaN is not equal to itself

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from storage_helpers import T0, query
 
-from otel_agentdiag.storage import LATEST_VERSION, RetentionLimits, SpanRow, SpanStore
+from otel_agentdiag.storage import RetentionLimits, SpanRow, SpanStore
+from otel_agentdiag.storage.migrations import LATEST_VERSION
 from otel_agentdiag.storage.summaries import rebuild_summaries
 
 SUMMARY_QUERIES = (
