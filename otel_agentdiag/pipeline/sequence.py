@@ -34,6 +34,7 @@ from otel_agentdiag._internal.context import current_conversation_id
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.spans import span_attributes
+from otel_agentdiag.pipeline.adapters.owners import LLMCallOwners
 
 _logger = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class SessionSequencer(SpanProcessor):
         """Sessions forgotten to keep memory bounded (their numbering restarts if they resume)."""
         self._lock = threading.Lock()
         self._next: OrderedDict[str | None, int] = OrderedDict()
+        self.llm_calls = LLMCallOwners()
+        """The model calls our LLM spans own, recorded as they start, for the convention adapters."""
         reinit_after_fork(self._at_fork_reinit)
 
     def _at_fork_reinit(self) -> None:
@@ -112,6 +115,11 @@ class SessionSequencer(SpanProcessor):
             backing = getattr(attributes, "_dict", None)
             if isinstance(backing, dict):
                 attributes = backing
+            if attributes.get(sc.AGENTDIAG_KIND) == sc.KIND_LLM:
+                # One of our LLM spans: the model call is ours to own (the adapters mark a peer's span of it).
+                parent = span.parent
+                context = span.context
+                self.llm_calls.record(context.trace_id, context.span_id, parent.span_id if parent is not None else None)
             if sc.AGENTDIAG_OBSERVER_ID in attributes:
                 return
             from_context = None

@@ -1,0 +1,139 @@
+"""``ConventionAdapter``: the stage between the queue and the redactor that maps foreign spans onto our model.
+
+Pipeline (design.md §6): sequencer → **adapters** → batch → redact → export. It runs on each destination's
+batch worker, just before the redactor (:func:`otel_agentdiag.pipeline.worker._finished_spans`), never on the
+agent's thread. Per span:
+
+1. ours (it carries ``agentdiag.kind``): returned as it is, after one dict lookup;
+2. a span of a convention we read (OpenInference, OpenLLMetry, the GenAI conventions, tried in that order, since
+   the first two may also carry ``gen_ai.*`` keys): a copy with ``agentdiag.kind``, our keys beside its own,
+   usage on leaves only, and a fixed name where our model has one (guardrails, framework steps);
+3. anything else: returned as it is (the redactor names it ``_OTHER``, kind ``other``).
+
+Usage on leaves only, never twice: a mapped span that is not an LLM call loses its token counts (roll-ups are
+ours: ``agentdiag.usage.*`` on our runs and iterations); a peer's LLM span of a call one of our LLM spans owns
+(:class:`~otel_agentdiag.pipeline.adapters.owners.LLMCallOwners`) becomes a step of kind ``other`` (type
+``duplicate_llm_call``) without usage. Nothing is ever added that the span did not carry, except closed
+constants (kinds, operation names, span types). Never raises: a span whose mapping fails goes on unmapped (the
+redactor still applies the whole policy to it) and is counted in :attr:`ConventionAdapter.failed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.spans import attribute_items, span_attributes
+from otel_agentdiag.pipeline.adapters import genai, openinference, openllmetry
+from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, Mapped
+from otel_agentdiag.pipeline.adapters.owners import LLMCallOwners
+
+__all__ = ["DUPLICATE_LLM_CALL", "ConventionAdapter", "map_span"]
+
+DUPLICATE_LLM_CALL = "duplicate_llm_call"
+"""``agentdiag.framework.span_type`` of a peer's LLM span for a model call one of our LLM spans owns."""
+
+_KIND = sc.AGENTDIAG_KIND
+_OI_KIND = openinference.SPAN_KIND
+_TL_KIND = openllmetry.SPAN_KIND
+_TL_REQUEST = openllmetry.REQUEST_TYPE
+_OPERATION = sc.GEN_AI_OPERATION_NAME
+
+
+def map_span(attributes: Mapping[str, Any], name: str) -> Mapped | None:
+    """What a span with these attributes (and this name) is in our model; None: ours, or no convention we read.
+    Pure."""
+    if _KIND in attributes:
+        return None
+    if _OI_KIND in attributes:
+        return openinference.adapt(attributes, name)
+    if _TL_KIND in attributes or _TL_REQUEST in attributes:
+        return openllmetry.adapt(attributes)
+    if _OPERATION in attributes:
+        return genai.adapt(attributes)
+    return None
+
+
+class ConventionAdapter:
+    """Map the foreign spans of a batch onto our model (see the module doc). One per destination; thread-safe
+    for one worker. ``owners``: the pipeline's record of model calls our LLM spans own (the sequencer fills it);
+    None: no duplicate detection.
+
+    Counters (monotonic): ``adapted`` spans mapped, ``duplicates`` of them peer copies of our LLM calls,
+    ``failed`` spans whose mapping raised (passed on unmapped).
+    """
+
+    def __init__(self, owners: LLMCallOwners | None = None) -> None:
+        self.owners = owners
+        self.adapted = 0
+        self.duplicates = 0
+        self.failed = 0
+
+    def adapt_batch(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+        """Each span, mapped when it is foreign and of a convention we read; the same object otherwise."""
+        out: list[ReadableSpan] = []
+        kind = _KIND
+        for span in spans:
+            attributes = span_attributes(span)
+            if kind in attributes:  # ours: the cheap path
+                out.append(span)
+                continue
+            out.append(self.adapt(span))
+        return out
+
+    def adapt(self, span: ReadableSpan) -> ReadableSpan:
+        """``span`` mapped onto our model, or ``span`` itself (ours, or unknown). Never raises."""
+        try:
+            attributes = span_attributes(span)
+            mapped = map_span(attributes, span.name)
+            if mapped is None:
+                return span
+            duplicate = mapped.kind == sc.KIND_LLM and self.owners is not None and self.owners.is_duplicate(span)
+            adapted = _rebuild(span, attributes, mapped, duplicate)
+        except Exception as exc:  # noqa: BLE001 - unmapped, the span still meets the whole policy
+            self.failed += 1
+            log_internal_error("mapping a span's conventions", exc)
+            return span
+        self.adapted += 1
+        if duplicate:
+            self.duplicates += 1
+        return adapted
+
+
+def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, duplicate: bool) -> ReadableSpan:
+    out = dict(attribute_items(attributes))
+    kind = mapped.kind
+    name = mapped.name
+    span_type = mapped.span_type
+    for key, value in mapped.set.items():
+        out.setdefault(key, value)
+    if duplicate:
+        kind, name, span_type = sc.KIND_OTHER, sc.FRAMEWORK_SPAN_NAME, DUPLICATE_LLM_CALL
+        out.pop(_OPERATION, None)  # one model call, one `chat {model}` span: ours
+        out.pop(_OI_KIND, None)  # and one LLM span for OpenInference readers
+    if kind != sc.KIND_LLM:
+        for key in LEAF_USAGE_KEYS.intersection(out):
+            del out[key]
+    if kind == sc.KIND_OTHER and name is None and _OPERATION not in out:
+        name = sc.FRAMEWORK_SPAN_NAME
+    if span_type is not None:
+        out.setdefault(sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE, span_type)
+    out[_KIND] = kind
+    return ReadableSpan(
+        name=name if name is not None else span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=out,
+        events=span.events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
