@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import ids as _ids
-from otel_agentdiag._internal.context import current_conversation_id
+from otel_agentdiag._internal.context import current_conversation_id, peer_conversation_id
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.spans import span_attributes
@@ -128,7 +128,9 @@ class SessionSequencer(SpanProcessor):
             elif sc.SESSION_ID in attributes:
                 raw = attributes[sc.SESSION_ID]
             else:
-                raw = from_context = current_conversation_id(parent_context)
+                # Ours (an agent run's), else the official GenAI instrumentations' (set on their spans at end
+                # only: numbered under it now, the span is filed where it is numbered).
+                raw = from_context = current_conversation_id(parent_context) or peer_conversation_id(parent_context)
             sequence = self.next_sequence(session_key(raw))
             if isinstance(backing, dict) and getattr(span_attributes(span), "_immutable", True) is False:
                 # Our own, already valid values into the span's backing dict: ``set_attribute`` would take the
