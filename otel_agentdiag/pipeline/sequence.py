@@ -25,12 +25,13 @@ import unicodedata
 from collections import OrderedDict
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import ids as _ids
-from otel_agentdiag._internal.context import current_conversation_id, peer_conversation_id
+from otel_agentdiag._internal.context import LLM_CALL_KEY, current_conversation_id, peer_conversation_id
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.spans import span_attributes
@@ -83,7 +84,7 @@ class SessionSequencer(SpanProcessor):
         self._lock = threading.Lock()
         self._next: OrderedDict[str | None, int] = OrderedDict()
         self.llm_calls = LLMCallOwners()
-        """The model calls our LLM spans own, recorded as they start, for the convention adapters."""
+        """Foreign spans that started inside one of our model calls, for the convention adapters."""
         reinit_after_fork(self._at_fork_reinit)
 
     def _at_fork_reinit(self) -> None:
@@ -115,11 +116,10 @@ class SessionSequencer(SpanProcessor):
             backing = getattr(attributes, "_dict", None)
             if isinstance(backing, dict):
                 attributes = backing
-            if attributes.get(sc.AGENTDIAG_KIND) == sc.KIND_LLM:
-                # One of our LLM spans: the model call is ours to own (the adapters mark a peer's span of it).
-                parent = span.parent
-                context = span.context
-                self.llm_calls.record(context.trace_id, context.span_id, parent.span_id if parent is not None else None)
+            if sc.AGENTDIAG_KIND not in attributes and otel_context.get_value(LLM_CALL_KEY, parent_context) is not None:
+                # Another instrumentation's span, started inside one of our model calls: if it is an LLM span,
+                # it is the same call, which ours owns (the adapters take its usage off).
+                self.llm_calls.mark_inside(span)
             if sc.AGENTDIAG_OBSERVER_ID in attributes:
                 return
             from_context = None

@@ -160,11 +160,14 @@ def _agent(server: FakeModelServer, run: Scope, tool: Scope) -> None:
 
 @pytest.fixture(
     scope="module",
-    params=[(peer, ours) for peer in PEERS for ours in (False, True)],
-    ids=lambda p: f"{p[0]}{'+ours' if p[1] else ''}",
+    # ours: None (the peer alone), "inner" (ours instrumented first: the peer's wrapper, and span, around ours),
+    # "outer" (ours instrumented last: the peer's span inside ours)
+    params=[(peer, ours) for peer in PEERS for ours in (None, "inner", "outer")],
+    ids=lambda p: p[0] + (f"+ours-{p[1]}" if p[1] else ""),
 )
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    peer, ours_too = request.param
+    peer, ours_position = request.param
+    ours_too = ours_position is not None
     store = tmp_path_factory.mktemp(peer) / "traces.db"
     otel_agentdiag.register_names(tools=[fake.TOOL_NAME], agents=[AGENT])
     with OTLPReceiver() as receiver, FakeModelServer() as server:
@@ -176,9 +179,11 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             set_global=False,
         )
         ours = OurOpenAIInstrumentor() if ours_too else None
-        if ours is not None:
+        if ours is not None and ours_position == "inner":
             ours.instrument()
         instrumentor, run_scope, tool_scope = PEERS[peer](diag.tracer_provider)
+        if ours is not None and ours_position == "outer":
+            ours.instrument()
         try:
             _agent(server, run_scope, tool_scope)
         finally:
@@ -233,6 +238,9 @@ def test_tokens_on_the_llm_leaves_only_and_never_twice(run: Run) -> None:
             assert not [k for k in span.attributes if k.startswith(("gen_ai.usage.", "llm.token_count."))], span.name
     duplicates = [s for s in spans if s.attributes.get(sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE) == "duplicate_llm_call"]
     assert len(duplicates) == (2 if run.ours_too else 0)
+    if run.ours_too:  # ours owns the calls, whichever wrapper is outside
+        assert {s.attributes.get("agentdiag.sequence") is not None for s in llm} == {True}
+        assert all(s.scope is not None and s.scope["name"].startswith("otel_agentdiag") for s in llm), llm
     conn = sqlite3.connect(f"file:{run.store}?mode=ro", uri=True)
     try:  # the summaries `traces` and `sessions` read: a run, its calls and its tokens, counted once
         summary = conn.execute(

@@ -194,28 +194,34 @@ def test_openllmetry_usage_keys_move() -> None:
 # --- one owner per model call -------------------------------------------------------------------------------
 def test_a_peer_llm_span_inside_or_around_ours_is_a_duplicate_without_usage() -> None:
     owners = LLMCallOwners()
-    owners.record(TRACE, 10, 5)  # our LLM span 10, child of 5
     adapter = ConventionAdapter(owners)
     peer = {"openinference.span.kind": "LLM", "llm.token_count.prompt": 31, "llm.model_name": "m"}
-    inner = attrs(adapter.adapt(span(peer, span_id=11, parent_id=10)))  # a child of ours
-    outer = attrs(adapter.adapt(span(peer, span_id=5, parent_id=4)))  # the parent of ours
-    beside = attrs(adapter.adapt(span(peer, span_id=12, parent_id=5)))  # a sibling: another call
-    for duplicate in (inner, outer):
+    ours = span({sc.AGENTDIAG_KIND: "llm", sc.GEN_AI_USAGE_INPUT_TOKENS: 31}, span_id=10, parent_id=5)
+    inner = span(peer, span_id=11, parent_id=10)
+    owners.mark_inside(inner)  # what the sequencer does when a foreign span starts inside our model call
+    around = span(peer, span_id=5, parent_id=4)  # the parent of ours: it ends (and arrives) after ours
+    beside = span(peer, span_id=12, parent_id=4)  # another call
+    out = [attrs(s) for s in adapter.adapt_batch([inner, ours, around, beside])]
+    for duplicate in (out[0], out[2]):
         assert duplicate[sc.AGENTDIAG_KIND] == "other"
         assert duplicate[sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE] == DUPLICATE_LLM_CALL
         assert not [k for k in duplicate if k.startswith(("gen_ai.usage.", "llm.token_count."))]
         assert "openinference.span.kind" not in duplicate
-    assert beside[sc.AGENTDIAG_KIND] == "llm"
-    assert beside[sc.GEN_AI_USAGE_INPUT_TOKENS] == 31
+    assert out[1] == attrs(ours)
+    assert out[3][sc.AGENTDIAG_KIND] == "llm"
+    assert out[3][sc.GEN_AI_USAGE_INPUT_TOKENS] == 31
     assert adapter.duplicates == 2
 
 
-def test_the_owner_record_is_bounded() -> None:
+def test_the_owner_records_are_bounded() -> None:
     owners = LLMCallOwners(max_calls=2)
     for span_id in range(1, 6):
-        owners.record(TRACE, span_id, None)
-    assert len(owners) <= 2
+        owners.mark_inside(span({}, span_id=span_id))
+    assert len(owners) == 2
     assert owners.forgotten == 3
+    assert owners.is_inside(span({}, span_id=5)) and not owners.is_inside(span({}, span_id=1))
+    with pytest.raises(ValueError):
+        LLMCallOwners(max_calls=0)
 
 
 def test_a_mapping_that_raises_passes_the_span_on_unmapped() -> None:

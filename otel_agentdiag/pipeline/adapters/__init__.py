@@ -9,6 +9,6 @@ One module per convention, each a small pure function from a span's attributes t
 
 from otel_agentdiag.pipeline.adapters._common import Mapped
 from otel_agentdiag.pipeline.adapters.adapter import DUPLICATE_LLM_CALL, ConventionAdapter, map_span
-from otel_agentdiag.pipeline.adapters.owners import LLMCallOwners
+from otel_agentdiag.pipeline.adapters.owners import Enclosing, LLMCallOwners
 
-__all__ = ["DUPLICATE_LLM_CALL", "ConventionAdapter", "LLMCallOwners", "Mapped", "map_span"]
+__all__ = ["DUPLICATE_LLM_CALL", "ConventionAdapter", "Enclosing", "LLMCallOwners", "Mapped", "map_span"]

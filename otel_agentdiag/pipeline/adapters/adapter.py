@@ -30,7 +30,7 @@ from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.spans import attribute_items, span_attributes
 from otel_agentdiag.pipeline.adapters import genai, openinference, openllmetry
 from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, Mapped
-from otel_agentdiag.pipeline.adapters.owners import LLMCallOwners
+from otel_agentdiag.pipeline.adapters.owners import Enclosing, LLMCallOwners
 
 __all__ = ["DUPLICATE_LLM_CALL", "ConventionAdapter", "map_span"]
 
@@ -59,9 +59,9 @@ def map_span(attributes: Mapping[str, Any], name: str) -> Mapped | None:
 
 
 class ConventionAdapter:
-    """Map the foreign spans of a batch onto our model (see the module doc). One per destination; thread-safe
-    for one worker. ``owners``: the pipeline's record of model calls our LLM spans own (the sequencer fills it);
-    None: no duplicate detection.
+    """Map the foreign spans of a batch onto our model (see the module doc). One per destination (it remembers
+    the parents of our LLM spans it saw); for one worker. ``owners``: the foreign spans that started inside one
+    of our model calls (the sequencer fills it); None: only peer spans *around* ours are found.
 
     Counters (monotonic): ``adapted`` spans mapped, ``duplicates`` of them peer copies of our LLM calls,
     ``failed`` spans whose mapping raised (passed on unmapped).
@@ -69,6 +69,8 @@ class ConventionAdapter:
 
     def __init__(self, owners: LLMCallOwners | None = None) -> None:
         self.owners = owners
+        self.enclosing = Enclosing()
+        """The parents of our LLM spans seen so far: a peer's LLM span among them wraps one of our calls."""
         self.adapted = 0
         self.duplicates = 0
         self.failed = 0
@@ -76,10 +78,13 @@ class ConventionAdapter:
     def adapt_batch(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
         """Each span, mapped when it is foreign and of a convention we read; the same object otherwise."""
         out: list[ReadableSpan] = []
-        kind = _KIND
+        kind, llm, enclosing = _KIND, sc.KIND_LLM, self.enclosing
         for span in spans:
             attributes = span_attributes(span)
-            if kind in attributes:  # ours: the cheap path
+            ours = attributes.get(kind)
+            if ours is not None:  # ours: the cheap path
+                if ours == llm:
+                    enclosing.saw_ours(span)  # ends before a peer's span around it: remembered for that one
                 out.append(span)
                 continue
             out.append(self.adapt(span))
@@ -92,7 +97,7 @@ class ConventionAdapter:
             mapped = map_span(attributes, span.name)
             if mapped is None:
                 return span
-            duplicate = mapped.kind == sc.KIND_LLM and self.owners is not None and self.owners.is_duplicate(span)
+            duplicate = mapped.kind == sc.KIND_LLM and self._duplicate(span)
             adapted = _rebuild(span, attributes, mapped, duplicate)
         except Exception as exc:  # noqa: BLE001 - unmapped, the span still meets the whole policy
             self.failed += 1
@@ -102,6 +107,11 @@ class ConventionAdapter:
         if duplicate:
             self.duplicates += 1
         return adapted
+
+    def _duplicate(self, span: ReadableSpan) -> bool:
+        """Whether a peer's LLM span is one of our model calls seen again: inside ours, or around ours."""
+        owners = self.owners
+        return (owners is not None and owners.is_inside(span)) or self.enclosing.encloses_ours(span)
 
 
 def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, duplicate: bool) -> ReadableSpan:
