@@ -1,5 +1,6 @@
-"""Convention adapters (design.md §6): map spans of the conventions other instrumentations speak onto our kinds,
-names and usage keys, before redaction, on every destination.
+"""Convention adapters (design.md §6): other instrumentations' spans mapped onto our kinds, names and usage.
+
+They run before redaction, on every destination.
 
 One module per convention, each a small pure function from a span's attributes to :class:`Mapped`:
 :mod:`.genai` (the official GenAI conventions), :mod:`.openinference` (Arize's OpenInference),

@@ -1,6 +1,7 @@
-"""The official OpenTelemetry GenAI conventions (``gen_ai.operation.name``), as the official instrumentations
-(``opentelemetry-instrumentation-genai-*``, ``opentelemetry-util-genai``), OpenLLMetry 0.4x+ and frameworks with
-their own OpenTelemetry output (Pydantic AI, Google ADK, Strands) emit them.
+"""The adapter for the official OpenTelemetry GenAI conventions: the kind from ``gen_ai.operation.name``.
+
+As the official instrumentations (``opentelemetry-instrumentation-genai-*``, ``opentelemetry-util-genai``),
+OpenLLMetry 0.4x+ and frameworks with their own OpenTelemetry output (Pydantic AI, Google ADK, Strands) emit them.
 
 Our span model *is* these conventions, so little moves: the operation gives the kind (``invoke_agent``,
 ``create_agent``, ``invoke_workflow`` → ``run``; ``chat``, ``text_completion``, ``generate_content``,

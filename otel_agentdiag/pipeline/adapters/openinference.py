@@ -1,5 +1,7 @@
-"""OpenInference (``openinference.span.kind``), as Arize's ``openinference-instrumentation-*`` packages and
-Phoenix emit it (spec/semantic_conventions.md of Arize-ai/openinference).
+"""The adapter for OpenInference: the kind from ``openinference.span.kind``, and its model, usage and tool keys.
+
+As Arize's ``openinference-instrumentation-*`` packages and Phoenix emit them (spec/semantic_conventions.md of
+Arize-ai/openinference):
 
 - ``AGENT`` → ``run``: ``invoke_agent {agent}``, the agent from ``agent.name``, else the span's name;
 - ``LLM`` → ``llm``: ``chat {model}``; ``EMBEDDING`` → ``llm``: ``embeddings {model}``; ``RERANKER`` → ``llm``,

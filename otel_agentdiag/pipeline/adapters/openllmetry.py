@@ -1,5 +1,7 @@
-"""OpenLLMetry (Traceloop's ``opentelemetry-instrumentation-*`` and ``traceloop-sdk``), whose keys are defined by
-``opentelemetry-semantic-conventions-ai``.
+"""The adapter for OpenLLMetry: the kind from ``traceloop.span.kind`` or ``llm.request.type``, and its usage keys.
+
+Traceloop's ``opentelemetry-instrumentation-*`` and ``traceloop-sdk``, whose keys
+``opentelemetry-semantic-conventions-ai`` defines:
 
 - ``traceloop.span.kind``: ``agent`` → ``run`` (``invoke_agent {agent}``, the agent from
   ``traceloop.entity.name``); ``workflow`` → ``run`` (operation ``invoke_workflow``); ``tool`` → ``tool``
