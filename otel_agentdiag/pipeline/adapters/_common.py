@@ -8,13 +8,12 @@ constant (a kind, an operation name). The redactor then decides every key exactl
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.redaction import keys as _keys
 
-__all__ = ["LEAF_USAGE_KEYS", "Mapped", "copy_if_absent", "copy_tokens", "is_text"]
+__all__ = ["LEAF_USAGE_KEYS", "Mapped", "copy_if_absent", "copy_texts", "copy_tokens", "is_text"]
 
 LEAF_USAGE_KEYS: frozenset[str] = frozenset(_keys.GEN_AI_USAGE_KEYS) | frozenset(_keys.OPENINFERENCE_TOKEN_COUNT_KEYS)
 """Token counts of one model call, in every convention we read: kept on leaves (``llm``) only."""
@@ -23,8 +22,7 @@ _MAX_TEXT = 1024
 """Longer strings are not moved: no name, model or kind is that long (the redactor would drop it anyway)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Mapped:
+class Mapped(NamedTuple):
     """What a foreign span is in our model.
 
     ``kind``: one of :data:`~otel_agentdiag.semconv.KINDS`. ``set``: attributes to add under our keys (moved
@@ -46,11 +44,19 @@ def is_text(value: Any) -> bool:
 
 def copy_if_absent(attributes: Mapping[str, Any], out: dict[str, Any], source: str, target: str) -> None:
     """``out[target] = attributes[source]`` when the span has ``source`` as a short string and no ``target``."""
-    if target in attributes or target in out:
-        return
-    value = attributes.get(source)
-    if is_text(value):
-        out[target] = value
+    if target not in attributes and target not in out:
+        value = attributes.get(source)
+        if type(value) is str and 0 < len(value) <= _MAX_TEXT:
+            out[target] = value
+
+
+def copy_texts(attributes: Mapping[str, Any], out: dict[str, Any], pairs: tuple[tuple[str, str], ...]) -> None:
+    """:func:`copy_if_absent` for each ``(source, target)``, in order (the first source found fills a target)."""
+    for source, target in pairs:
+        if target not in attributes and target not in out:
+            value = attributes.get(source)
+            if type(value) is str and 0 < len(value) <= _MAX_TEXT:
+                out[target] = value
 
 
 def copy_tokens(attributes: Mapping[str, Any], out: dict[str, Any], pairs: tuple[tuple[str, str], ...]) -> None:
@@ -58,11 +64,10 @@ def copy_tokens(attributes: Mapping[str, Any], out: dict[str, Any], pairs: tuple
     ``target`` unless the span already reports ``target``. Other types stay where they are (the redactor drops
     them as invalid there, and counts them)."""
     for source, target in pairs:
-        if target in attributes or target in out:
-            continue
-        value = attributes.get(source)
-        if type(value) is int:
-            out[target] = value
+        if target not in attributes and target not in out:
+            value = attributes.get(source)
+            if type(value) is int:
+                out[target] = value
 
 
 OPERATION_KINDS: dict[str, str] = {

@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import log_internal_error
-from otel_agentdiag._internal.spans import attribute_items, span_attributes
+from otel_agentdiag._internal.spans import span_attributes
 from otel_agentdiag.pipeline.adapters import genai, openinference, openllmetry
 from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, Mapped
 from otel_agentdiag.pipeline.adapters.owners import Enclosing, LLMCallOwners
@@ -42,6 +42,8 @@ _OI_KIND = openinference.SPAN_KIND
 _TL_KIND = openllmetry.SPAN_KIND
 _TL_REQUEST = openllmetry.REQUEST_TYPE
 _OPERATION = sc.GEN_AI_OPERATION_NAME
+_SPAN_TYPE = sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE
+_SDK_SPANS = frozenset({ReadableSpan, Span})
 
 
 def map_span(attributes: Mapping[str, Any], name: str) -> Mapped | None:
@@ -81,7 +83,9 @@ class ConventionAdapter:
         kind, llm, enclosing = _KIND, sc.KIND_LLM, self.enclosing
         for span in spans:
             attributes = span_attributes(span)
-            ours = attributes.get(kind)
+            # The backing dict: the Mapping API of the SDK's BoundedAttributes takes a lock per lookup.
+            backing = getattr(attributes, "_dict", None)
+            ours = (backing if type(backing) is dict else attributes).get(kind)
             if ours is not None:  # ours: the cheap path
                 if ours == llm:
                     enclosing.saw_ours(span)  # ends before a peer's span around it: remembered for that one
@@ -94,6 +98,9 @@ class ConventionAdapter:
         """``span`` mapped onto our model, or ``span`` itself (ours, or unknown). Never raises."""
         try:
             attributes = span_attributes(span)
+            backing = getattr(attributes, "_dict", None)
+            if type(backing) is dict:
+                attributes = backing
             mapped = map_span(attributes, span.name)
             if mapped is None:
                 return span
@@ -115,12 +122,13 @@ class ConventionAdapter:
 
 
 def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, duplicate: bool) -> ReadableSpan:
-    out = dict(attribute_items(attributes))
+    out = dict(attributes)
     kind = mapped.kind
     name = mapped.name
     span_type = mapped.span_type
     for key, value in mapped.set.items():
-        out.setdefault(key, value)
+        if key not in out:
+            out[key] = value
     if duplicate:
         kind, name, span_type = sc.KIND_OTHER, sc.FRAMEWORK_SPAN_NAME, DUPLICATE_LLM_CALL
         out.pop(_OPERATION, None)  # one model call, one `chat {model}` span: ours
@@ -130,9 +138,25 @@ def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, 
             del out[key]
     if kind == sc.KIND_OTHER and name is None and _OPERATION not in out:
         name = sc.FRAMEWORK_SPAN_NAME
-    if span_type is not None:
-        out.setdefault(sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE, span_type)
+    if span_type is not None and _SPAN_TYPE not in out:
+        out[_SPAN_TYPE] = span_type
     out[_KIND] = kind
+    if span.__class__ in _SDK_SPANS:
+        # The SDK's own fields, read (never written): its properties copy events and links into new tuples.
+        return ReadableSpan(
+            name=name if name is not None else span._name,
+            context=span._context,
+            parent=span._parent,
+            resource=span._resource,
+            attributes=out,
+            events=span._events,
+            links=span._links,
+            kind=span._kind,
+            status=span._status,
+            start_time=span._start_time,
+            end_time=span._end_time,
+            instrumentation_scope=span._instrumentation_scope,
+        )
     return ReadableSpan(
         name=name if name is not None else span.name,
         context=span.context,

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.pipeline.adapters._common import Mapped, copy_if_absent, copy_tokens
+from otel_agentdiag.pipeline.adapters._common import Mapped, copy_if_absent, copy_texts, copy_tokens
 
 __all__ = ["SPAN_KIND", "adapt", "recognises"]
 
@@ -41,6 +41,18 @@ _TOKENS: tuple[tuple[str, str], ...] = (
     ("llm.token_count.prompt_details.cache_read", sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
     ("llm.token_count.prompt_details.cache_write", sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
     ("llm.token_count.completion_details.reasoning", sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
+)
+
+_COMMON: tuple[tuple[str, str], ...] = (
+    (sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID),
+    ("llm.provider", sc.GEN_AI_PROVIDER_NAME),
+    ("llm.system", sc.GEN_AI_PROVIDER_NAME),
+)
+_MODELS: tuple[tuple[str, str], ...] = (
+    ("llm.request.model_name", sc.GEN_AI_REQUEST_MODEL),
+    ("llm.model_name", sc.GEN_AI_REQUEST_MODEL),
+    ("embedding.model_name", sc.GEN_AI_REQUEST_MODEL),
+    ("llm.response.model_name", sc.GEN_AI_RESPONSE_MODEL),
 )
 
 _LLM_OPERATIONS = {"LLM": sc.OP_CHAT, "EMBEDDING": sc.OP_EMBEDDINGS, "RERANKER": "rerank"}
@@ -63,16 +75,11 @@ def adapt(attributes: Mapping[str, Any], span_name: str) -> Mapped:
     value = attributes.get(SPAN_KIND)
     oi_kind = value.upper() if type(value) is str and len(value) <= 32 else ""
     out: dict[str, Any] = {}
-    copy_if_absent(attributes, out, sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID)
-    copy_if_absent(attributes, out, "llm.provider", sc.GEN_AI_PROVIDER_NAME)
-    copy_if_absent(attributes, out, "llm.system", sc.GEN_AI_PROVIDER_NAME)
+    copy_texts(attributes, out, _COMMON)
     operation = _LLM_OPERATIONS.get(oi_kind)
     if operation is not None:
         out.setdefault(sc.GEN_AI_OPERATION_NAME, operation)
-        copy_if_absent(attributes, out, "llm.request.model_name", sc.GEN_AI_REQUEST_MODEL)
-        copy_if_absent(attributes, out, "llm.model_name", sc.GEN_AI_REQUEST_MODEL)
-        copy_if_absent(attributes, out, "embedding.model_name", sc.GEN_AI_REQUEST_MODEL)
-        copy_if_absent(attributes, out, "llm.response.model_name", sc.GEN_AI_RESPONSE_MODEL)
+        copy_texts(attributes, out, _MODELS)
         copy_tokens(attributes, out, _TOKENS)
         return Mapped(sc.KIND_LLM, _keep_operation(attributes, out))
     if oi_kind == "AGENT":

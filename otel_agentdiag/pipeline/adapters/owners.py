@@ -20,6 +20,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from otel_agentdiag._internal.fork import reinit_after_fork
+
 __all__ = ["DEFAULT_MAX_CALLS", "Enclosing", "LLMCallOwners"]
 
 DEFAULT_MAX_CALLS = 16_384
@@ -40,6 +42,11 @@ class _BoundedKeys:
         self._lock = threading.Lock()
         self.forgotten = 0
         """Keys evicted to stay within the bound."""
+        reinit_after_fork(self._at_fork_reinit)
+
+    def _at_fork_reinit(self) -> None:
+        """A lock held by another thread at the fork is replaced in the child."""
+        self._lock = threading.Lock()
 
     def add(self, key: _Key) -> None:
         keys = self._keys
