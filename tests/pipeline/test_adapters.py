@@ -327,3 +327,43 @@ def test_our_kinds_are_spoken_back_in_openinference_words(attributes: dict[str, 
 def test_a_policy_without_the_key_hears_nothing_from_us() -> None:
     quiet = STRICT.derive("quiet", allowed_keys={"openinference.span.kind": None})
     assert "openinference.span.kind" not in attrs(redactor(quiet).redact(span({sc.AGENTDIAG_KIND: "run"})))
+
+
+# --- in the worker ----------------------------------------------------------------------------------------------
+class _Finisher:
+    """Records what reaches it: what the redactor would get."""
+
+    def __init__(self) -> None:
+        self.seen: list[ReadableSpan] = []
+
+    def finish_batch(self, spans: list[ReadableSpan]) -> list[ReadableSpan | None]:
+        self.seen.extend(spans)
+        return list(spans)
+
+    def finish_span(self, span: ReadableSpan) -> ReadableSpan | None:
+        return span
+
+    def session_of(self, span: ReadableSpan) -> str | None:
+        return None
+
+
+def test_the_worker_maps_before_it_finishes_and_a_broken_adapter_loses_no_span() -> None:
+    from otel_agentdiag.pipeline.worker import _finished_spans
+
+    foreign = span({"openinference.span.kind": "TOOL", "tool.name": "lookup"})
+    batch = [(foreign, 100)]
+    finisher = _Finisher()
+    (finished,) = _finished_spans(finisher, batch, ConventionAdapter())  # type: ignore[arg-type]
+    assert finisher.seen == [finished] and finished is not foreign
+    assert attrs(finished)[sc.AGENTDIAG_KIND] == "tool"
+
+    class Raises:
+        def adapt_batch(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
+            raise RuntimeError("broken")
+
+    class Short:
+        def adapt_batch(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
+            return []
+
+    for broken in (Raises(), Short()):
+        assert _finished_spans(_Finisher(), batch, broken) == [foreign]  # type: ignore[arg-type]
