@@ -147,7 +147,7 @@ def _branches(
         )
         # Convention adapters on the worker, before the redactor: foreign spans (OpenInference, OpenLLMetry, the
         # GenAI conventions) are mapped onto our kinds and keys, one owner per model call.
-        batching.set_adapter(ConventionAdapter(sequencer.llm_calls))
+        batching.set_adapter(ConventionAdapter(sequencer.llm_calls, content=content if local else None))
         branches.batch_processors.append(batching)
         branches.processors.append(
             # The sequencer, first on the provider, already copies the run's conversation id onto each span.

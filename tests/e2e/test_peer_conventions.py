@@ -278,3 +278,46 @@ def test_no_sentinel_in_the_store_or_on_the_wire(run: Run) -> None:
     assert not [s for s in SENTINELS if s.encode() in wire]
     text = json.dumps([r.attributes for r in run.received], default=str)
     assert not [s for s in SENTINELS if s in text]
+
+
+@pytest.mark.parametrize("peer", list(PEERS))
+def test_with_capture_on_the_peer_content_reaches_the_local_table_only(peer: str, tmp_path: Path) -> None:
+    """``capture_content=True``: the content keys of the peer's spans become captured content in the store's
+    content table (never span attributes), and nothing of it goes over OTLP."""
+    from otel_agentdiag.content.decoder import decode
+
+    store = tmp_path / "traces.db"
+    otel_agentdiag.register_names(tools=[fake.TOOL_NAME], agents=[AGENT])
+    with OTLPReceiver() as receiver, FakeModelServer() as server:
+        diag = otel_agentdiag.configure(
+            store=store, otlp_endpoint=receiver.endpoint, hash_key=HASH_KEY, set_global=False, capture_content=True
+        )
+        instrumentor, run_scope, tool_scope = PEERS[peer](diag.tracer_provider)
+        try:
+            _agent(server, run_scope, tool_scope)
+        finally:
+            instrumentor.uninstrument()
+            gc.collect()
+            diag.shutdown()
+        wire = b"\n".join(receiver.raw_bodies)
+    with SpanStore(store, create=False) as reader:
+        (trace,) = reader.list_traces()
+        kinds = {s.span_id: s.kind for s in reader.get_trace(trace.trace_id)}
+        content: dict[str, dict[str, Any]] = {}
+        for item in reader.trace_content(trace.trace_id):
+            content.setdefault(kinds[item.span_id], {})[item.role] = decode(item.lossless)
+    captured = repr(content.get("llm"))
+    if peer == "official":  # it records no content unless its own switch (an environment variable) is on
+        assert "llm" not in content
+    else:
+        assert fake.SENTINEL_PROMPT in captured and fake.SENTINEL_TOOL_ARGS in captured
+    if peer == "openinference":  # its tool spans carry the arguments and result it was given
+        assert fake.SENTINEL_TOOL_RESULT in repr(content["tool"][sc.CONTENT_TOOL_RESULT])
+    sentinels = [s for s in SENTINELS if s not in (fake.SENTINEL_API_KEY,)]
+    assert not [s for s in sentinels if s.encode() in wire]
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        spans_text = repr(conn.execute("SELECT name, attributes, events FROM spans").fetchall())
+    finally:
+        conn.close()
+    assert not [s for s in sentinels if s in spans_text]

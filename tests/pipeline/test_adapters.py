@@ -367,3 +367,23 @@ def test_the_worker_maps_before_it_finishes_and_a_broken_adapter_loses_no_span()
 
     for broken in (Raises(), Short()):
         assert _finished_spans(_Finisher(), batch, broken) == [foreign]  # type: ignore[arg-type]
+
+
+def test_with_a_content_recorder_content_keys_become_captured_content_of_the_mapped_span() -> None:
+    from otel_agentdiag.content.recorder import ContentRecorder
+
+    recorder = ContentRecorder()
+    owners = LLMCallOwners()
+    adapter = ConventionAdapter(owners, content=recorder)
+    tool = adapter.adapt(span({"openinference.span.kind": "TOOL", "input.value": '{"q": 1}', "output.value": "42"}))
+    assert dict(recorder.content_of(tool) or ()) == {
+        sc.CONTENT_TOOL_ARGUMENTS: '{"q": 1}',
+        sc.CONTENT_TOOL_RESULT: "42",
+    }
+    llm = adapter.adapt(span({sc.GEN_AI_OPERATION_NAME: "chat", sc.CONTENT_INPUT_MESSAGES: "[]"}, span_id=7))
+    assert dict(recorder.content_of(llm) or ()) == {sc.CONTENT_INPUT_MESSAGES: "[]"}
+    inside = span({"openinference.span.kind": "LLM", "input.value": SENTINEL}, span_id=8)
+    owners.mark_inside(inside)
+    assert recorder.content_of(adapter.adapt(inside)) is None  # a duplicate: the call's content is ours already
+    plain = adapter.adapt(span({"openinference.span.kind": "CHAIN", "input.value": SENTINEL}, span_id=9))
+    assert recorder.content_of(plain) is None  # only the roles of LLM and tool calls

@@ -28,13 +28,21 @@ class Mapped(NamedTuple):
     ``kind``: one of :data:`~otel_agentdiag.semconv.KINDS`. ``set``: attributes to add under our keys (moved
     values and closed constants; a key the span already has is never overwritten). ``name``: a fixed span name
     to use (None: the redactor names the span from its operation, as for ours). ``span_type``: for kind
-    ``other``, the convention's kind of step (``agentdiag.framework.span_type``).
+    ``other``, the convention's kind of step (``agentdiag.framework.span_type``). ``content``: ``(key, role)``
+    pairs: the span's content keys and the content role (``semconv.CONTENT_*``) each is, read only for the local
+    store with content capture on (:meth:`~otel_agentdiag.content.recorder.ContentRecorder.attach`).
     """
 
     kind: str
     set: dict[str, Any]
     name: str | None = None
     span_type: str | None = None
+    content: tuple[tuple[str, str], ...] = ()
+
+
+GENAI_CONTENT: tuple[tuple[str, str], ...] = tuple((role, role) for role in sc.CONTENT_ROLES)
+"""The GenAI conventions' content attributes carry our content roles' very names (``gen_ai.input.messages``,
+``gen_ai.tool.call.arguments``, ...)."""
 
 
 def is_text(value: Any) -> bool:

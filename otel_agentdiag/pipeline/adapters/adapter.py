@@ -12,16 +12,18 @@ agent's thread. Per span:
 
 Usage on leaves only, never twice: a mapped span that is not an LLM call loses its token counts (roll-ups are
 ours: ``agentdiag.usage.*`` on our runs and iterations); a peer's LLM span of a call one of our LLM spans owns
-(:class:`~otel_agentdiag.pipeline.adapters.owners.LLMCallOwners`) becomes a step of kind ``other`` (type
+(:mod:`~otel_agentdiag.pipeline.adapters.owners`) becomes a step of kind ``other`` (type
 ``duplicate_llm_call``) without usage. Nothing is ever added that the span did not carry, except closed
-constants (kinds, operation names, span types). Never raises: a span whose mapping fails goes on unmapped (the
-redactor still applies the whole policy to it) and is counted in :attr:`ConventionAdapter.failed`.
+constants (kinds, operation names, span types). With a content recorder (the local branch, with
+``capture_content=True``), the content keys of a mapped LLM or tool span become its captured content, beside
+the span as ours is. Never raises: a span whose mapping fails goes on unmapped (the redactor still applies the
+whole policy to it) and is counted in :attr:`ConventionAdapter.failed`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
 
@@ -31,6 +33,9 @@ from otel_agentdiag._internal.spans import span_attributes
 from otel_agentdiag.pipeline.adapters import genai, openinference, openllmetry
 from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, Mapped
 from otel_agentdiag.pipeline.adapters.owners import Enclosing, LLMCallOwners
+
+if TYPE_CHECKING:
+    from otel_agentdiag.content.recorder import ContentRecorder
 
 __all__ = ["DUPLICATE_LLM_CALL", "ConventionAdapter", "map_span"]
 
@@ -69,8 +74,11 @@ class ConventionAdapter:
     ``failed`` spans whose mapping raised (passed on unmapped).
     """
 
-    def __init__(self, owners: LLMCallOwners | None = None) -> None:
+    def __init__(self, owners: LLMCallOwners | None = None, *, content: ContentRecorder | None = None) -> None:
         self.owners = owners
+        self.content = content
+        """The local branch only, with ``capture_content=True``: a mapped span's content keys become its captured
+        content (still never attributes: the policy drops them as on every branch)."""
         self.enclosing = Enclosing()
         """The parents of our LLM spans seen so far: a peer's LLM span among them wraps one of our calls."""
         self.adapted = 0
@@ -106,6 +114,9 @@ class ConventionAdapter:
                 return span
             duplicate = mapped.kind == sc.KIND_LLM and self._duplicate(span)
             adapted = _rebuild(span, attributes, mapped, duplicate)
+            content = self.content
+            if content is not None and mapped.content and not duplicate:  # a duplicate's content is ours already
+                content.attach(adapted, _content_items(attributes, mapped.content))
         except Exception as exc:  # noqa: BLE001 - unmapped, the span still meets the whole policy
             self.failed += 1
             log_internal_error("mapping a span's conventions", exc)
@@ -119,6 +130,17 @@ class ConventionAdapter:
         """Whether a peer's LLM span is one of our model calls seen again: inside ours, or around ours."""
         owners = self.owners
         return (owners is not None and owners.is_inside(span)) or self.enclosing.encloses_ours(span)
+
+
+def _content_items(attributes: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Any], ...]:
+    """``(role, value)`` for each content key the span carries (the first key of a role wins)."""
+    found: dict[str, Any] = {}
+    for key, role in keys:
+        if role not in found:
+            value = attributes.get(key)
+            if value is not None:
+                found[role] = value
+    return tuple(found.items())
 
 
 def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, duplicate: bool) -> ReadableSpan:

@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.pipeline.adapters._common import OPERATION_KINDS, Mapped, copy_if_absent, copy_tokens
+from otel_agentdiag.pipeline.adapters._common import (
+    GENAI_CONTENT,
+    OPERATION_KINDS,
+    Mapped,
+    copy_if_absent,
+    copy_tokens,
+)
 
 __all__ = ["OLD_USAGE", "adapt", "recognises"]
 
@@ -47,4 +53,4 @@ def adapt(attributes: Mapping[str, Any]) -> Mapped:
     if kind == sc.KIND_OTHER:
         # A step with an operation we have no kind for: named by its (checked) operation, typed for `show`.
         span_type = operation if type(operation) is str and operation.isidentifier() and len(operation) <= 32 else None
-    return Mapped(kind, out, span_type=span_type)
+    return Mapped(kind, out, span_type=span_type, content=GENAI_CONTENT)

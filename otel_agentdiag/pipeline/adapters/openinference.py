@@ -20,7 +20,8 @@ Keys: ``llm.token_count.prompt`` / ``completion`` / ``prompt_details.cache_read`
 ``gen_ai.tool.name``; ``tool.id`` → ``gen_ai.tool.call.id``; ``agent.name`` → ``gen_ai.agent.name``;
 ``session.id`` → ``gen_ai.conversation.id`` (both then digests). Names are data: the redactor keeps only
 registered ones. Content keys (``input.value``, ``output.value``, ``llm.input_messages.*``, ``tool.parameters``,
-...) are never read.
+...) are never moved to attributes; ``input.value`` / ``output.value`` of LLM and tool spans are named as
+content (:attr:`Mapped.content`) for the local store's capture.
 """
 
 from __future__ import annotations
@@ -55,6 +56,15 @@ _MODELS: tuple[tuple[str, str], ...] = (
     ("llm.response.model_name", sc.GEN_AI_RESPONSE_MODEL),
 )
 
+_LLM_CONTENT: tuple[tuple[str, str], ...] = (
+    ("input.value", sc.CONTENT_INPUT_MESSAGES),
+    ("output.value", sc.CONTENT_OUTPUT_MESSAGES),
+)
+_TOOL_CONTENT: tuple[tuple[str, str], ...] = (
+    ("input.value", sc.CONTENT_TOOL_ARGUMENTS),
+    ("output.value", sc.CONTENT_TOOL_RESULT),
+)
+
 _LLM_OPERATIONS = {"LLM": sc.OP_CHAT, "EMBEDDING": sc.OP_EMBEDDINGS, "RERANKER": "rerank"}
 _OTHER_TYPES = {
     "CHAIN": "chain",
@@ -81,7 +91,7 @@ def adapt(attributes: Mapping[str, Any], span_name: str) -> Mapped:
         out.setdefault(sc.GEN_AI_OPERATION_NAME, operation)
         copy_texts(attributes, out, _MODELS)
         copy_tokens(attributes, out, _TOKENS)
-        return Mapped(sc.KIND_LLM, _keep_operation(attributes, out))
+        return Mapped(sc.KIND_LLM, _keep_operation(attributes, out), content=_LLM_CONTENT)
     if oi_kind == "AGENT":
         out[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
         copy_if_absent(attributes, out, "agent.name", sc.GEN_AI_AGENT_NAME)
@@ -92,7 +102,7 @@ def adapt(attributes: Mapping[str, Any], span_name: str) -> Mapped:
         copy_if_absent(attributes, out, "tool.name", sc.GEN_AI_TOOL_NAME)
         copy_if_absent({"name": span_name}, out, "name", sc.GEN_AI_TOOL_NAME)
         copy_if_absent(attributes, out, "tool.id", sc.GEN_AI_TOOL_CALL_ID)
-        return Mapped(sc.KIND_TOOL, _keep_operation(attributes, out))
+        return Mapped(sc.KIND_TOOL, _keep_operation(attributes, out), content=_TOOL_CONTENT)
     span_type = _OTHER_TYPES.get(oi_kind, "unknown")
     if oi_kind == "RETRIEVER":
         out[sc.GEN_AI_OPERATION_NAME] = sc.OP_RETRIEVAL

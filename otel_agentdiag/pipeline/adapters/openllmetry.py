@@ -14,7 +14,8 @@ Traceloop's ``opentelemetry-instrumentation-*`` and ``traceloop-sdk``, whose key
   ``gen_ai.usage.input_tokens`` / ``output_tokens`` / ..., as for the GenAI conventions.
 
 A span that names its ``gen_ai.operation.name`` (OpenLLMetry 0.4x+) keeps it. ``traceloop.entity.input`` /
-``output``, ``gen_ai.prompt.*`` and ``gen_ai.completion.*`` are content and never read.
+``output``, ``gen_ai.prompt.*`` and ``gen_ai.completion.*`` are content: never moved to attributes (a tool's
+entity input and output are named as content for the local store's capture).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.pipeline.adapters import genai
-from otel_agentdiag.pipeline.adapters._common import Mapped, copy_if_absent, copy_tokens, is_text
+from otel_agentdiag.pipeline.adapters._common import GENAI_CONTENT, Mapped, copy_if_absent, copy_tokens, is_text
 
 __all__ = ["SPAN_KIND", "adapt", "recognises"]
 
@@ -38,6 +39,11 @@ _REQUEST_OPERATIONS = {
     "embedding": sc.OP_EMBEDDINGS,
     "rerank": "rerank",
 }
+_TOOL_CONTENT: tuple[tuple[str, str], ...] = (
+    ("traceloop.entity.input", sc.CONTENT_TOOL_ARGUMENTS),
+    ("traceloop.entity.output", sc.CONTENT_TOOL_RESULT),
+)
+
 _SPAN_KINDS = {
     "agent": (sc.KIND_RUN, sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME),
     "workflow": (sc.KIND_RUN, sc.OP_INVOKE_WORKFLOW, None),
@@ -61,7 +67,7 @@ def adapt(attributes: Mapping[str, Any]) -> Mapped:
                 moved[sc.GEN_AI_OPERATION_NAME] = step_operation
             if name_key is not None:
                 copy_if_absent(attributes, moved, ENTITY_NAME, name_key)
-            return Mapped(kind, moved)
+            return Mapped(kind, moved, content=_TOOL_CONTENT if kind == sc.KIND_TOOL else GENAI_CONTENT)
         if span_kind in ("task", "unknown") and sc.GEN_AI_OPERATION_NAME not in attributes:
             return Mapped(sc.KIND_OTHER, {}, name=sc.FRAMEWORK_SPAN_NAME, span_type=span_kind)
     request_type = attributes.get(REQUEST_TYPE)
@@ -71,4 +77,4 @@ def adapt(attributes: Mapping[str, Any]) -> Mapped:
     out: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: operation}
     copy_if_absent(attributes, out, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME)
     copy_tokens(attributes, out, genai.OLD_USAGE)
-    return Mapped(sc.KIND_LLM, out)
+    return Mapped(sc.KIND_LLM, out, content=GENAI_CONTENT)
