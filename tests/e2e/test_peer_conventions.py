@@ -15,6 +15,7 @@ import contextlib
 import gc
 import json
 import sqlite3
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -142,6 +143,30 @@ def _openllmetry(provider: Any) -> tuple[Any, Scope, Scope]:
 PEERS = {"openinference": _openinference, "official": _official, "openllmetry": _openllmetry}
 
 
+@contextlib.contextmanager
+def _openai_restored() -> Iterator[None]:
+    """Put back every attribute of the ``openai`` package's classes as it was: two wrapt instrumentors on one
+    method do not both come off (whichever uninstruments second leaves its wrapper: seen with ours and
+    OpenLLMetry's, in either order), and a wrapper left on would trace into the next test's pipeline."""
+    import openai as _openai  # noqa: F401 - its modules are what is snapshotted
+
+    classes = {
+        value
+        for name, module in list(sys.modules.items())
+        if name == "openai" or name.startswith("openai.")
+        for value in list(vars(module).values())
+        if isinstance(value, type) and value.__module__.startswith("openai")
+    }
+    saved = {cls: dict(vars(cls)) for cls in classes}
+    try:
+        yield
+    finally:
+        for cls, attributes in saved.items():
+            for name, value in attributes.items():
+                if vars(cls).get(name) is not value:
+                    setattr(cls, name, value)
+
+
 def _agent(server: FakeModelServer, run: Scope, tool: Scope) -> None:
     client = openai.OpenAI(api_key=fake.SENTINEL_API_KEY, base_url=server.base_url, max_retries=0)
     messages: list[Any] = [{"role": "system", "content": fake.SENTINEL_SYSTEM}, {"role": "user", "content": PROMPT}]
@@ -170,7 +195,7 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     ours_too = ours_position is not None
     store = tmp_path_factory.mktemp(peer) / "traces.db"
     otel_agentdiag.register_names(tools=[fake.TOOL_NAME], agents=[AGENT])
-    with OTLPReceiver() as receiver, FakeModelServer() as server:
+    with OTLPReceiver() as receiver, FakeModelServer() as server, _openai_restored():
         diag = otel_agentdiag.configure(
             service_name="peer-test",
             store=store,
@@ -178,18 +203,20 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             hash_key=HASH_KEY,
             set_global=False,
         )
-        ours = OurOpenAIInstrumentor() if ours_too else None
-        if ours is not None and ours_position == "inner":
-            ours.instrument()
-        instrumentor, run_scope, tool_scope = PEERS[peer](diag.tracer_provider)
-        if ours is not None and ours_position == "outer":
-            ours.instrument()
+        undo: list[Callable[[], Any]] = []  # wrappers come off in the reverse order they went on
         try:
+            if ours_position == "inner":
+                OurOpenAIInstrumentor().instrument()
+                undo.append(OurOpenAIInstrumentor().uninstrument)
+            instrumentor, run_scope, tool_scope = PEERS[peer](diag.tracer_provider)
+            undo.append(instrumentor.uninstrument)
+            if ours_position == "outer":
+                OurOpenAIInstrumentor().instrument()
+                undo.append(OurOpenAIInstrumentor().uninstrument)
             _agent(server, run_scope, tool_scope)
         finally:
-            instrumentor.uninstrument()
-            if ours is not None:
-                ours.uninstrument()
+            for step in reversed(undo):
+                step()
             gc.collect()
             diag.shutdown()
         assert receiver.errors == []
@@ -219,7 +246,10 @@ def test_the_peer_spans_become_our_tree(run: Run) -> None:
     tools = _kinds(spans, "tool")
     assert [s.name for s in tools] == [f"execute_tool {fake.TOOL_NAME}"] * 3
     assert [s.status == "error" for s in sorted(tools, key=lambda s: s.start_ns)] == [False, False, True]
-    assert tools[-1].attributes.get(sc.ERROR_TYPE, "LookupError").endswith("LookupError")
+    failed = sorted(tools, key=lambda s: s.start_ns)[-1]
+    assert failed.attributes[sc.ERROR_TYPE].endswith("LookupError")  # the type only: never the message
+    finish = [s.attributes.get(sc.GEN_AI_RESPONSE_FINISH_REASONS) for s in sorted(llm, key=lambda s: s.start_ns)]
+    assert [tuple(f or ())[:1] for f in finish] in ([("tool_calls",), ("stop",)], [("tool_call",), ("stop",)])
     by_id = {s.span_id: s for s in spans}
     for child in [*llm, *tools]:  # every leaf under the run (directly or through the peer's own steps)
         parent = by_id.get(child.parent_span_id or "")
@@ -288,7 +318,7 @@ def test_with_capture_on_the_peer_content_reaches_the_local_table_only(peer: str
 
     store = tmp_path / "traces.db"
     otel_agentdiag.register_names(tools=[fake.TOOL_NAME], agents=[AGENT])
-    with OTLPReceiver() as receiver, FakeModelServer() as server:
+    with OTLPReceiver() as receiver, FakeModelServer() as server, _openai_restored():
         diag = otel_agentdiag.configure(
             store=store, otlp_endpoint=receiver.endpoint, hash_key=HASH_KEY, set_global=False, capture_content=True
         )

@@ -387,3 +387,31 @@ def test_with_a_content_recorder_content_keys_become_captured_content_of_the_map
     assert recorder.content_of(adapter.adapt(inside)) is None  # a duplicate: the call's content is ours already
     plain = adapter.adapt(span({"openinference.span.kind": "CHAIN", "input.value": SENTINEL}, span_id=9))
     assert recorder.content_of(plain) is None  # only the roles of LLM and tool calls
+
+
+def test_a_failed_foreign_span_gets_its_error_type_from_its_exception_event() -> None:
+    from opentelemetry.sdk.trace import Event
+    from opentelemetry.trace import Status, StatusCode
+
+    def failed(events: list[Event], status: StatusCode = StatusCode.ERROR) -> dict[str, Any]:
+        s = ReadableSpan(
+            name="t",
+            context=SpanContext(TRACE, 4, False),
+            attributes={"openinference.span.kind": "TOOL", "tool.name": "lookup"},
+            events=events,
+            status=Status(status),
+        )
+        return attrs(ConventionAdapter().adapt(s))
+
+    event = Event("exception", {"exception.type": "builtins.LookupError", "exception.message": SENTINEL})
+    assert failed([event])[sc.ERROR_TYPE] == "builtins.LookupError"
+    assert sc.ERROR_TYPE not in failed([event], StatusCode.OK)
+    assert sc.ERROR_TYPE not in failed([Event("exception", {"exception.type": 3})])
+    assert sc.ERROR_TYPE not in failed([])
+
+
+def test_openinference_finish_reason_becomes_ours() -> None:
+    out = attrs(adapt({"openinference.span.kind": "LLM", "llm.finish_reason": "tool_calls"}))
+    assert out[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
+    clean = attrs(redactor().redact(adapt({"openinference.span.kind": "LLM", "llm.finish_reason": SENTINEL})))
+    assert SENTINEL not in repr(clean)  # not a documented finish reason: the policy's closed set says _OTHER

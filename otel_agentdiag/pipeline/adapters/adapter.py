@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import log_internal_error
@@ -143,6 +144,16 @@ def _content_items(attributes: Mapping[str, Any], keys: tuple[tuple[str, str], .
     return tuple(found.items())
 
 
+def _exception_type(span: ReadableSpan) -> str | None:
+    """The ``exception.type`` of the span's last ``exception`` event (how most instrumentations record a
+    failure without ``error.type``), or None. The policy judges it as it judges ``error.type``."""
+    for event in reversed(span.events):
+        if event.name == sc.EXCEPTION_EVENT_NAME:
+            value = (event.attributes or {}).get(sc.EXCEPTION_TYPE)
+            return value if type(value) is str and 0 < len(value) <= 256 else None
+    return None
+
+
 def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, duplicate: bool) -> ReadableSpan:
     out = dict(attributes)
     kind = mapped.kind
@@ -163,6 +174,10 @@ def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, 
     if span_type is not None and _SPAN_TYPE not in out:
         out[_SPAN_TYPE] = span_type
     out[_KIND] = kind
+    if sc.ERROR_TYPE not in out and span.status.status_code is StatusCode.ERROR:
+        error_type = _exception_type(span)
+        if error_type is not None:
+            out[sc.ERROR_TYPE] = error_type  # what our spans say of a failure, from the span's own exception event
     if span.__class__ in _SDK_SPANS:
         # The SDK's own fields, read (never written): its properties copy events and links into new tuples.
         return ReadableSpan(

@@ -16,7 +16,8 @@ Arize-ai/openinference):
 Keys: ``llm.token_count.prompt`` / ``completion`` / ``prompt_details.cache_read`` / ``cache_write`` /
 ``completion_details.reasoning`` → ``gen_ai.usage.*`` (on ``llm`` spans only); ``llm.request.model_name``, else
 ``llm.model_name`` / ``embedding.model_name`` → ``gen_ai.request.model``; ``llm.response.model_name`` →
-``gen_ai.response.model``; ``llm.provider``, else ``llm.system`` → ``gen_ai.provider.name``; ``tool.name`` →
+``gen_ai.response.model``; ``llm.finish_reason`` → ``gen_ai.response.finish_reasons`` (one);
+``llm.provider``, else ``llm.system`` → ``gen_ai.provider.name``; ``tool.name`` →
 ``gen_ai.tool.name``; ``tool.id`` → ``gen_ai.tool.call.id``; ``agent.name`` → ``gen_ai.agent.name``;
 ``session.id`` → ``gen_ai.conversation.id`` (both then digests). Names are data: the redactor keeps only
 registered ones. Content keys (``input.value``, ``output.value``, ``llm.input_messages.*``, ``tool.parameters``,
@@ -91,6 +92,9 @@ def adapt(attributes: Mapping[str, Any], span_name: str) -> Mapped:
         out.setdefault(sc.GEN_AI_OPERATION_NAME, operation)
         copy_texts(attributes, out, _MODELS)
         copy_tokens(attributes, out, _TOKENS)
+        reason = attributes.get("llm.finish_reason")
+        if type(reason) is str and len(reason) <= 64 and sc.GEN_AI_RESPONSE_FINISH_REASONS not in attributes:
+            out[sc.GEN_AI_RESPONSE_FINISH_REASONS] = (reason,)  # the policy's closed set judges it
         return Mapped(sc.KIND_LLM, _keep_operation(attributes, out), content=_LLM_CONTENT)
     if oi_kind == "AGENT":
         out[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
