@@ -29,7 +29,10 @@ span and stores nothing; after each OTLP round the run checks it received exactl
 
 Shapes: ``span``: one span with 10 GenAI attributes (two of them correlation IDs) and two more set after start;
 ``iteration``: one agent iteration through the manual wrappers (iteration > LLM call with usage + tool call),
-the same wrappers on every variant, inside one agent run per round.
+the same wrappers on every variant, inside one agent run per round; ``foreign``: one span of another
+instrumentation's convention (OpenInference's LLM span: kind, model, token counts, session id, content keys),
+which the convention adapters map onto ours on the batch worker before redaction (the per-span cost of the
+adapters shows in its ``all_cpu_us``; the caller's thread never runs them).
 
 Metrics, per span: ``caller_cpu_us``, CPU of the calling thread while it makes the spans (``thread_time``: what
 the agent feels, and the goal's metric); ``wall_us``, wall time of the same section (it includes waiting for
@@ -238,7 +241,40 @@ def shape_iteration(provider: TracerProvider, n: int) -> int:
     return 3 * n + 1
 
 
-SHAPES: dict[str, Callable[[TracerProvider, int], int]] = {"span": shape_span, "iteration": shape_iteration}
+def shape_foreign(provider: TracerProvider, n: int) -> int:
+    """``n`` spans of another instrumentation's convention (OpenInference's LLM span, as its OpenAI instrumentor
+    makes it: kind, model, provider, token counts, a session id and content keys), which the convention adapters
+    map onto ours on the batch worker and the redactor then trims."""
+    tracer = provider.get_tracer("bench-peer")
+    for i in range(n):
+        with tracer.start_as_current_span(
+            "ChatCompletion",
+            attributes={
+                "openinference.span.kind": "LLM",
+                "llm.system": "openai",
+                "llm.provider": "openai",
+                "session.id": f"conversation-{i % 8}",
+                "input.value": '{"messages": [{"role": "user", "content": "hello"}]}',
+                "input.mime_type": "application/json",
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": "hello",
+            },
+        ) as span:
+            span.set_attribute("llm.model_name", "gpt-4o-mini-2024-07-18")
+            span.set_attribute("llm.token_count.prompt", 120)
+            span.set_attribute("llm.token_count.completion", 15)
+            span.set_attribute("llm.token_count.total", 135)
+            span.set_attribute("output.value", "hi")
+    return n
+
+
+SHAPES: dict[str, Callable[[TracerProvider, int], int]] = {
+    "span": shape_span,
+    "iteration": shape_iteration,
+    "foreign": shape_foreign,
+}
+LOGFIRE_SHAPES = ("span", "iteration")
+"""The shapes of the Logfire comparison (the goal was set on these two, before the foreign shape existed)."""
 
 
 def _profile(build: Callable[[], tuple[Any, Close]], shape: Callable[[TracerProvider, int], int]) -> dict:
@@ -354,9 +390,10 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "met": value <= 1.6,
             }
         )
-    if all("ratio_vs_logfire" in results["shapes"][shape]["agentdiag"] for shape in SHAPES):
+    if all("ratio_vs_logfire" in results["shapes"][shape]["agentdiag"] for shape in LOGFIRE_SHAPES):
         value = round(
-            max(results["shapes"][shape]["agentdiag"]["ratio_vs_logfire"]["all_cpu_us"] for shape in SHAPES), 3
+            max(results["shapes"][shape]["agentdiag"]["ratio_vs_logfire"]["all_cpu_us"] for shape in LOGFIRE_SHAPES),
+            3,
         )
         out.append(
             {

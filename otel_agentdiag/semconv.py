@@ -70,6 +70,10 @@ CONTENT_ROLES = (
 )
 """Every content role, in the order ``agentdiag show --content`` prints them."""
 
+# OpenInference (Arize): the one key we speak back, so Phoenix and other OpenInference readers render our tree.
+OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
+"""Set on our exported spans by the redactor: AGENT (runs), CHAIN (iterations), LLM or EMBEDDING, TOOL."""
+
 # Other semantic conventions used on agent spans.
 ERROR_TYPE = "error.type"
 SESSION_ID = "session.id"

@@ -71,6 +71,8 @@ def test_the_quick_benchmark_run_completes_and_reports_every_goal(tmp_path: Path
         "startup_show_vs_python",
         "pipeline_local_span_all_cpu",
         "pipeline_local_iteration_all_cpu",
+        "pipeline_local_foreign_all_cpu",
+        "pipeline_local_foreign_caller_cpu",
         "pipeline_local_vs_logfire_all_cpu",
         "memory_growth_sessions_ratio",
         "read_sessions_1m_vs_1k",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from contextvars import ContextVar
 from typing import Any
 
@@ -17,6 +18,23 @@ AGENT_NAME_KEY = otel_context.create_key("agentdiag-agent-name")
 
 def current_conversation_id(ctx: otel_context.Context | None = None) -> str | None:
     value = otel_context.get_value(CONVERSATION_ID_KEY, ctx)
+    return value if isinstance(value, str) else None
+
+
+_UTIL_GENAI_CONVERSATION = "opentelemetry.util.genai._conversation_context"
+
+
+def peer_conversation_id(ctx: otel_context.Context | None = None) -> str | None:
+    """The conversation id the official GenAI instrumentations (``opentelemetry-util-genai``) carry in the
+    context for the spans of an agent invocation (they set ``gen_ai.conversation.id`` on those spans only when
+    they end), or None. Looked up only when that package is already imported; never raises."""
+    module = sys.modules.get(_UTIL_GENAI_CONVERSATION)
+    if module is None:
+        return None
+    try:
+        value = module.get_ambient_conversation_id(ctx)
+    except Exception:  # noqa: BLE001 - another version of theirs: no conversation from it
+        return None
     return value if isinstance(value, str) else None
 
 

@@ -28,6 +28,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_agentdiag._internal import content as _content
+from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag.content.snapshot import ContentLimits, snapshot
 
@@ -165,6 +166,20 @@ class ContentRecorder(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+    def attach(self, ended: ReadableSpan, items: tuple[tuple[str, Any], ...]) -> None:
+        """Content that arrived *on* an ended span, as another instrumentation's attributes (the convention
+        adapters of the local branch read them, on its worker): ``(role, value)`` pairs, kept for ``ended`` as
+        if captured through the seam. Never raises."""
+        if not items:
+            return
+        try:
+            taken = tuple((role, self._take(value)) for role, value in items)
+            with self._lock:
+                self._ended[ended] = taken
+                self.captured += len(taken)
+        except Exception as exc:  # noqa: BLE001 - content is never worth an exception
+            log_internal_error("capturing another instrumentation's content", exc)
 
     # -- the local branch --------------------------------------------------------------------------------
     def transfer(self, ended: ReadableSpan, redacted: ReadableSpan) -> None:

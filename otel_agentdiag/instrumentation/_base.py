@@ -18,6 +18,7 @@ import logging
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -33,7 +34,14 @@ from otel_agentdiag._internal.context import LLM_CALL_KEY, framework_parent
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag.instrumentation._provider import tracer_for  # re-exported: its home before _provider
 
-__all__ = ["LLMCallState", "current_llm_call", "error_type_of", "llm_call_owned_by", "tracer_for"]
+__all__ = [
+    "LLMCallState",
+    "current_llm_call",
+    "error_type_of",
+    "llm_call_owned_by",
+    "record_exception",
+    "tracer_for",
+]
 
 _logger = logging.getLogger(__name__)
 
@@ -53,6 +61,22 @@ def error_type_of(exc: BaseException) -> str:
     if top is not None and getattr(top, cls.__name__, None) is cls:
         return f"{package}.{cls.__name__}"
     return f"{module}.{cls.__qualname__}"
+
+
+def record_exception(span: trace.Span, exc: BaseException) -> None:
+    """The ``exception`` event the SDK's ``Span.record_exception`` adds (type, message, stack trace), without
+    ``exception.escaped``, which the semantic conventions deprecated. Message and stack trace are for the
+    user's own processors; every policy of ours drops both (the local one keeps a keyed digest of the message)."""
+    module = type(exc).__module__
+    qualname = type(exc).__qualname__
+    span.add_event(
+        sc.EXCEPTION_EVENT_NAME,
+        {
+            sc.EXCEPTION_TYPE: f"{module}.{qualname}" if module and module != "builtins" else qualname,
+            sc.EXCEPTION_MESSAGE: str(exc),
+            sc.EXCEPTION_STACKTRACE: "".join(traceback.format_exception(exc)),
+        },
+    )
 
 
 def current_llm_call(ctx: otel_context.Context | None = None) -> LLMCallState | None:
@@ -252,9 +276,7 @@ class LLMCallState:
             if self.owns and self.span.is_recording():
                 # The event carries the type only: an SDK error's message often quotes the request (a prompt, a
                 # tool argument) and its traceback names local paths. Produce neither, whatever the pipeline.
-                self.span.add_event(
-                    sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: error_type_of(exc), sc.EXCEPTION_ESCAPED: True}
-                )
+                self.span.add_event(sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: error_type_of(exc)})
                 # No description: the exception text may carry the prompt, the answer or a credential.
                 self.span.set_status(Status(StatusCode.ERROR))
             if self.owns:

@@ -336,7 +336,7 @@ class SpanTree:
             error_type = node.error_type
         if error_type is not None and recording:
             span.set_attribute(sc.ERROR_TYPE, error_type)
-            span.add_event(sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: error_type, sc.EXCEPTION_ESCAPED: True})
+            span.add_event(sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: error_type})
             span.set_status(Status(StatusCode.ERROR))
         if node.stop_reason is not None and recording:
             span.set_attribute(sc.AGENTDIAG_STOP_REASON, node.stop_reason)

@@ -29,7 +29,7 @@ from otel_agentdiag._internal.context import (
 )
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
-from otel_agentdiag.instrumentation._base import LLMCallState, error_type_of
+from otel_agentdiag.instrumentation._base import LLMCallState, error_type_of, record_exception
 from otel_agentdiag.instrumentation._provider import manual_tracer
 
 __all__ = ["LLMCall"]
@@ -97,7 +97,7 @@ class _SpanScope:
             span = self._span
             if exc is not None and span.is_recording():
                 span.set_attribute(sc.ERROR_TYPE, error_type_of(exc))
-                span.record_exception(exc, escaped=True)
+                record_exception(span, exc)
                 # No description: the exception text may hold exactly the data we must not export.
                 span.set_status(Status(StatusCode.ERROR))
             if self._rollup is not None:

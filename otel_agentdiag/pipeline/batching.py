@@ -56,7 +56,7 @@ from otel_agentdiag.pipeline.ledger import (
     PipelineStats,
     copy_deltas,
 )
-from otel_agentdiag.pipeline.worker import BatchWorker, RetryPolicy, SpanFinisher, span_session
+from otel_agentdiag.pipeline.worker import BatchWorker, RetryPolicy, SpanAdapter, SpanFinisher, span_session
 
 _logger = logging.getLogger(__name__)
 
@@ -206,6 +206,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         self._max_ledger_sessions = max_ledger_sessions
         self._max_drop_sessions = max_drop_sessions
         self._finisher: SpanFinisher | None = None
+        self._adapter: SpanAdapter | None = None
         self._reset_state()
         reinit_after_fork(self._at_fork_reinit)
         self._start_worker()
@@ -242,6 +243,15 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
             if self._enqueued:
                 raise ValueError("set_finisher() must be called before the first span is queued")
             self._finisher = finisher
+
+    def set_adapter(self, adapter: SpanAdapter) -> None:
+        """Map every taken batch through ``adapter`` (the convention adapters) on the worker thread, just before
+        the finisher (the redactor) sees it: pipeline sequencer → adapters → batch → redact → export. Only with
+        a finisher (a mapped span must still be redacted); call it before the first span is queued."""
+        with self._lock:
+            if self._enqueued:
+                raise ValueError("set_adapter() must be called before the first span is queued")
+            self._adapter = adapter
 
     # -- the agent's side ---------------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:

@@ -2,10 +2,12 @@
 
 Pipeline (design.md §2; docs/architecture.md says where the code departs from it)::
 
-    TracerProvider ─┬─ SessionSequencer (on_start: agentdiag.observer.id, agentdiag.sequence)
+    TracerProvider ─┬─ SessionSequencer (on_start: agentdiag.observer.id, agentdiag.sequence, our LLM calls)
                     ├─ ContentRecorder (only with capture_content: content onto the ended span, for the store)
-                    ├─ AccountingBatchSpanProcessor ─ [worker] RedactingSpanProcessor(local) ─ SQLiteSpanExporter
-                    └─ AccountingBatchSpanProcessor ─ [worker] RedactingSpanProcessor(strict) ─ OTLPSpanExporter
+                    ├─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(local)
+                    │                                          ─ SQLiteSpanExporter
+                    └─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(strict)
+                                                               ─ OTLPSpanExporter
 
 The provider hands ended spans to the batch processors; each redacts on its worker thread, just before export,
 so the agent's thread only queues the span and no exporter ever receives anything but the redacted copy.
@@ -28,6 +30,7 @@ from otel_agentdiag.destinations import LOCAL_DESTINATION, OTLP_DESTINATION, Des
 from otel_agentdiag.exporters.otlp_attempts import OneAttempt
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.options import AgentDiagOptions, batch_settings_from_env
+from otel_agentdiag.pipeline.adapters import ConventionAdapter
 from otel_agentdiag.pipeline.audit import warn_about_foreign_processors
 from otel_agentdiag.pipeline.batching import AccountingBatchSpanProcessor
 from otel_agentdiag.pipeline.handle import AgentDiag
@@ -142,6 +145,9 @@ def _branches(
             retry_policy=OneAttempt() if otlp else None,
             **batch,
         )
+        # Convention adapters on the worker, before the redactor: foreign spans (OpenInference, OpenLLMetry, the
+        # GenAI conventions) are mapped onto our kinds and keys, one owner per model call.
+        batching.set_adapter(ConventionAdapter(sequencer.llm_calls, content=content if local else None))
         branches.batch_processors.append(batching)
         branches.processors.append(
             # The sequencer, first on the provider, already copies the run's conversation id onto each span.

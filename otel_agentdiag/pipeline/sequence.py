@@ -25,15 +25,17 @@ import unicodedata
 from collections import OrderedDict
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import ids as _ids
-from otel_agentdiag._internal.context import current_conversation_id
+from otel_agentdiag._internal.context import LLM_CALL_KEY, current_conversation_id, peer_conversation_id
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.spans import span_attributes
+from otel_agentdiag.pipeline.adapters.owners import LLMCallOwners
 
 _logger = logging.getLogger(__name__)
 
@@ -81,6 +83,8 @@ class SessionSequencer(SpanProcessor):
         """Sessions forgotten to keep memory bounded (their numbering restarts if they resume)."""
         self._lock = threading.Lock()
         self._next: OrderedDict[str | None, int] = OrderedDict()
+        self.llm_calls = LLMCallOwners()
+        """Foreign spans that started inside one of our model calls, for the convention adapters."""
         reinit_after_fork(self._at_fork_reinit)
 
     def _at_fork_reinit(self) -> None:
@@ -112,6 +116,10 @@ class SessionSequencer(SpanProcessor):
             backing = getattr(attributes, "_dict", None)
             if isinstance(backing, dict):
                 attributes = backing
+            if sc.AGENTDIAG_KIND not in attributes and otel_context.get_value(LLM_CALL_KEY, parent_context) is not None:
+                # Another instrumentation's span, started inside one of our model calls: if it is an LLM span,
+                # it is the same call, which ours owns (the adapters take its usage off).
+                self.llm_calls.mark_inside(span)
             if sc.AGENTDIAG_OBSERVER_ID in attributes:
                 return
             from_context = None
@@ -120,7 +128,9 @@ class SessionSequencer(SpanProcessor):
             elif sc.SESSION_ID in attributes:
                 raw = attributes[sc.SESSION_ID]
             else:
-                raw = from_context = current_conversation_id(parent_context)
+                # Ours (an agent run's), else the official GenAI instrumentations' (set on their spans at end
+                # only: numbered under it now, the span is filed where it is numbered).
+                raw = from_context = current_conversation_id(parent_context) or peer_conversation_id(parent_context)
             sequence = self.next_sequence(session_key(raw))
             if isinstance(backing, dict) and getattr(span_attributes(span), "_immutable", True) is False:
                 # Our own, already valid values into the span's backing dict: ``set_attribute`` would take the

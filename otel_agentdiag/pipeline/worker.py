@@ -38,7 +38,7 @@ from otel_agentdiag.storage import Accounting
 
 _logger = logging.getLogger(__name__)
 
-__all__ = ["BatchWorker", "SpanFinisher", "span_session"]
+__all__ = ["BatchWorker", "SpanAdapter", "SpanFinisher", "span_session"]
 
 _TOMBSTONE_KEY = sc.AGENTDIAG_REDACTION_PREFIX + REDACTOR_ERROR
 
@@ -63,6 +63,15 @@ class SpanFinisher(Protocol):
 
     def session_of(self, span: ReadableSpan) -> str | None:
         """The session digest a span that was never finished is filed under (drops, stats). Never raises."""
+        ...
+
+
+class SpanAdapter(Protocol):
+    """What maps a taken batch onto our span model before the finisher redacts it, on the worker thread: the
+    convention adapters (:class:`~otel_agentdiag.pipeline.adapters.ConventionAdapter`)."""
+
+    def adapt_batch(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+        """One span per span, in order: the span itself, or a mapped copy. Never raises."""
         ...
 
 
@@ -96,20 +105,39 @@ def _sessions_of(spans: list[ReadableSpan]) -> tuple[list[str | None], list[bool
     return sessions, tombstones
 
 
-def _finished_spans(finisher: SpanFinisher, batch: list[_Item]) -> list[ReadableSpan | None]:
-    """What ``finisher`` makes of each span of ``batch``, in order: one ``finish_batch`` call when it has one (a
-    redactor does), else one ``finish_span`` per span. A finisher that breaks its contract (raises, or returns a
-    list of another length) still fails closed: the batch goes span by span, a span that raises is rejected."""
+def _adapted(adapter: SpanAdapter | None, batch: list[_Item]) -> list[ReadableSpan]:
+    """The spans of ``batch`` through ``adapter``; as they are when there is none, or when it breaks its
+    contract (raises, or returns a list of another length): unmapped spans still meet the whole policy."""
+    spans = [item[0] for item in batch]
+    if adapter is None:
+        return spans
+    try:
+        out = adapter.adapt_batch(spans)
+        if type(out) is list and len(out) == len(spans):
+            return out
+    except Exception as exc:  # noqa: BLE001 - the spans go on unmapped
+        log_internal_error("mapping a batch of spans", exc)
+    return spans
+
+
+def _finished_spans(
+    finisher: SpanFinisher, batch: list[_Item], adapter: SpanAdapter | None = None
+) -> list[ReadableSpan | None]:
+    """What ``finisher`` makes of each span of ``batch`` (mapped by ``adapter`` first, when given), in order: one
+    ``finish_batch`` call when it has one (a redactor does), else one ``finish_span`` per span. A finisher that
+    breaks its contract (raises, or returns a list of another length) still fails closed: the batch goes span by
+    span, a span that raises is rejected."""
+    spans = _adapted(adapter, batch)
     finish_batch = getattr(finisher, "finish_batch", None)
     if finish_batch is not None:
         try:
-            out = finish_batch([item[0] for item in batch])
+            out = finish_batch(spans)
             if type(out) is list and len(out) == len(batch):
                 return out
         except Exception as exc:  # noqa: BLE001 - then span by span: every span still finished or rejected
             log_internal_error("finishing a batch of spans", exc)
     finished: list[ReadableSpan | None] = []
-    for span, _size in batch:
+    for span in spans:
         try:
             finished.append(finisher.finish_span(span))
         except Exception as exc:  # noqa: BLE001 - a finisher that breaks its contract still fails closed
@@ -131,6 +159,7 @@ class BatchWorker:
     _max_ledger_sessions: int
     _max_drop_sessions: int
     _finisher: SpanFinisher | None
+    _adapter: SpanAdapter | None
     _persists_counts: bool
     _export_with_accounting: Callable[[Sequence[ReadableSpan], Accounting], Any] | None
     _record_accounting: Callable[[Accounting], Any] | None
@@ -295,7 +324,7 @@ class BatchWorker:
         """Finish a taken batch; the spans to export (None: shutdown abandoned the batch meanwhile)."""
         finished: list[_Item] = []
         rejected: list[str | None] = []
-        for (span, size), clean in zip(batch, _finished_spans(finisher, batch), strict=True):
+        for (span, size), clean in zip(batch, _finished_spans(finisher, batch, self._adapter), strict=True):
             if clean is not None:
                 finished.append((clean, size))
                 continue

@@ -121,6 +121,18 @@ class SpanRedactor:
         self._debug = policy.summary == "debug"
         self._silent = policy.summary == "silent"
         self._blocked = policy.is_blocked if policy.blocked_values else None
+        self._speaks_openinference = self._keeps_openinference_kinds()
+
+    def _keeps_openinference_kinds(self) -> bool:
+        """Whether the policy lets ``openinference.span.kind`` out unchanged with every value we would give it
+        (the presets do: a closed set); a policy that does not hears nothing from us."""
+        rule = self.policy.rule_for(sc.OPENINFERENCE_SPAN_KIND)
+        if rule is None:
+            return False
+        try:
+            return all(self._decide(rule, v) == (v, None) for v in (*_OPENINFERENCE_KINDS.values(), "EMBEDDING"))
+        except Exception:  # noqa: BLE001 - a rule that cannot decide a constant: say nothing
+            return False
 
     def _at_fork_reinit(self) -> None:
         """The drift lock is taken on the batch worker: one held there at the fork is replaced in the child."""
@@ -339,6 +351,13 @@ class SpanRedactor:
         counts: dict[str, int] = {}
         removed: list[str] | None = [] if self._debug else None
         attributes = self._attributes(attributes_with_ids(span), counts, None, removed)
+        if self._speaks_openinference and sc.OPENINFERENCE_SPAN_KIND not in attributes:
+            # Speak back: OpenInference readers (Phoenix) see our kinds; a closed value derived from a kept one.
+            spoken = _OPENINFERENCE_KINDS.get(attributes.get(sc.AGENTDIAG_KIND))  # type: ignore[arg-type]
+            if spoken is not None:
+                if spoken == "LLM" and attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EMBEDDINGS:
+                    spoken = "EMBEDDING"
+                attributes[sc.OPENINFERENCE_SPAN_KIND] = spoken
         if span.__class__ in _SDK_SPANS:  # the slots the SDK's properties return: no Python call per field
             original, status, resource, scope = span._name, span._status, span._resource, span._instrumentation_scope
             context, parent, kind, start, end = (
@@ -443,6 +462,15 @@ class SpanRedactor:
 
 _SCOPE_STRING = Scalar(256)
 _SDK_SPANS = frozenset({ReadableSpan, Span})
+
+_OPENINFERENCE_KINDS: dict[str, str] = {
+    sc.KIND_RUN: "AGENT",
+    sc.KIND_ITERATION: "CHAIN",
+    sc.KIND_LLM: "LLM",
+    sc.KIND_TOOL: "TOOL",
+}
+"""Our kind → ``openinference.span.kind`` (``other`` says nothing: OpenInference readers show it as unknown)."""
+
 """The SDK's own span classes, whose properties read the slots :meth:`SpanRedactor.redact` reads directly."""
 
 

@@ -314,11 +314,13 @@ SURVIVORS: dict[str, dict[str, dict[str, Any]]] = {
 """Library -> call -> attribute key -> value: emitted by the library (checked on the control) and kept as is
 on the stored and exported span."""
 
-_OI_NAMES = ("ChatCompletion",) * 4 + ("CreateEmbeddings", "Response", "ChatCompletion")
+_SNAPSHOT = f"{MODEL}{fake.MODEL_SNAPSHOT_SUFFIX}"
+_OI_NAMES = (f"chat {_SNAPSHOT}",) * 4 + (f"embeddings {EMBEDDING_MODEL}", f"chat {_SNAPSHOT}", "chat")
 _SEMCONV_NAMES = (f"chat {MODEL}",) * 4 + (f"embeddings {EMBEDDING_MODEL}", f"chat {MODEL}", f"chat {fake.ERROR_MODEL}")
 SPAN_NAMES: dict[str, tuple[str, ...]] = {
-    # OpenInference's fixed names are kept (no gen_ai.operation.name to rebuild from); the others are rebuilt
-    # as "<operation> <request model>" (OpenLLMetry names its spans "openai.chat", "openai.embeddings", ...).
+    # Every library's spans are named "<operation> <request model>" (OpenLLMetry names its spans "openai.chat",
+    # "openai.embeddings", ...; OpenInference "ChatCompletion", ...): the convention adapters map OpenInference's
+    # kind and llm.model_name (the model the answer names, a snapshot; none on the failed call) onto ours.
     "openinference": _OI_NAMES,
     "openllmetry": _SEMCONV_NAMES,
     "otel-genai": _SEMCONV_NAMES,

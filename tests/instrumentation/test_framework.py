@@ -94,7 +94,7 @@ def test_a_span_ends_once_with_its_error_type_only(spans: Spans) -> None:
     assert span.status.description is None
     assert attrs(span)["error.type"] == "ValueError"
     assert [(e.name, dict(e.attributes or {})) for e in span.events] == [
-        ("exception", {"exception.type": "ValueError", "exception.escaped": True})
+        ("exception", {"exception.type": "ValueError"})
     ]
 
 

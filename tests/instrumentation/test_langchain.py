@@ -436,9 +436,7 @@ def test_a_tool_error_fed_back_to_the_model_fails_the_tool_span_only(
     assert tool_span.status.status_code is StatusCode.ERROR
     assert tool_span.status.description is None
     assert attrs(tool_span)["error.type"] == error_type
-    assert [dict(e.attributes or {}) for e in tool_span.events] == [
-        {"exception.type": error_type, "exception.escaped": True}
-    ]
+    assert [dict(e.attributes or {}) for e in tool_span.events] == [{"exception.type": error_type}]
     (run,) = named(finished, "invoke_agent weather_agent")
     assert run.status.status_code is StatusCode.UNSET
     assert attrs(run)["agentdiag.stop_reason"] == "completed"

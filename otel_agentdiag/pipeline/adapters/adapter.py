@@ -1,0 +1,210 @@
+"""``ConventionAdapter``: the stage between the queue and the redactor that maps foreign spans onto our model.
+
+Pipeline (design.md §6): sequencer → **adapters** → batch → redact → export. It runs on each destination's
+batch worker, just before the redactor (:func:`otel_agentdiag.pipeline.worker._finished_spans`), never on the
+agent's thread. Per span:
+
+1. ours (it carries ``agentdiag.kind``): returned as it is, after one dict lookup;
+2. a span of a convention we read (OpenInference, OpenLLMetry, the GenAI conventions, tried in that order, since
+   the first two may also carry ``gen_ai.*`` keys): a copy with ``agentdiag.kind``, our keys beside its own,
+   usage on leaves only, and a fixed name where our model has one (guardrails, framework steps);
+3. anything else: returned as it is (the redactor names it ``_OTHER``, kind ``other``).
+
+Usage on leaves only, never twice: a mapped span that is not an LLM call loses its token counts (roll-ups are
+ours: ``agentdiag.usage.*`` on our runs and iterations); a peer's LLM span of a call one of our LLM spans owns
+(:mod:`~otel_agentdiag.pipeline.adapters.owners`) becomes a step of kind ``other`` (type
+``duplicate_llm_call``) without usage. Nothing is ever added that the span did not carry, except closed
+constants (kinds, operation names, span types). With a content recorder (the local branch, with
+``capture_content=True``), the content keys of a mapped LLM or tool span become its captured content, beside
+the span as ours is. Never raises: a span whose mapping fails goes on unmapped (the redactor still applies the
+whole policy to it) and is counted in :attr:`ConventionAdapter.failed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.trace import StatusCode
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.spans import span_attributes
+from otel_agentdiag.pipeline.adapters import genai, openinference, openllmetry
+from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, Mapped
+from otel_agentdiag.pipeline.adapters.owners import Enclosing, LLMCallOwners
+
+if TYPE_CHECKING:
+    from otel_agentdiag.content.recorder import ContentRecorder
+
+__all__ = ["DUPLICATE_LLM_CALL", "ConventionAdapter", "map_span"]
+
+DUPLICATE_LLM_CALL = "duplicate_llm_call"
+"""``agentdiag.framework.span_type`` of a peer's LLM span for a model call one of our LLM spans owns."""
+
+_KIND = sc.AGENTDIAG_KIND
+_OI_KIND = openinference.SPAN_KIND
+_TL_KIND = openllmetry.SPAN_KIND
+_TL_REQUEST = openllmetry.REQUEST_TYPE
+_OPERATION = sc.GEN_AI_OPERATION_NAME
+_SPAN_TYPE = sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE
+_SDK_SPANS = frozenset({ReadableSpan, Span})
+
+
+def map_span(attributes: Mapping[str, Any], name: str) -> Mapped | None:
+    """What a span with these attributes (and this name) is in our model; None: ours, or no convention we read.
+    Pure."""
+    if _KIND in attributes:
+        return None
+    if _OI_KIND in attributes:
+        return openinference.adapt(attributes, name)
+    if _TL_KIND in attributes or _TL_REQUEST in attributes:
+        return openllmetry.adapt(attributes)
+    if _OPERATION in attributes:
+        return genai.adapt(attributes)
+    return None
+
+
+class ConventionAdapter:
+    """Map the foreign spans of a batch onto our model (see the module doc). One per destination (it remembers
+    the parents of our LLM spans it saw); for one worker. ``owners``: the foreign spans that started inside one
+    of our model calls (the sequencer fills it); None: only peer spans *around* ours are found.
+
+    Counters (monotonic): ``adapted`` spans mapped, ``duplicates`` of them peer copies of our LLM calls,
+    ``failed`` spans whose mapping raised (passed on unmapped).
+    """
+
+    def __init__(self, owners: LLMCallOwners | None = None, *, content: ContentRecorder | None = None) -> None:
+        self.owners = owners
+        self.content = content
+        """The local branch only, with ``capture_content=True``: a mapped span's content keys become its captured
+        content (still never attributes: the policy drops them as on every branch)."""
+        self.enclosing = Enclosing()
+        """The parents of our LLM spans seen so far: a peer's LLM span among them wraps one of our calls."""
+        self.adapted = 0
+        self.duplicates = 0
+        self.failed = 0
+
+    def adapt_batch(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+        """Each span, mapped when it is foreign and of a convention we read; the same object otherwise."""
+        out: list[ReadableSpan] = []
+        kind, llm, enclosing = _KIND, sc.KIND_LLM, self.enclosing
+        for span in spans:
+            attributes = span_attributes(span)
+            # The backing dict: the Mapping API of the SDK's BoundedAttributes takes a lock per lookup.
+            backing = getattr(attributes, "_dict", None)
+            ours = (backing if type(backing) is dict else attributes).get(kind)
+            if ours is not None:  # ours: the cheap path
+                if ours == llm:
+                    enclosing.saw_ours(span)  # ends before a peer's span around it: remembered for that one
+                out.append(span)
+                continue
+            out.append(self.adapt(span))
+        return out
+
+    def adapt(self, span: ReadableSpan) -> ReadableSpan:
+        """``span`` mapped onto our model, or ``span`` itself (ours, or unknown). Never raises."""
+        try:
+            attributes = span_attributes(span)
+            backing = getattr(attributes, "_dict", None)
+            if type(backing) is dict:
+                attributes = backing
+            mapped = map_span(attributes, span.name)
+            if mapped is None:
+                return span
+            duplicate = mapped.kind == sc.KIND_LLM and self._duplicate(span)
+            adapted = _rebuild(span, attributes, mapped, duplicate)
+            content = self.content
+            if content is not None and mapped.content and not duplicate:  # a duplicate's content is ours already
+                content.attach(adapted, _content_items(attributes, mapped.content))
+        except Exception as exc:  # noqa: BLE001 - unmapped, the span still meets the whole policy
+            self.failed += 1
+            log_internal_error("mapping a span's conventions", exc)
+            return span
+        self.adapted += 1
+        if duplicate:
+            self.duplicates += 1
+        return adapted
+
+    def _duplicate(self, span: ReadableSpan) -> bool:
+        """Whether a peer's LLM span is one of our model calls seen again: inside ours, or around ours."""
+        owners = self.owners
+        return (owners is not None and owners.is_inside(span)) or self.enclosing.encloses_ours(span)
+
+
+def _content_items(attributes: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Any], ...]:
+    """``(role, value)`` for each content key the span carries (the first key of a role wins)."""
+    found: dict[str, Any] = {}
+    for key, role in keys:
+        if role not in found:
+            value = attributes.get(key)
+            if value is not None:
+                found[role] = value
+    return tuple(found.items())
+
+
+def _exception_type(span: ReadableSpan) -> str | None:
+    """The ``exception.type`` of the span's last ``exception`` event (how most instrumentations record a
+    failure without ``error.type``), or None. The policy judges it as it judges ``error.type``."""
+    for event in reversed(span.events):
+        if event.name == sc.EXCEPTION_EVENT_NAME:
+            value = (event.attributes or {}).get(sc.EXCEPTION_TYPE)
+            return value if type(value) is str and 0 < len(value) <= 256 else None
+    return None
+
+
+def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, duplicate: bool) -> ReadableSpan:
+    out = dict(attributes)
+    kind = mapped.kind
+    name = mapped.name
+    span_type = mapped.span_type
+    for key, value in mapped.set.items():
+        if key not in out:
+            out[key] = value
+    if duplicate:
+        kind, name, span_type = sc.KIND_OTHER, sc.FRAMEWORK_SPAN_NAME, DUPLICATE_LLM_CALL
+        out.pop(_OPERATION, None)  # one model call, one `chat {model}` span: ours
+        out.pop(_OI_KIND, None)  # and one LLM span for OpenInference readers
+    if kind != sc.KIND_LLM:
+        for key in LEAF_USAGE_KEYS.intersection(out):
+            del out[key]
+    if kind == sc.KIND_OTHER and name is None and _OPERATION not in out:
+        name = sc.FRAMEWORK_SPAN_NAME
+    if span_type is not None and _SPAN_TYPE not in out:
+        out[_SPAN_TYPE] = span_type
+    out[_KIND] = kind
+    if sc.ERROR_TYPE not in out and span.status.status_code is StatusCode.ERROR:
+        error_type = _exception_type(span)
+        if error_type is not None:
+            out[sc.ERROR_TYPE] = error_type  # what our spans say of a failure, from the span's own exception event
+    if span.__class__ in _SDK_SPANS:
+        # The SDK's own fields, read (never written): its properties copy events and links into new tuples.
+        return ReadableSpan(
+            name=name if name is not None else span._name,
+            context=span._context,
+            parent=span._parent,
+            resource=span._resource,
+            attributes=out,
+            events=span._events,
+            links=span._links,
+            kind=span._kind,
+            status=span._status,
+            start_time=span._start_time,
+            end_time=span._end_time,
+            instrumentation_scope=span._instrumentation_scope,
+        )
+    return ReadableSpan(
+        name=name if name is not None else span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=out,
+        events=span.events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )

@@ -1,0 +1,56 @@
+"""The adapter for the official OpenTelemetry GenAI conventions: the kind from ``gen_ai.operation.name``.
+
+As the official instrumentations (``opentelemetry-instrumentation-genai-*``, ``opentelemetry-util-genai``),
+OpenLLMetry 0.4x+ and frameworks with their own OpenTelemetry output (Pydantic AI, Google ADK, Strands) emit them.
+
+Our span model *is* these conventions, so little moves: the operation gives the kind (``invoke_agent``,
+``create_agent``, ``invoke_workflow`` → ``run``; ``chat``, ``text_completion``, ``generate_content``,
+``embeddings`` → ``llm``; ``execute_tool`` → ``tool``; ``retrieval``, ``plan`` and unknown operations →
+``other``), the older usage keys (``gen_ai.usage.prompt_tokens`` / ``completion_tokens``) move to
+``input_tokens`` / ``output_tokens``, and ``gen_ai.system`` fills a missing ``gen_ai.provider.name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.pipeline.adapters._common import (
+    GENAI_CONTENT,
+    OPERATION_KINDS,
+    Mapped,
+    copy_if_absent,
+    copy_tokens,
+)
+
+__all__ = ["OLD_USAGE", "adapt", "recognises"]
+
+OLD_USAGE: tuple[tuple[str, str], ...] = (
+    ("gen_ai.usage.prompt_tokens", sc.GEN_AI_USAGE_INPUT_TOKENS),
+    ("gen_ai.usage.completion_tokens", sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+    ("gen_ai.usage.cache_read_input_tokens", sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+    ("gen_ai.usage.cache_creation_input_tokens", sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+    ("gen_ai.usage.reasoning_tokens", sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
+)
+"""Older semantic-convention (and OpenLLMetry) usage keys → today's."""
+
+
+def recognises(attributes: Mapping[str, Any]) -> bool:
+    """Whether the span speaks the GenAI conventions: it names its operation."""
+    return sc.GEN_AI_OPERATION_NAME in attributes
+
+
+def adapt(attributes: Mapping[str, Any]) -> Mapped:
+    """The span's kind from its operation, and the older usage and provider keys moved to today's. Pure."""
+    operation = attributes.get(sc.GEN_AI_OPERATION_NAME)
+    kind = OPERATION_KINDS.get(operation, sc.KIND_OTHER) if type(operation) is str else sc.KIND_OTHER
+    out: dict[str, Any] = {}
+    copy_if_absent(attributes, out, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME)
+    if kind == sc.KIND_LLM:
+        copy_tokens(attributes, out, OLD_USAGE)
+    span_type = None
+    if kind == sc.KIND_OTHER:
+        # A step with an operation we have no kind for: named by its (checked) operation, typed for `show`.
+        span_type = operation if type(operation) is str and operation.isidentifier() and len(operation) <= 32 else None
+    return Mapped(kind, out, span_type=span_type, content=GENAI_CONTENT)

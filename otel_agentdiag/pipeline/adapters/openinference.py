@@ -1,0 +1,124 @@
+"""The adapter for OpenInference: the kind from ``openinference.span.kind``, and its model, usage and tool keys.
+
+As Arize's ``openinference-instrumentation-*`` packages and Phoenix emit them (spec/semantic_conventions.md of
+Arize-ai/openinference):
+
+- ``AGENT`` → ``run``: ``invoke_agent {agent}``, the agent from ``agent.name``, else the span's name;
+- ``LLM`` → ``llm``: ``chat {model}``; ``EMBEDDING`` → ``llm``: ``embeddings {model}``; ``RERANKER`` → ``llm``,
+  operation ``rerank``;
+- ``TOOL`` → ``tool``: ``execute_tool {tool}``, the tool from ``tool.name``, else the span's name;
+- ``CHAIN`` → ``other`` (type ``chain``): none of the conventions marks a chain as a loop step (LangGraph's step
+  number is inside the ``metadata`` JSON, which is data and not read), so it is never an iteration;
+- ``RETRIEVER`` → ``other``, operation ``retrieval`` (the GenAI conventions' own); ``GUARDRAIL`` → ``other``
+  named ``agentdiag.guardrail``; ``EVALUATOR``, ``PROMPT``, ``DECISION``, ``UNKNOWN`` and anything else →
+  ``other`` named ``agentdiag.framework_step``, typed (``agentdiag.framework.span_type``) ``evaluator``, ...
+
+Keys: ``llm.token_count.prompt`` / ``completion`` / ``prompt_details.cache_read`` / ``cache_write`` /
+``completion_details.reasoning`` → ``gen_ai.usage.*`` (on ``llm`` spans only); ``llm.request.model_name``, else
+``llm.model_name`` / ``embedding.model_name`` → ``gen_ai.request.model``; ``llm.response.model_name`` →
+``gen_ai.response.model``; ``llm.finish_reason`` → ``gen_ai.response.finish_reasons`` (one);
+``llm.provider``, else ``llm.system`` → ``gen_ai.provider.name``; ``tool.name`` →
+``gen_ai.tool.name``; ``tool.id`` → ``gen_ai.tool.call.id``; ``agent.name`` → ``gen_ai.agent.name``;
+``session.id`` → ``gen_ai.conversation.id`` (both then digests). Names are data: the redactor keeps only
+registered ones. Content keys (``input.value``, ``output.value``, ``llm.input_messages.*``, ``tool.parameters``,
+...) are never moved to attributes; ``input.value`` / ``output.value`` of LLM and tool spans are named as
+content (:attr:`Mapped.content`) for the local store's capture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.pipeline.adapters._common import Mapped, copy_if_absent, copy_texts, copy_tokens
+
+__all__ = ["SPAN_KIND", "adapt", "recognises"]
+
+SPAN_KIND = "openinference.span.kind"
+
+_TOKENS: tuple[tuple[str, str], ...] = (
+    ("llm.token_count.prompt", sc.GEN_AI_USAGE_INPUT_TOKENS),
+    ("llm.token_count.completion", sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+    ("llm.token_count.prompt_details.cache_read", sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+    ("llm.token_count.prompt_details.cache_write", sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+    ("llm.token_count.completion_details.reasoning", sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
+)
+
+_COMMON: tuple[tuple[str, str], ...] = (
+    (sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID),
+    ("llm.provider", sc.GEN_AI_PROVIDER_NAME),
+    ("llm.system", sc.GEN_AI_PROVIDER_NAME),
+)
+_MODELS: tuple[tuple[str, str], ...] = (
+    ("llm.request.model_name", sc.GEN_AI_REQUEST_MODEL),
+    ("llm.model_name", sc.GEN_AI_REQUEST_MODEL),
+    ("embedding.model_name", sc.GEN_AI_REQUEST_MODEL),
+    ("llm.response.model_name", sc.GEN_AI_RESPONSE_MODEL),
+)
+
+_LLM_CONTENT: tuple[tuple[str, str], ...] = (
+    ("input.value", sc.CONTENT_INPUT_MESSAGES),
+    ("output.value", sc.CONTENT_OUTPUT_MESSAGES),
+)
+_TOOL_CONTENT: tuple[tuple[str, str], ...] = (
+    ("input.value", sc.CONTENT_TOOL_ARGUMENTS),
+    ("output.value", sc.CONTENT_TOOL_RESULT),
+)
+
+_LLM_OPERATIONS = {"LLM": sc.OP_CHAT, "EMBEDDING": sc.OP_EMBEDDINGS, "RERANKER": "rerank"}
+_OTHER_TYPES = {
+    "CHAIN": "chain",
+    "RETRIEVER": "retriever",
+    "GUARDRAIL": "guardrail",
+    "EVALUATOR": "evaluator",
+    "PROMPT": "prompt",
+    "DECISION": "decision",
+}
+
+
+def recognises(attributes: Mapping[str, Any]) -> bool:
+    return SPAN_KIND in attributes
+
+
+def adapt(attributes: Mapping[str, Any], span_name: str) -> Mapped:
+    """Our kind and keys for an OpenInference span. Pure; a kind of the wrong type or unknown is ``other``."""
+    value = attributes.get(SPAN_KIND)
+    oi_kind = value.upper() if type(value) is str and len(value) <= 32 else ""
+    out: dict[str, Any] = {}
+    copy_texts(attributes, out, _COMMON)
+    operation = _LLM_OPERATIONS.get(oi_kind)
+    if operation is not None:
+        out.setdefault(sc.GEN_AI_OPERATION_NAME, operation)
+        copy_texts(attributes, out, _MODELS)
+        copy_tokens(attributes, out, _TOKENS)
+        reason = attributes.get("llm.finish_reason")
+        if type(reason) is str and len(reason) <= 64 and sc.GEN_AI_RESPONSE_FINISH_REASONS not in attributes:
+            out[sc.GEN_AI_RESPONSE_FINISH_REASONS] = (reason,)  # the policy's closed set judges it
+        return Mapped(sc.KIND_LLM, _keep_operation(attributes, out), content=_LLM_CONTENT)
+    if oi_kind == "AGENT":
+        out[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
+        copy_if_absent(attributes, out, "agent.name", sc.GEN_AI_AGENT_NAME)
+        copy_if_absent({"name": span_name}, out, "name", sc.GEN_AI_AGENT_NAME)
+        return Mapped(sc.KIND_RUN, _keep_operation(attributes, out))
+    if oi_kind == "TOOL":
+        out[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
+        copy_if_absent(attributes, out, "tool.name", sc.GEN_AI_TOOL_NAME)
+        copy_if_absent({"name": span_name}, out, "name", sc.GEN_AI_TOOL_NAME)
+        copy_if_absent(attributes, out, "tool.id", sc.GEN_AI_TOOL_CALL_ID)
+        return Mapped(sc.KIND_TOOL, _keep_operation(attributes, out), content=_TOOL_CONTENT)
+    span_type = _OTHER_TYPES.get(oi_kind, "unknown")
+    if oi_kind == "RETRIEVER":
+        out[sc.GEN_AI_OPERATION_NAME] = sc.OP_RETRIEVAL
+        return Mapped(sc.KIND_OTHER, _keep_operation(attributes, out), span_type=span_type)
+    name: str | None = sc.GUARDRAIL_SPAN_NAME if oi_kind == "GUARDRAIL" else sc.FRAMEWORK_SPAN_NAME
+    if sc.GEN_AI_OPERATION_NAME in attributes:
+        name = None  # the span names its operation: the redactor names it from that
+    return Mapped(sc.KIND_OTHER, out, name=name, span_type=span_type)
+
+
+def _keep_operation(attributes: Mapping[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """A span that names its own GenAI operation keeps it (ours is only a default)."""
+    if sc.GEN_AI_OPERATION_NAME in attributes:
+        out.pop(sc.GEN_AI_OPERATION_NAME, None)
+    return out

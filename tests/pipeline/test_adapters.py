@@ -1,0 +1,417 @@
+"""The convention adapters on hand-built ended spans: each convention's kinds and keys, hostile values, one
+owner per model call, and what the redactor then makes of a mapped span (names are data, content is dropped and
+counted, our kinds are spoken back in OpenInference's words)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.names import NameRegistry
+from otel_agentdiag.pipeline.adapters import DUPLICATE_LLM_CALL, ConventionAdapter, LLMCallOwners, map_span
+from otel_agentdiag.redaction import IdHasher
+from otel_agentdiag.redaction.allowlist import Policy
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
+from otel_agentdiag.redaction.redactor import SpanRedactor
+
+TRACE = 0x1234
+SENTINEL = "SENTINEL-ADAPTER-4e1d"
+HASH_KEY = bytes.fromhex("442f18475e673d6886dacd45328a7ec155d9a207f69c7098cd618ac0ac152443")
+
+
+def span(attributes: dict[str, Any], name: str = "step", span_id: int = 2, parent_id: int | None = 1) -> ReadableSpan:
+    ctx = SpanContext(TRACE, span_id, False, TraceFlags(1))
+    parent = SpanContext(TRACE, parent_id, False, TraceFlags(1)) if parent_id is not None else None
+    return ReadableSpan(name=name, context=ctx, parent=parent, attributes=attributes, start_time=1, end_time=2)
+
+
+def adapt(attributes: dict[str, Any], name: str = "step", owners: LLMCallOwners | None = None) -> ReadableSpan:
+    return ConventionAdapter(owners).adapt(span(attributes, name))
+
+
+def attrs(s: ReadableSpan) -> dict[str, Any]:
+    return dict(s.attributes or {})
+
+
+def redactor(policy: Policy = STRICT, *, tools: tuple[str, ...] = (), agents: tuple[str, ...] = ()) -> SpanRedactor:
+    names = NameRegistry()
+    names.register(tools=tools, agents=agents)
+    return SpanRedactor(policy, IdHasher(HASH_KEY), names)
+
+
+# --- the cheap paths ----------------------------------------------------------------------------------------
+def test_our_span_and_an_unknown_span_are_passed_on_as_they_are() -> None:
+    adapter = ConventionAdapter()
+    ours = span({sc.AGENTDIAG_KIND: "llm", "openinference.span.kind": "TOOL", sc.GEN_AI_OPERATION_NAME: "chat"})
+    unknown = span({"http.method": "GET"})
+    assert adapter.adapt_batch([ours, unknown]) == [ours, unknown]
+    assert adapter.adapt_batch([ours])[0] is ours
+    assert adapter.adapted == 0
+    assert map_span({"http.method": "GET"}, "x") is None
+
+
+# --- the GenAI conventions ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("operation", "kind"),
+    [
+        ("invoke_agent", "run"),
+        ("create_agent", "run"),
+        ("invoke_workflow", "run"),
+        ("chat", "llm"),
+        ("text_completion", "llm"),
+        ("generate_content", "llm"),
+        ("embeddings", "llm"),
+        ("execute_tool", "tool"),
+        ("retrieval", "other"),
+        ("plan", "other"),
+        ("made_up", "other"),
+        (7, "other"),
+        ("x" * 100_000, "other"),
+    ],
+)
+def test_genai_operations_give_the_kind(operation: Any, kind: str) -> None:
+    out = attrs(adapt({sc.GEN_AI_OPERATION_NAME: operation}))
+    assert out[sc.AGENTDIAG_KIND] == kind
+    assert out[sc.GEN_AI_OPERATION_NAME] == operation  # the span's own operation is never replaced
+
+
+def test_genai_older_usage_keys_move_on_leaves_and_usage_leaves_the_other_kinds() -> None:
+    out = attrs(
+        adapt(
+            {
+                sc.GEN_AI_OPERATION_NAME: "chat",
+                sc.GEN_AI_SYSTEM: "openai",
+                "gen_ai.usage.prompt_tokens": 31,
+                "gen_ai.usage.completion_tokens": 12,
+                "gen_ai.usage.reasoning_tokens": "3",  # wrong type: not moved
+            }
+        )
+    )
+    assert (out[sc.GEN_AI_USAGE_INPUT_TOKENS], out[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (31, 12)
+    assert sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS not in out
+    assert out[sc.GEN_AI_PROVIDER_NAME] == "openai"
+    both = attrs(
+        adapt({sc.GEN_AI_OPERATION_NAME: "chat", "gen_ai.usage.prompt_tokens": 1, "gen_ai.usage.input_tokens": 5})
+    )
+    assert both[sc.GEN_AI_USAGE_INPUT_TOKENS] == 5  # the span's own input_tokens wins
+    run = attrs(adapt({sc.GEN_AI_OPERATION_NAME: "invoke_agent", "gen_ai.usage.input_tokens": 90}))
+    assert not [k for k in run if k.startswith("gen_ai.usage.")]  # roll-ups are ours, never a second count
+
+
+# --- OpenInference --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("oi_kind", "kind", "operation", "name"),
+    [
+        ("AGENT", "run", "invoke_agent", "step"),
+        ("LLM", "llm", "chat", "step"),
+        ("llm", "llm", "chat", "step"),  # tolerated: the spec spells them in capitals
+        ("EMBEDDING", "llm", "embeddings", "step"),
+        ("RERANKER", "llm", "rerank", "step"),
+        ("TOOL", "tool", "execute_tool", "step"),
+        ("RETRIEVER", "other", "retrieval", "step"),
+        ("CHAIN", "other", None, sc.FRAMEWORK_SPAN_NAME),
+        ("GUARDRAIL", "other", None, sc.GUARDRAIL_SPAN_NAME),
+        ("EVALUATOR", "other", None, sc.FRAMEWORK_SPAN_NAME),
+        ("UNKNOWN", "other", None, sc.FRAMEWORK_SPAN_NAME),
+        ("\uff2c\uff2c\uff2d", "other", None, sc.FRAMEWORK_SPAN_NAME),  # fullwidth LLM: not a kind
+        (3, "other", None, sc.FRAMEWORK_SPAN_NAME),
+        ("LLM" * 50_000, "other", None, sc.FRAMEWORK_SPAN_NAME),
+    ],
+)
+def test_openinference_kinds(oi_kind: Any, kind: str, operation: str | None, name: str) -> None:
+    mapped = adapt({"openinference.span.kind": oi_kind})
+    out = attrs(mapped)
+    assert out[sc.AGENTDIAG_KIND] == kind
+    assert out.get(sc.GEN_AI_OPERATION_NAME) == operation
+    assert mapped.name == name
+
+
+def test_openinference_keys_move_to_ours() -> None:
+    llm = attrs(
+        adapt(
+            {
+                "openinference.span.kind": "LLM",
+                "llm.model_name": "gpt-4o-mini",
+                "llm.provider": "openai",
+                "llm.system": "ignored-when-provider-is-there",
+                "llm.token_count.prompt": 31,
+                "llm.token_count.completion": 12,
+                "llm.token_count.prompt_details.cache_read": 4,
+                "llm.token_count.completion_details.reasoning": True,  # a bool is no count
+                "session.id": SENTINEL,
+                "user.id": "u",
+            }
+        )
+    )
+    assert llm[sc.GEN_AI_REQUEST_MODEL] == "gpt-4o-mini"
+    assert llm[sc.GEN_AI_PROVIDER_NAME] == "openai"
+    assert (llm[sc.GEN_AI_USAGE_INPUT_TOKENS], llm[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (31, 12)
+    assert llm[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == 4
+    assert sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS not in llm
+    assert llm[sc.GEN_AI_CONVERSATION_ID] == SENTINEL  # raw here; the redactor makes it a digest
+    tool = attrs(adapt({"openinference.span.kind": "TOOL", "tool.name": "lookup", "tool.id": "call_1"}, "ignored"))
+    assert (tool[sc.GEN_AI_TOOL_NAME], tool[sc.GEN_AI_TOOL_CALL_ID]) == ("lookup", "call_1")
+    assert attrs(adapt({"openinference.span.kind": "TOOL"}, "span-named"))[sc.GEN_AI_TOOL_NAME] == "span-named"
+    agent = attrs(adapt({"openinference.span.kind": "AGENT", "agent.name": "planner", "llm.token_count.total": 9}))
+    assert agent[sc.GEN_AI_AGENT_NAME] == "planner"
+    assert "llm.token_count.total" not in agent  # usage on leaves only
+
+
+# --- OpenLLMetry ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("attributes", "kind", "operation", "target"),
+    [
+        ({"traceloop.span.kind": "agent", "traceloop.entity.name": "planner"}, "run", "invoke_agent", "planner"),
+        ({"traceloop.span.kind": "workflow", "traceloop.entity.name": "flow"}, "run", "invoke_workflow", None),
+        ({"traceloop.span.kind": "tool", "traceloop.entity.name": "lookup"}, "tool", "execute_tool", "lookup"),
+        ({"traceloop.span.kind": "task"}, "other", None, None),
+        ({"traceloop.span.kind": ["agent"]}, "other", None, None),
+        ({"llm.request.type": "chat"}, "llm", "chat", None),
+        ({"llm.request.type": "completion"}, "llm", "text_completion", None),
+        ({"llm.request.type": "embedding"}, "llm", "embeddings", None),
+        ({"llm.request.type": "chat", sc.GEN_AI_OPERATION_NAME: "generate_content"}, "llm", "generate_content", None),
+        ({"llm.request.type": b"chat"}, "other", None, None),
+    ],
+)
+def test_openllmetry_kinds(attributes: dict[str, Any], kind: str, operation: str | None, target: str | None) -> None:
+    out = attrs(adapt(attributes))
+    assert out[sc.AGENTDIAG_KIND] == kind
+    assert out.get(sc.GEN_AI_OPERATION_NAME) == operation
+    assert out.get(sc.GEN_AI_AGENT_NAME, out.get(sc.GEN_AI_TOOL_NAME)) == target
+
+
+def test_openllmetry_usage_keys_move() -> None:
+    out = attrs(
+        adapt({"llm.request.type": "chat", "gen_ai.usage.prompt_tokens": 7, "gen_ai.usage.completion_tokens": 2})
+    )
+    assert (out[sc.GEN_AI_USAGE_INPUT_TOKENS], out[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (7, 2)
+
+
+# --- one owner per model call -------------------------------------------------------------------------------
+def test_a_peer_llm_span_inside_or_around_ours_is_a_duplicate_without_usage() -> None:
+    owners = LLMCallOwners()
+    adapter = ConventionAdapter(owners)
+    peer = {"openinference.span.kind": "LLM", "llm.token_count.prompt": 31, "llm.model_name": "m"}
+    ours = span({sc.AGENTDIAG_KIND: "llm", sc.GEN_AI_USAGE_INPUT_TOKENS: 31}, span_id=10, parent_id=5)
+    inner = span(peer, span_id=11, parent_id=10)
+    owners.mark_inside(inner)  # what the sequencer does when a foreign span starts inside our model call
+    around = span(peer, span_id=5, parent_id=4)  # the parent of ours: it ends (and arrives) after ours
+    beside = span(peer, span_id=12, parent_id=4)  # another call
+    out = [attrs(s) for s in adapter.adapt_batch([inner, ours, around, beside])]
+    for duplicate in (out[0], out[2]):
+        assert duplicate[sc.AGENTDIAG_KIND] == "other"
+        assert duplicate[sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE] == DUPLICATE_LLM_CALL
+        assert not [k for k in duplicate if k.startswith(("gen_ai.usage.", "llm.token_count."))]
+        assert "openinference.span.kind" not in duplicate
+    assert out[1] == attrs(ours)
+    assert out[3][sc.AGENTDIAG_KIND] == "llm"
+    assert out[3][sc.GEN_AI_USAGE_INPUT_TOKENS] == 31
+    assert adapter.duplicates == 2
+
+
+def test_the_owner_records_are_bounded() -> None:
+    owners = LLMCallOwners(max_calls=2)
+    for span_id in range(1, 6):
+        owners.mark_inside(span({}, span_id=span_id))
+    assert len(owners) == 2
+    assert owners.forgotten == 3
+    assert owners.is_inside(span({}, span_id=5)) and not owners.is_inside(span({}, span_id=1))
+    with pytest.raises(ValueError):
+        LLMCallOwners(max_calls=0)
+
+
+def test_a_mapping_that_raises_passes_the_span_on_unmapped() -> None:
+    class Broken(ReadableSpan):
+        @property
+        def name(self) -> str:
+            raise RuntimeError("broken")
+
+    broken = Broken(name="x", context=SpanContext(TRACE, 3, False), attributes={"openinference.span.kind": "LLM"})
+    adapter = ConventionAdapter()
+    assert adapter.adapt_batch([broken]) == [broken]
+    assert adapter.failed == 1
+
+
+# --- through the redactor -------------------------------------------------------------------------------------
+def test_foreign_names_are_data_unless_registered() -> None:
+    registered = redactor(tools=("lookup",), agents=("planner",))
+    tool = registered.redact(adapt({"openinference.span.kind": "TOOL", "tool.name": "lookup"}))
+    assert (tool.name, attrs(tool)[sc.GEN_AI_TOOL_NAME]) == ("execute_tool lookup", "lookup")
+    made_up = registered.redact(adapt({"openinference.span.kind": "TOOL", "tool.name": SENTINEL}))
+    assert (made_up.name, attrs(made_up)[sc.GEN_AI_TOOL_NAME]) == ("execute_tool _OTHER", "_OTHER")
+    agent = registered.redact(adapt({"traceloop.span.kind": "agent", "traceloop.entity.name": "planner"}))
+    assert agent.name == "invoke_agent planner"
+    nameless = registered.redact(adapt({"openinference.span.kind": "AGENT"}, name=SENTINEL))
+    assert nameless.name == "invoke_agent _OTHER"
+    assert SENTINEL not in repr(attrs(made_up)) + repr(attrs(nameless))
+
+
+CONTENT_KEYS = (
+    "input.value",
+    "output.value",
+    "llm.input_messages.0.message.content",
+    "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments",
+    "llm.tools.0.tool.json_schema",
+    "tool.parameters",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.prompt.0.content",
+    "gen_ai.completion.0.content",
+    "traceloop.entity.input",
+    "traceloop.entity.output",
+)
+
+
+@pytest.mark.parametrize("policy", [STRICT, LOCAL], ids=["strict", "local"])
+@pytest.mark.parametrize("convention", ["openinference", "openllmetry", "genai"])
+def test_content_keys_are_dropped_and_counted(policy: Policy, convention: str) -> None:
+    marker = {
+        "openinference": {"openinference.span.kind": "LLM"},
+        "openllmetry": {"llm.request.type": "chat"},
+        "genai": {sc.GEN_AI_OPERATION_NAME: "chat"},
+    }[convention]
+    clean = redactor(policy).redact(adapt({**marker, **{key: SENTINEL for key in CONTENT_KEYS}}))
+    out = attrs(clean)
+    assert not set(CONTENT_KEYS) & set(out)
+    assert SENTINEL not in repr(out)
+    assert out["agentdiag.redaction.unknown_key"] >= len(CONTENT_KEYS)
+    assert out[sc.AGENTDIAG_KIND] == "llm"
+
+
+def test_hostile_values_are_judged_by_the_policy_after_mapping() -> None:
+    clean = attrs(
+        redactor().redact(
+            adapt(
+                {
+                    "openinference.span.kind": "LLM",
+                    "llm.model_name": "gpt 4o /home/alice",  # not a model token
+                    "llm.token_count.prompt": 10**15,  # out of range
+                    "llm.provider": "ünïcode",
+                    "session.id": "x" * 100_000,
+                }
+            )
+        )
+    )
+    assert sc.GEN_AI_REQUEST_MODEL not in clean
+    assert sc.GEN_AI_USAGE_INPUT_TOKENS not in clean
+    assert sc.GEN_AI_PROVIDER_NAME not in clean
+    assert sc.GEN_AI_CONVERSATION_ID not in clean  # an id too long to be one: dropped, not hashed
+    assert clean["agentdiag.redaction.invalid_value"] >= 4
+    unicode_session = attrs(redactor().redact(adapt({"openinference.span.kind": "AGENT", "session.id": "sëssion 🙂"})))
+    assert unicode_session[sc.GEN_AI_CONVERSATION_ID].startswith("hmac-sha256:")
+    assert unicode_session[sc.GEN_AI_CONVERSATION_ID] == unicode_session[sc.SESSION_ID]  # one concept, one digest
+
+
+# --- speaking back ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("attributes", "spoken"),
+    [
+        ({sc.AGENTDIAG_KIND: "run", sc.GEN_AI_OPERATION_NAME: "invoke_agent"}, "AGENT"),
+        ({sc.AGENTDIAG_KIND: "iteration"}, "CHAIN"),
+        ({sc.AGENTDIAG_KIND: "llm", sc.GEN_AI_OPERATION_NAME: "chat"}, "LLM"),
+        ({sc.AGENTDIAG_KIND: "llm", sc.GEN_AI_OPERATION_NAME: "embeddings"}, "EMBEDDING"),
+        ({sc.AGENTDIAG_KIND: "tool", sc.GEN_AI_OPERATION_NAME: "execute_tool"}, "TOOL"),
+        ({sc.AGENTDIAG_KIND: "other"}, None),
+        ({sc.AGENTDIAG_KIND: "nonsense"}, None),
+    ],
+)
+def test_our_kinds_are_spoken_back_in_openinference_words(attributes: dict[str, Any], spoken: str | None) -> None:
+    for policy in (STRICT, LOCAL):
+        assert attrs(redactor(policy).redact(span(attributes))).get("openinference.span.kind") == spoken
+
+
+def test_a_policy_without_the_key_hears_nothing_from_us() -> None:
+    quiet = STRICT.derive("quiet", allowed_keys={"openinference.span.kind": None})
+    assert "openinference.span.kind" not in attrs(redactor(quiet).redact(span({sc.AGENTDIAG_KIND: "run"})))
+
+
+# --- in the worker ----------------------------------------------------------------------------------------------
+class _Finisher:
+    """Records what reaches it: what the redactor would get."""
+
+    def __init__(self) -> None:
+        self.seen: list[ReadableSpan] = []
+
+    def finish_batch(self, spans: list[ReadableSpan]) -> list[ReadableSpan | None]:
+        self.seen.extend(spans)
+        return list(spans)
+
+    def finish_span(self, span: ReadableSpan) -> ReadableSpan | None:
+        return span
+
+    def session_of(self, span: ReadableSpan) -> str | None:
+        return None
+
+
+def test_the_worker_maps_before_it_finishes_and_a_broken_adapter_loses_no_span() -> None:
+    from otel_agentdiag.pipeline.worker import _finished_spans
+
+    foreign = span({"openinference.span.kind": "TOOL", "tool.name": "lookup"})
+    batch = [(foreign, 100)]
+    finisher = _Finisher()
+    (finished,) = _finished_spans(finisher, batch, ConventionAdapter())  # type: ignore[arg-type]
+    assert finisher.seen == [finished] and finished is not foreign
+    assert attrs(finished)[sc.AGENTDIAG_KIND] == "tool"
+
+    class Raises:
+        def adapt_batch(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
+            raise RuntimeError("broken")
+
+    class Short:
+        def adapt_batch(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
+            return []
+
+    for broken in (Raises(), Short()):
+        assert _finished_spans(_Finisher(), batch, broken) == [foreign]  # type: ignore[arg-type]
+
+
+def test_with_a_content_recorder_content_keys_become_captured_content_of_the_mapped_span() -> None:
+    from otel_agentdiag.content.recorder import ContentRecorder
+
+    recorder = ContentRecorder()
+    owners = LLMCallOwners()
+    adapter = ConventionAdapter(owners, content=recorder)
+    tool = adapter.adapt(span({"openinference.span.kind": "TOOL", "input.value": '{"q": 1}', "output.value": "42"}))
+    assert dict(recorder.content_of(tool) or ()) == {
+        sc.CONTENT_TOOL_ARGUMENTS: '{"q": 1}',
+        sc.CONTENT_TOOL_RESULT: "42",
+    }
+    llm = adapter.adapt(span({sc.GEN_AI_OPERATION_NAME: "chat", sc.CONTENT_INPUT_MESSAGES: "[]"}, span_id=7))
+    assert dict(recorder.content_of(llm) or ()) == {sc.CONTENT_INPUT_MESSAGES: "[]"}
+    inside = span({"openinference.span.kind": "LLM", "input.value": SENTINEL}, span_id=8)
+    owners.mark_inside(inside)
+    assert recorder.content_of(adapter.adapt(inside)) is None  # a duplicate: the call's content is ours already
+    plain = adapter.adapt(span({"openinference.span.kind": "CHAIN", "input.value": SENTINEL}, span_id=9))
+    assert recorder.content_of(plain) is None  # only the roles of LLM and tool calls
+
+
+def test_a_failed_foreign_span_gets_its_error_type_from_its_exception_event() -> None:
+    from opentelemetry.sdk.trace import Event
+    from opentelemetry.trace import Status, StatusCode
+
+    def failed(events: list[Event], status: StatusCode = StatusCode.ERROR) -> dict[str, Any]:
+        s = ReadableSpan(
+            name="t",
+            context=SpanContext(TRACE, 4, False),
+            attributes={"openinference.span.kind": "TOOL", "tool.name": "lookup"},
+            events=events,
+            status=Status(status),
+        )
+        return attrs(ConventionAdapter().adapt(s))
+
+    event = Event("exception", {"exception.type": "builtins.LookupError", "exception.message": SENTINEL})
+    assert failed([event])[sc.ERROR_TYPE] == "builtins.LookupError"
+    assert sc.ERROR_TYPE not in failed([event], StatusCode.OK)
+    assert sc.ERROR_TYPE not in failed([Event("exception", {"exception.type": 3})])
+    assert sc.ERROR_TYPE not in failed([])
+
+
+def test_openinference_finish_reason_becomes_ours() -> None:
+    out = attrs(adapt({"openinference.span.kind": "LLM", "llm.finish_reason": "tool_calls"}))
+    assert out[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
+    clean = attrs(redactor().redact(adapt({"openinference.span.kind": "LLM", "llm.finish_reason": SENTINEL})))
+    assert SENTINEL not in repr(clean)  # not a documented finish reason: the policy's closed set says _OTHER
