@@ -16,21 +16,21 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="pydantic-ai-slim (the `pydantic-ai` extra) is not installed")
 
-from conftest import Spans  # noqa: E402
-from fakes import openai_server as fake  # noqa: E402
-from fakes.openai_server import FakeModelServer  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
-from opentelemetry.trace import StatusCode  # noqa: E402
-from pydantic_ai import Agent, ModelRetry  # noqa: E402
-from pydantic_ai.capabilities import Instrumentation  # noqa: E402
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart  # noqa: E402
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-from pydantic_ai.usage import RequestUsage  # noqa: E402
+from conftest import Spans
+from fakes import openai_server as fake
+from fakes.openai_server import FakeModelServer
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.capabilities import Instrumentation
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
-from otel_agentdiag import semconv as sc  # noqa: E402
-from otel_agentdiag._internal.names import default_registry  # noqa: E402
-from otel_agentdiag.instrumentation.pydantic_ai import PydanticAIInstrumentor  # noqa: E402
-from otel_agentdiag.instrumentation.pydantic_ai.patch import agent_tool_names  # noqa: E402
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.names import default_registry
+from otel_agentdiag.instrumentation.pydantic_ai import PydanticAIInstrumentor
+from otel_agentdiag.instrumentation.pydantic_ai.patch import agent_tool_names
 
 AGENT = "weather-agent"
 USAGE = [RequestUsage(input_tokens=11, output_tokens=3), RequestUsage(input_tokens=17, output_tokens=5)]
@@ -62,7 +62,7 @@ def weather_agent(model: Any, *, fail_hard: bool = False) -> Agent[None, str]:
     def get_weather(city: str) -> str:
         return fake.SENTINEL_TOOL_RESULT
 
-    @agent.tool_plain
+    @agent.tool_plain(sequential=True)  # never racing get_weather
     def lookup(city: str) -> str:
         if fail_hard:
             raise LookupError(f"no {fake.SENTINEL_ERROR}")
@@ -129,9 +129,7 @@ def test_a_run_is_run_iterations_chat_and_tools(instrumented: Spans) -> None:
 
 def test_runs_under_gather_keep_their_own_iterations(instrumented: Spans) -> None:
     async def both() -> list[Any]:
-        return await asyncio.gather(
-            weather_agent(scripted("one")).run("a"), weather_agent(scripted("two")).run("b")
-        )
+        return await asyncio.gather(weather_agent(scripted("one")).run("a"), weather_agent(scripted("two")).run("b"))
 
     assert [r.output for r in asyncio.run(both())] == ["one", "two"]
     spans = instrumented.finished()

@@ -155,7 +155,7 @@ class Iterations:
     def _end(item: _Open, ctx: Any) -> None:
         span = item.span
         grown = _usage_of(ctx)
-        for key, before, after in zip(_USAGE, item.usage, grown):
+        for key, before, after in zip(_USAGE, item.usage, grown, strict=True):
             if after > before:
                 span.set_attribute(sc.AGENTDIAG_USAGE_PREFIX + key, after - before)
         span.end()

@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.redaction import keys as _keys
 from otel_agentdiag.pipeline.adapters._common import (
     GENAI_CONTENT,
     OPERATION_KINDS,
@@ -29,6 +28,7 @@ from otel_agentdiag.pipeline.adapters._common import (
     copy_if_absent,
     copy_tokens,
 )
+from otel_agentdiag.redaction import keys as _keys
 
 __all__ = ["AGGREGATED_USAGE", "OLD_USAGE", "adapt", "recognises"]
 
@@ -42,7 +42,10 @@ OLD_USAGE: tuple[tuple[str, str], ...] = (
 """Older semantic-convention (and OpenLLMetry) usage keys → today's."""
 
 AGGREGATED_USAGE: tuple[tuple[str, str], ...] = tuple(
-    ("gen_ai.aggregated_usage." + key[len(sc.GEN_AI_USAGE_PREFIX) :], sc.AGENTDIAG_USAGE_PREFIX + key[len(sc.GEN_AI_USAGE_PREFIX) :])
+    (
+        "gen_ai.aggregated_usage." + key[len(sc.GEN_AI_USAGE_PREFIX) :],
+        sc.AGENTDIAG_USAGE_PREFIX + key[len(sc.GEN_AI_USAGE_PREFIX) :],
+    )
     for key in sorted(_keys.GEN_AI_USAGE_KEYS)
 )
 """A run's roll-up as Pydantic AI writes it (``gen_ai.aggregated_usage.*``) → our roll-up keys."""
