@@ -51,6 +51,8 @@ CONTENT_KEYS = (
     "logfire.msg",
     "logfire.json_schema",
     "gen_ai.aggregated_usage.input_tokens",
+    '"agent_name"',
+    '"model_name"',
 )
 USAGE = [(11, 3), (17, 5), (23, 7)]
 

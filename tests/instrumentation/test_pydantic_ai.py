@@ -220,3 +220,21 @@ def test_uninstrument_puts_everything_back(spans: Spans) -> None:
     assert ("wrap_node_run" in vars(Instrumentation)) == before
     asyncio.run(weather_agent(scripted()).run("x"))
     assert spans.finished() == []  # the framework's instrumentation is off again, and no iteration spans
+
+
+def test_the_entry_point_names_the_instrumentor() -> None:
+    """Zero-code: ``opentelemetry-instrument`` finds it by the entry point in pyproject.toml (the installed
+    metadata may predate it, so the source of truth is read)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    value = pyproject["project"]["entry-points"]["opentelemetry_instrumentor"]["agentdiag_pydantic_ai"]
+    module, _, name = value.partition(":")
+    assert getattr(importlib.import_module(module), name) is PydanticAIInstrumentor
+    assert "pydantic-ai" in pyproject["project"]["optional-dependencies"]
