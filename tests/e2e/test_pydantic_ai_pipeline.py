@@ -248,8 +248,11 @@ def test_tokens_on_the_llm_leaves_only_and_roll_ups_equal_their_sums(run: Run) -
     assert sum(s.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] for s in run.spans if s.kind == "llm") == expected
 
 
-def test_the_receipts_are_valid(run: Run) -> None:
+def test_the_receipts_are_valid_and_every_span_is_in_its_runs_session(run: Run) -> None:
     assert run.receipts == ["valid"] * (2 if run.model == "openai" else 3)
+    for spans in _by_trace(run.spans):
+        sessions = {s.attributes.get(sc.GEN_AI_CONVERSATION_ID) for s in spans}
+        assert len(sessions) == 1 and None not in sessions, sorted((s.kind, s.name) for s in spans)
 
 
 def test_the_strict_export_carries_the_same_tree(run: Run) -> None:

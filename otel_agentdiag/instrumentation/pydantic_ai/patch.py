@@ -3,7 +3,9 @@
 Pydantic AI runs an agent as a graph of nodes: ``UserPromptNode`` → (``ModelRequestNode`` → ``CallToolsNode``)* →
 ``End``. Each model request/response step (a ``ModelRequestNode`` and the ``CallToolsNode`` that handles its
 response) becomes one ``agent.iteration`` span (kind ``iteration``, ``agentdiag.iteration.index`` from 0 per run),
-current while both nodes run, so the framework's own ``chat`` and ``execute_tool`` spans nest under it.
+current while both nodes run, so the framework's own ``chat`` and ``execute_tool`` spans nest under it. It
+carries the run's ``gen_ai.conversation.id`` (``ctx.conversation_id``) as the framework's spans do, so it is
+numbered and filed in the run's session.
 
 The hook is public: the ``wrap_node_run`` capability hook (``pydantic_ai.capabilities.AbstractCapability``),
 wrapped on the framework's ``Instrumentation`` capability, the one ``Agent.instrument_all()`` adds to every run,
@@ -88,10 +90,11 @@ class Iterations:
                 self._end(previous, ctx)
             if index == 0:
                 register_agent_names(getattr(ctx, "agent", None))
-            span = self.tracer.start_span(
-                sc.ITERATION_SPAN_NAME,
-                attributes={sc.AGENTDIAG_KIND: sc.KIND_ITERATION, sc.AGENTDIAG_ITERATION_INDEX: index},
-            )
+            attributes: dict[str, Any] = {sc.AGENTDIAG_KIND: sc.KIND_ITERATION, sc.AGENTDIAG_ITERATION_INDEX: index}
+            conversation = getattr(ctx, "conversation_id", None)
+            if type(conversation) is str:  # the run's, as on the framework's spans: one session (a digest on export)
+                attributes[sc.GEN_AI_CONVERSATION_ID] = conversation
+            span = self.tracer.start_span(sc.ITERATION_SPAN_NAME, attributes=attributes)
             evicted: list[_Open] = []
             with self._lock:
                 self._open[key] = _Open(span, _usage_of(ctx))
