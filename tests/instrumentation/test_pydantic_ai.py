@@ -238,3 +238,33 @@ def test_the_entry_point_names_the_instrumentor() -> None:
     module, _, name = value.partition(":")
     assert getattr(importlib.import_module(module), name) is PydanticAIInstrumentor
     assert "pydantic-ai" in pyproject["project"]["optional-dependencies"]
+
+
+def test_no_run_state_is_left_behind(instrumented: Spans) -> None:
+    """Finished and failed runs leave nothing open in the instrumentor (its state is bounded by open runs)."""
+    asyncio.run(weather_agent(scripted()).run("x"))
+    with pytest.raises(LookupError):
+        asyncio.run(weather_agent(scripted(), fail_hard=True).run("x"))
+    iterations = PydanticAIInstrumentor()._iterations
+    assert iterations is not None
+    assert (iterations._open, iterations._index) == ({}, {})
+
+
+def test_runs_abandoned_mid_step_are_bounded(spans: Spans) -> None:
+    """``agent.iter()`` loops left mid-step never end their iteration: past ``max_open`` runs the oldest is ended
+    (and counted), so memory stays bounded."""
+    from types import SimpleNamespace
+
+    from pydantic_ai import ModelRequestNode
+    from pydantic_ai.messages import ModelRequest
+
+    from otel_agentdiag.instrumentation.pydantic_ai.patch import Iterations
+
+    iterations = Iterations(spans.provider.get_tracer("t"), max_open=2)
+    node = ModelRequestNode(request=ModelRequest(parts=[]))
+    for n in range(3):
+        iterations.enter(SimpleNamespace(run_id=f"run-{n}", usage=None, agent=None), node)
+    assert iterations.evicted == 1
+    assert [s.attributes[sc.AGENTDIAG_ITERATION_INDEX] for s in spans.finished()] == [0]  # run-0's, ended
+    assert iterations.close() == 2
+    assert len(spans.finished()) == 3

@@ -114,6 +114,7 @@ class Iterations:
     def leave(self, ctx: Any, node: Any, result: Any) -> None:
         """After a node ran: a ``CallToolsNode`` ends its step's iteration; the run's last node forgets it."""
         from pydantic_ai import CallToolsNode
+        from pydantic_graph import End
 
         key = self._key(ctx)
         if isinstance(node, CallToolsNode):
@@ -121,14 +122,16 @@ class Iterations:
                 current = self._open.pop(key, None)
             if current is not None:
                 self._end(current, ctx)
-        if type(result).__name__ == "End":
+        if isinstance(result, End):
             self.forget(ctx)
 
     def fail(self, ctx: Any, exc: BaseException) -> None:
-        """A node raised: its step's iteration ends as failed (the run fails or recovers: the framework says)."""
+        """A node raised: its step's iteration ends as failed, and the run's state goes (a node's error reaches
+        this hook only when no capability recovered it: the run fails)."""
         key = self._key(ctx)
         with self._lock:
             current = self._open.pop(key, None)
+            self._index.pop(key, None)
         if current is not None:
             span = current.span
             span.set_attribute(sc.ERROR_TYPE, error_type_of(exc))
