@@ -268,3 +268,15 @@ def test_runs_abandoned_mid_step_are_bounded(spans: Spans) -> None:
     assert [s.attributes[sc.AGENTDIAG_ITERATION_INDEX] for s in spans.finished()] == [0]  # run-0's, ended
     assert iterations.close() == 2
     assert len(spans.finished()) == 3
+
+
+def test_a_run_driven_node_by_node_with_iter_has_the_same_tree(instrumented: Spans) -> None:
+    async def drive() -> None:
+        async with weather_agent(scripted()).iter("x") as agent_run:
+            async for _node in agent_run:
+                pass
+
+    asyncio.run(drive())
+    spans = instrumented.finished()
+    (run,) = [s for s in spans if s.parent is None]
+    _check_run(spans, run)
