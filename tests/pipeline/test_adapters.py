@@ -102,6 +102,26 @@ def test_genai_older_usage_keys_move_on_leaves_and_usage_leaves_the_other_kinds(
     assert not [k for k in run if k.startswith("gen_ai.usage.")]  # roll-ups are ours, never a second count
 
 
+def test_genai_aggregated_usage_of_a_run_becomes_its_roll_up_never_leaf_usage() -> None:
+    """Pydantic AI's ``gen_ai.aggregated_usage.*`` on its ``invoke_agent`` span: our roll-up keys, and the
+    strict policy exports only those (the framework's own key is dropped)."""
+    raw = {
+        sc.GEN_AI_OPERATION_NAME: "invoke_agent",
+        "gen_ai.aggregated_usage.input_tokens": 173,
+        "gen_ai.aggregated_usage.output_tokens": 47,
+        "gen_ai.aggregated_usage.reasoning_tokens": "9",  # wrong type: not moved
+    }
+    run = attrs(adapt(raw))
+    assert (run["agentdiag.usage.input_tokens"], run["agentdiag.usage.output_tokens"]) == (173, 47)
+    assert "agentdiag.usage.reasoning_tokens" not in run
+    assert not [k for k in run if k.startswith("gen_ai.usage.")]
+    exported = attrs(redactor().redact(adapt(raw)))
+    assert (exported["agentdiag.usage.input_tokens"], exported["agentdiag.usage.output_tokens"]) == (173, 47)
+    assert not [k for k in exported if k.startswith("gen_ai.aggregated_usage.")]
+    chat = attrs(adapt({**raw, sc.GEN_AI_OPERATION_NAME: "chat"}))
+    assert not [k for k in chat if k.startswith("agentdiag.usage.")]  # a leaf gets no roll-up
+
+
 # --- OpenInference --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("oi_kind", "kind", "operation", "name"),

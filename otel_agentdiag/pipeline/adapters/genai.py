@@ -8,6 +8,11 @@ Our span model *is* these conventions, so little moves: the operation gives the 
 ``embeddings`` → ``llm``; ``execute_tool`` → ``tool``; ``retrieval``, ``plan`` and unknown operations →
 ``other``), the older usage keys (``gen_ai.usage.prompt_tokens`` / ``completion_tokens``) move to
 ``input_tokens`` / ``output_tokens``, and ``gen_ai.system`` fills a missing ``gen_ai.provider.name``.
+
+Roll-ups: Pydantic AI writes the sum of a run's usage on its ``invoke_agent`` span as
+``gen_ai.aggregated_usage.*`` (its own namespace, so that backends summing ``gen_ai.usage.*`` do not count it
+twice). On a ``run`` it moves to our roll-up keys (``agentdiag.usage.*``), never to leaf usage; on any other kind
+it stays where it is (the redactor drops it: no policy names it).
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from otel_agentdiag.pipeline.adapters._common import (
     copy_if_absent,
     copy_tokens,
 )
+from otel_agentdiag.redaction import keys as _keys
 
-__all__ = ["OLD_USAGE", "adapt", "recognises"]
+__all__ = ["AGGREGATED_USAGE", "OLD_USAGE", "adapt", "recognises"]
 
 OLD_USAGE: tuple[tuple[str, str], ...] = (
     ("gen_ai.usage.prompt_tokens", sc.GEN_AI_USAGE_INPUT_TOKENS),
@@ -34,6 +40,15 @@ OLD_USAGE: tuple[tuple[str, str], ...] = (
     ("gen_ai.usage.reasoning_tokens", sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
 )
 """Older semantic-convention (and OpenLLMetry) usage keys → today's."""
+
+AGGREGATED_USAGE: tuple[tuple[str, str], ...] = tuple(
+    (
+        "gen_ai.aggregated_usage." + key[len(sc.GEN_AI_USAGE_PREFIX) :],
+        sc.AGENTDIAG_USAGE_PREFIX + key[len(sc.GEN_AI_USAGE_PREFIX) :],
+    )
+    for key in sorted(_keys.GEN_AI_USAGE_KEYS)
+)
+"""A run's roll-up as Pydantic AI writes it (``gen_ai.aggregated_usage.*``) → our roll-up keys."""
 
 
 def recognises(attributes: Mapping[str, Any]) -> bool:
@@ -49,6 +64,8 @@ def adapt(attributes: Mapping[str, Any]) -> Mapped:
     copy_if_absent(attributes, out, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME)
     if kind == sc.KIND_LLM:
         copy_tokens(attributes, out, OLD_USAGE)
+    elif kind == sc.KIND_RUN:
+        copy_tokens(attributes, out, AGGREGATED_USAGE)
     span_type = None
     if kind == sc.KIND_OTHER:
         # A step with an operation we have no kind for: named by its (checked) operation, typed for `show`.

@@ -1,0 +1,100 @@
+"""Pydantic AI (``pydantic-ai-slim``) through its own OpenTelemetry output, given our tracer provider.
+
+Usage::
+
+    from otel_agentdiag.instrumentation.pydantic_ai import PydanticAIInstrumentor
+
+    PydanticAIInstrumentor().instrument()        # or instrument(tracer_provider=...)
+    result = await agent.run("What's the weather in Paris?")
+    PydanticAIInstrumentor().uninstrument()
+
+or with no code at all: ``opentelemetry-instrument python app.py`` (entry point ``agentdiag_pydantic_ai``).
+
+``instrument()`` calls ``Agent.instrument_all(InstrumentationSettings(tracer_provider=<ours>,
+include_content=False, include_binary_content=False, include_model_request_parameters=False))``: every agent
+without an ``instrument=`` setting of its own then emits the framework's GenAI-convention spans
+(``invoke_agent {agent}``, ``chat {model}``, ``execute_tool {tool}``) into our pipeline, where the GenAI adapter
+maps them (:mod:`otel_agentdiag.pipeline.adapters.genai`; the run's ``gen_ai.aggregated_usage.*`` become its
+roll-ups). Content keys the framework still writes (``pydantic_ai.all_messages``, ``gen_ai.input.messages``,
+``gen_ai.tool.definitions``, ``logfire.*``) are dropped by the redactor, as every key it does not name.
+
+Pydantic AI has no span for a loop step: :mod:`.patch` adds one ``agent.iteration`` per model request/response
+step, through the public ``wrap_node_run`` capability hook of the framework's ``Instrumentation`` capability.
+The tool names an agent declares (its function toolsets) and its ``name`` are registered as code at its first
+step. ``uninstrument()`` restores the previous ``instrument_all()`` setting (read from the ``Agent`` class: the
+framework has no getter) and takes the hook off.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import unwrap
+from wrapt import wrap_function_wrapper
+
+from otel_agentdiag.instrumentation._provider import tracer_for, tracer_provider_in_use
+from otel_agentdiag.instrumentation.pydantic_ai.package import _instruments
+from otel_agentdiag.instrumentation.pydantic_ai.patch import Iterations, node_run_wrapper
+
+__all__ = ["PydanticAIInstrumentor"]
+
+_logger = logging.getLogger(__name__)
+_UNSET = object()
+
+
+class PydanticAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Traces Pydantic AI agent runs: run → iteration per model step → ``chat`` and ``execute_tool`` spans.
+
+    ``instrument()`` keyword arguments: ``tracer_provider`` (default: the one ``configure()`` built, else the
+    global one).
+    """
+
+    # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
+    _iterations: Iterations | None = None
+    _previous: Any = _UNSET
+    _hook_was_own = False
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        from pydantic_ai import Agent, InstrumentationSettings
+        from pydantic_ai.capabilities import Instrumentation
+
+        provider = kwargs.get("tracer_provider") or tracer_provider_in_use() or trace.get_tracer_provider()
+        settings = InstrumentationSettings(
+            tracer_provider=provider,
+            include_content=False,
+            include_binary_content=False,
+            include_model_request_parameters=False,
+        )
+        iterations = Iterations(tracer_for(__name__, provider))
+        try:
+            self._hook_was_own = "wrap_node_run" in vars(Instrumentation)
+            wrap_function_wrapper(Instrumentation, "wrap_node_run", node_run_wrapper(iterations))
+        except Exception as exc:  # noqa: BLE001 - an unknown layout leaves runs without iterations, never fails
+            _logger.warning("otel-agentdiag: no Pydantic AI iteration spans (%s)", type(exc).__name__)
+        else:
+            self._iterations = iterations
+        self._previous = getattr(Agent, "_instrument_default", False)
+        Agent.instrument_all(settings)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        from pydantic_ai import Agent
+        from pydantic_ai.capabilities import Instrumentation
+
+        previous, self._previous = self._previous, _UNSET
+        Agent.instrument_all(False if previous is _UNSET else previous)
+        iterations, self._iterations = self._iterations, None
+        if iterations is None:
+            return
+        unwrap(Instrumentation, "wrap_node_run")
+        if not self._hook_was_own and "wrap_node_run" in vars(Instrumentation):
+            delattr(Instrumentation, "wrap_node_run")  # inherited again, as before
+        open_spans = iterations.close()
+        if open_spans:
+            _logger.warning("otel-agentdiag: ended %d Pydantic AI iteration spans still open", open_spans)
