@@ -1,7 +1,7 @@
 """An MCP client and server, both instrumented by ``MCPInstrumentor``, both exporting through ``configure()``.
 
-Run by ``test_mcp_processes.py`` in subprocesses (the mcp SDK's own tracer follows the first global provider a process sets,
-so each run gets a fresh interpreter)::
+Run by ``test_mcp_processes.py`` in subprocesses (the mcp SDK's own tracer follows the first global provider a
+process sets, so each run gets a fresh interpreter)::
 
     python mcp_app.py client <memory|stdio|http> <store path> <otlp endpoint>
     python mcp_app.py server <store path> <otlp endpoint>           # started by the stdio client
