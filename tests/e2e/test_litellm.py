@@ -40,8 +40,12 @@ pytestmark = [
     # LiteLLM imports its GitHub Copilot provider lazily at the first call; pydantic warns about a TypedDict there.
     pytest.mark.filterwarnings("ignore:Item.* using the `ReadOnly` qualifier:UserWarning"),
     # LiteLLM's sync calls leave an event loop of theirs unclosed (with its two self-pipe sockets) for the GC.
-    pytest.mark.filterwarnings("ignore:Exception ignored in. <function BaseEventLoop.__del__:pytest.PytestUnraisableExceptionWarning"),
-    pytest.mark.filterwarnings("ignore:Exception ignored in. <socket.socket fd=[0-9]+, family=1:pytest.PytestUnraisableExceptionWarning"),
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <function BaseEventLoop.__del__:pytest.PytestUnraisableExceptionWarning"
+    ),
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <socket.socket fd=[0-9]+, family=1:pytest.PytestUnraisableExceptionWarning"
+    ),
 ]
 
 HASH_KEY = b"8c1f4e7a2d5b9c0e3f6a1d4b7e0c2f5a8d1b4e7c0a3f6d9b2e5c8a1f4d7b0e3c"

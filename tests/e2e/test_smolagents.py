@@ -101,7 +101,10 @@ def _agent(server: FakeModelServer) -> Any:
         raise LookupError(FAILING_TOOL_ERROR)
 
     model = OpenAIServerModel(
-        model_id="gpt-4o-mini", api_base=server.base_url, api_key=fake.SENTINEL_API_KEY, client_kwargs={"max_retries": 0}
+        model_id="gpt-4o-mini",
+        api_base=server.base_url,
+        api_key=fake.SENTINEL_API_KEY,
+        client_kwargs={"max_retries": 0},
     )
     return ToolCallingAgent(
         tools=[get_weather, lookup_city],

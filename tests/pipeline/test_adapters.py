@@ -216,7 +216,9 @@ def test_smolagents_steps_are_iterations_other_chains_are_not(name: str, scope: 
 
 
 def test_a_smolagents_run_names_its_agent_without_the_run_suffix() -> None:
-    smol = map_span({"openinference.span.kind": "AGENT"}, "weather_agent.run", "openinference.instrumentation.smolagents")
+    smol = map_span(
+        {"openinference.span.kind": "AGENT"}, "weather_agent.run", "openinference.instrumentation.smolagents"
+    )
     other = map_span({"openinference.span.kind": "AGENT"}, "weather_agent.run", "openinference.instrumentation.x")
     declared = map_span(
         {"openinference.span.kind": "AGENT", "agent.name": "a"}, "b.run", "openinference.instrumentation.smolagents"
