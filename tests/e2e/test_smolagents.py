@@ -231,3 +231,44 @@ def test_no_sentinel_in_the_store_or_on_the_wire(run: Run) -> None:
     assert not [s for s in SENTINELS if s.encode() in wire]
     text = json.dumps([r.attributes for r in run.received], default=str)
     assert not [s for s in SENTINELS if s in text]
+
+
+def test_with_capture_on_the_content_reaches_the_local_table_only(tmp_path: Path) -> None:
+    """``capture_content=True``: the content keys of smolagents' LLM and tool spans become captured content in
+    the store's content table (never span attributes), and nothing of it goes over OTLP."""
+    from openinference.instrumentation.smolagents import SmolagentsInstrumentor
+
+    from otel_agentdiag.content.decoder import decode
+
+    store = tmp_path / "traces.db"
+    with OTLPReceiver() as receiver, ScriptedServer() as server:
+        diag = otel_agentdiag.configure(
+            store=store, otlp_endpoint=receiver.endpoint, hash_key=HASH_KEY, set_global=False, capture_content=True
+        )
+        instrumentor = SmolagentsInstrumentor()
+        instrumentor.instrument(tracer_provider=diag.tracer_provider)
+        try:
+            agent = _agent(server)
+            otel_agentdiag.register_names(tools=list(agent.tools), agents=[agent.name])
+            agent.run(TASK)
+        finally:
+            instrumentor.uninstrument()
+            gc.collect()
+            diag.shutdown()
+        assert receiver.errors == []
+        wire = b"\n".join(receiver.raw_bodies)
+    with SpanStore(store, create=False) as reader:
+        (trace,) = reader.list_traces()
+        kinds = {s.span_id: s.kind for s in reader.get_trace(trace.trace_id)}
+        content: dict[str, list[Any]] = {}
+        for item in reader.trace_content(trace.trace_id):
+            content.setdefault(kinds[item.span_id], []).append((item.role, decode(item.lossless)))
+    assert fake.SENTINEL_PROMPT in repr(content["llm"])
+    assert fake.SENTINEL_TOOL_ARGS in repr(content["tool"]) and fake.SENTINEL_TOOL_RESULT in repr(content["tool"])
+    assert not [s for s in SENTINELS if s.encode() in wire]
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        spans_text = repr(conn.execute("SELECT name, attributes, events FROM spans").fetchall())
+    finally:
+        conn.close()
+    assert not [s for s in SENTINELS if s in spans_text]
