@@ -6,10 +6,12 @@ test runs it in a fresh interpreter against the fake model server (``fakes/opena
 what reached the SQLite store (with the project's own reader, and byte for byte) or a real OTLP/HTTP receiver
 on 127.0.0.1 (``e2e/otlp_receiver.py``).
 
-Every run sets ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai,openai_agents,langchain``: the venv also has
-OpenInference's, OpenLLMetry's and the official GenAI instrumentors registered under those entry point names.
-Ours are named ``agentdiag_openai``, ``agentdiag_anthropic``, ``agentdiag_openai_agents`` and
-``agentdiag_langchain``, so they still run.
+Every run sets ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai,openai_agents,langchain,smolagents,litellm``: the
+venv also has OpenInference's, OpenLLMetry's and the official GenAI instrumentors registered under those entry
+point names (the first three would trace the same calls twice; the last two, OpenInference's smolagents and
+LiteLLM instrumentors of the ``dev`` extras, import their libraries at start-up, several seconds with LiteLLM,
+for apps that use neither). Ours are named ``agentdiag_openai``, ``agentdiag_anthropic``,
+``agentdiag_openai_agents`` and ``agentdiag_langchain``, so they still run.
 
 The in-process tests at the end drive the distro and the configurator directly; none of them installs a
 global TracerProvider in the test process.
@@ -117,7 +119,7 @@ def run_app(base: Path, extra_env: Mapping[str, str] | None = None, app: Path = 
                 "OTEL_SERVICE_NAME": SERVICE,
                 # The peers' instrumentors (OpenInference, OpenLLMetry, the official GenAI ones) of the same
                 # libraries would add their own spans; ours are named agentdiag_* and keep running.
-                "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai,openai_agents,langchain",
+                "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai,openai_agents,langchain,smolagents,litellm",
                 "AGENTDIAG_STORE": str(store_path),
                 **(extra_env or {}),
             }

@@ -211,6 +211,44 @@ def test_openllmetry_usage_keys_move() -> None:
     assert (out[sc.GEN_AI_USAGE_INPUT_TOKENS], out[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (7, 2)
 
 
+@pytest.mark.parametrize(
+    ("name", "scope", "index"),
+    [
+        ("Step 1", "openinference.instrumentation.smolagents", 0),
+        ("Step 12", "openinference.instrumentation.smolagents", 11),
+        ("Step 0", "openinference.instrumentation.smolagents", None),  # smolagents counts from 1
+        ("Step -1", "openinference.instrumentation.smolagents", None),
+        ("Step 1234567", "openinference.instrumentation.smolagents", None),
+        ("Step \u0661", "openinference.instrumentation.smolagents", None),  # a non-ASCII digit
+        ("Steps 1", "openinference.instrumentation.smolagents", None),
+        ("Step 1", "openinference.instrumentation.langchain", None),  # another framework's chain: a chain
+        ("Step 1", None, None),
+    ],
+)
+def test_smolagents_steps_are_iterations_other_chains_are_not(name: str, scope: str | None, index: int | None) -> None:
+    mapped = map_span({"openinference.span.kind": "CHAIN", "llm.token_count.prompt": 3}, name, scope)
+    assert mapped is not None
+    if index is None:
+        assert (mapped.kind, mapped.span_type, sc.AGENTDIAG_ITERATION_INDEX in mapped.set) == ("other", "chain", False)
+    else:
+        assert (mapped.kind, mapped.name) == ("iteration", sc.ITERATION_SPAN_NAME)
+        assert mapped.set[sc.AGENTDIAG_ITERATION_INDEX] == index
+
+
+def test_a_smolagents_run_names_its_agent_without_the_run_suffix() -> None:
+    smol = map_span(
+        {"openinference.span.kind": "AGENT"}, "weather_agent.run", "openinference.instrumentation.smolagents"
+    )
+    other = map_span({"openinference.span.kind": "AGENT"}, "weather_agent.run", "openinference.instrumentation.x")
+    declared = map_span(
+        {"openinference.span.kind": "AGENT", "agent.name": "a"}, "b.run", "openinference.instrumentation.smolagents"
+    )
+    assert smol is not None and other is not None and declared is not None
+    assert smol.set[sc.GEN_AI_AGENT_NAME] == "weather_agent"
+    assert other.set[sc.GEN_AI_AGENT_NAME] == "weather_agent.run"
+    assert declared.set[sc.GEN_AI_AGENT_NAME] == "a"
+
+
 # --- one owner per model call -------------------------------------------------------------------------------
 def test_a_peer_llm_span_inside_or_around_ours_is_a_duplicate_without_usage() -> None:
     owners = LLMCallOwners()

@@ -52,13 +52,13 @@ _SPAN_TYPE = sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE
 _SDK_SPANS = frozenset({ReadableSpan, Span})
 
 
-def map_span(attributes: Mapping[str, Any], name: str) -> Mapped | None:
-    """What a span with these attributes (and this name) is in our model; None: ours, or no convention we read.
-    Pure."""
+def map_span(attributes: Mapping[str, Any], name: str, scope: str | None = None) -> Mapped | None:
+    """What a span with these attributes (and this name, from this instrumentation scope) is in our model; None:
+    ours, or no convention we read. Pure."""
     if _KIND in attributes:
         return None
     if _OI_KIND in attributes:
-        return openinference.adapt(attributes, name)
+        return openinference.adapt(attributes, name, scope)
     if _TL_KIND in attributes or _TL_REQUEST in attributes:
         return openllmetry.adapt(attributes)
     if _OPERATION in attributes:
@@ -110,7 +110,8 @@ class ConventionAdapter:
             backing = getattr(attributes, "_dict", None)
             if type(backing) is dict:
                 attributes = backing
-            mapped = map_span(attributes, span.name)
+            scope = span.instrumentation_scope
+            mapped = map_span(attributes, span.name, None if scope is None else scope.name)
             if mapped is None:
                 return span
             duplicate = mapped.kind == sc.KIND_LLM and self._duplicate(span)

@@ -8,7 +8,12 @@ Arize-ai/openinference):
   operation ``rerank``;
 - ``TOOL`` → ``tool``: ``execute_tool {tool}``, the tool from ``tool.name``, else the span's name;
 - ``CHAIN`` → ``other`` (type ``chain``): none of the conventions marks a chain as a loop step (LangGraph's step
-  number is inside the ``metadata`` JSON, which is data and not read), so it is never an iteration;
+  number is inside the ``metadata`` JSON, which is data and not read), so it is never an iteration; except the
+  one instrumentation whose chains are the agent's loop steps by construction: smolagents'
+  (scope :data:`SMOLAGENTS_SCOPE`), whose ``Step {n}`` CHAIN spans wrap one ``_step_stream`` each (one model call
+  and the tool calls it asked for) → ``iteration`` ``agent.iteration``, ``agentdiag.iteration.index`` ``n - 1``
+  (smolagents counts from 1, our iterations from 0); and its AGENT span, named ``{agent name}.run`` with no
+  ``agent.name`` key, names the agent without the ``.run``;
 - ``RETRIEVER`` → ``other``, operation ``retrieval`` (the GenAI conventions' own); ``GUARDRAIL`` → ``other``
   named ``agentdiag.guardrail``; ``EVALUATOR``, ``PROMPT``, ``DECISION``, ``UNKNOWN`` and anything else →
   ``other`` named ``agentdiag.framework_step``, typed (``agentdiag.framework.span_type``) ``evaluator``, ...
@@ -33,9 +38,14 @@ from typing import Any
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.pipeline.adapters._common import Mapped, copy_if_absent, copy_texts, copy_tokens
 
-__all__ = ["SPAN_KIND", "adapt", "recognises"]
+__all__ = ["SMOLAGENTS_SCOPE", "SPAN_KIND", "adapt", "recognises"]
 
 SPAN_KIND = "openinference.span.kind"
+SMOLAGENTS_SCOPE = "openinference.instrumentation.smolagents"
+"""The instrumentation scope of ``openinference-instrumentation-smolagents``: its CHAIN spans are loop steps."""
+_STEP_PREFIX = "Step "
+_RUN_SUFFIX = ".run"
+_MAX_STEP_DIGITS = 6
 
 _TOKENS: tuple[tuple[str, str], ...] = (
     ("llm.token_count.prompt", sc.GEN_AI_USAGE_INPUT_TOKENS),
@@ -81,8 +91,9 @@ def recognises(attributes: Mapping[str, Any]) -> bool:
     return SPAN_KIND in attributes
 
 
-def adapt(attributes: Mapping[str, Any], span_name: str) -> Mapped:
-    """Our kind and keys for an OpenInference span. Pure; a kind of the wrong type or unknown is ``other``."""
+def adapt(attributes: Mapping[str, Any], span_name: str, scope: str | None = None) -> Mapped:
+    """Our kind and keys for an OpenInference span (``scope``: its instrumentation scope's name, which tells a
+    smolagents loop step). Pure; a kind of the wrong type or unknown is ``other``."""
     value = attributes.get(SPAN_KIND)
     oi_kind = value.upper() if type(value) is str and len(value) <= 32 else ""
     out: dict[str, Any] = {}
@@ -99,6 +110,8 @@ def adapt(attributes: Mapping[str, Any], span_name: str) -> Mapped:
     if oi_kind == "AGENT":
         out[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
         copy_if_absent(attributes, out, "agent.name", sc.GEN_AI_AGENT_NAME)
+        if scope == SMOLAGENTS_SCOPE and span_name.endswith(_RUN_SUFFIX):  # `{agent.name}.run`: no agent.name key
+            span_name = span_name[: -len(_RUN_SUFFIX)]
         copy_if_absent({"name": span_name}, out, "name", sc.GEN_AI_AGENT_NAME)
         return Mapped(sc.KIND_RUN, _keep_operation(attributes, out))
     if oi_kind == "TOOL":
@@ -107,6 +120,11 @@ def adapt(attributes: Mapping[str, Any], span_name: str) -> Mapped:
         copy_if_absent({"name": span_name}, out, "name", sc.GEN_AI_TOOL_NAME)
         copy_if_absent(attributes, out, "tool.id", sc.GEN_AI_TOOL_CALL_ID)
         return Mapped(sc.KIND_TOOL, _keep_operation(attributes, out), content=_TOOL_CONTENT)
+    if oi_kind == "CHAIN" and scope == SMOLAGENTS_SCOPE:
+        index = _step_index(span_name)
+        if index is not None:
+            out[sc.AGENTDIAG_ITERATION_INDEX] = index
+            return Mapped(sc.KIND_ITERATION, out, name=sc.ITERATION_SPAN_NAME)
     span_type = _OTHER_TYPES.get(oi_kind, "unknown")
     if oi_kind == "RETRIEVER":
         out[sc.GEN_AI_OPERATION_NAME] = sc.OP_RETRIEVAL
@@ -115,6 +133,17 @@ def adapt(attributes: Mapping[str, Any], span_name: str) -> Mapped:
     if sc.GEN_AI_OPERATION_NAME in attributes:
         name = None  # the span names its operation: the redactor names it from that
     return Mapped(sc.KIND_OTHER, out, name=name, span_type=span_type)
+
+
+def _step_index(span_name: str) -> int | None:
+    """``n - 1`` for a span named ``Step {n}`` (``n`` a positive decimal of at most six digits), else None."""
+    if not span_name.startswith(_STEP_PREFIX):
+        return None
+    digits = span_name[len(_STEP_PREFIX) :]
+    if not (0 < len(digits) <= _MAX_STEP_DIGITS and digits.isascii() and digits.isdigit()):
+        return None
+    step = int(digits)
+    return step - 1 if step > 0 else None
 
 
 def _keep_operation(attributes: Mapping[str, Any], out: dict[str, Any]) -> dict[str, Any]:
