@@ -31,21 +31,22 @@ import pytest
 
 pytest.importorskip("llama_index.core")
 
-from e2e.otlp_receiver import OTLPReceiver, ReceivedSpan  # noqa: E402
-from fakes import openai_server as fake  # noqa: E402
-from llama_index.core.agent.workflow import FunctionAgent  # noqa: E402
-from llama_index.core.base.llms.types import ToolCallBlock  # noqa: E402
-from llama_index.core.llms import ChatMessage, ChatResponse, MessageRole  # noqa: E402
-from llama_index.core.llms.mock import MockFunctionCallingLLM  # noqa: E402
-from llama_index.core.tools import FunctionTool  # noqa: E402
-from llm_spans import attrs, named, raw_ids  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
+from e2e.otlp_receiver import OTLPReceiver, ReceivedSpan
+from fakes import openai_server as fake
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.llms.types import ToolCallBlock
+from llama_index.core.llms import ChatMessage, ChatResponse, MessageRole
+from llama_index.core.llms.callbacks import llm_chat_callback
+from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.tools import FunctionTool
+from llm_spans import attrs, named, raw_ids
+from opentelemetry.sdk.trace import ReadableSpan
 
-import otel_agentdiag  # noqa: E402
-from otel_agentdiag import semconv as sc  # noqa: E402
-from otel_agentdiag.diagnostics.receipt import session_receipt  # noqa: E402
-from otel_agentdiag.instrumentation.llama_index import LlamaIndexInstrumentor  # noqa: E402
-from otel_agentdiag.storage import SpanStore, StoredSpan  # noqa: E402
+import otel_agentdiag
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.diagnostics.receipt import session_receipt
+from otel_agentdiag.instrumentation.llama_index import LlamaIndexInstrumentor
+from otel_agentdiag.storage import SpanStore, StoredSpan
 
 HASH_KEY = b"c2d8a1f4e7b3096d5a4c1e8f2b7d3a6095e4c1b8a7f2d3e6c9b0a5d4e1f7c2b8"
 MODEL = "gpt-4o-mini"
@@ -70,11 +71,17 @@ class ScriptedLLM(MockFunctionCallingLLM):
         return meta
 
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        turn = 0 if not any(m.role == MessageRole.TOOL for m in messages) else (2 if len(_tool_results(messages)) >= 3 else 1)
+        turn = (
+            0
+            if not any(m.role == MessageRole.TOOL for m in messages)
+            else (2 if len(_tool_results(messages)) >= 3 else 1)
+        )
         args = {"city": fake.SENTINEL_TOOL_ARGS}
         if turn == 0:
             blocks: list[Any] = [
-                ToolCallBlock(tool_call_id=f"{fake.SENTINEL_TOOL_CALL_ID}-1", tool_name="get_weather", tool_kwargs=args),
+                ToolCallBlock(
+                    tool_call_id=f"{fake.SENTINEL_TOOL_CALL_ID}-1", tool_name="get_weather", tool_kwargs=args
+                ),
                 ToolCallBlock(tool_call_id=f"{fake.SENTINEL_TOOL_CALL_ID}-2", tool_name="get_time", tool_kwargs=args),
             ]
             message = ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)
@@ -90,6 +97,16 @@ class ScriptedLLM(MockFunctionCallingLLM):
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         }
         return ChatResponse(message=message, raw=raw)
+
+    @llm_chat_callback()  # type: ignore[untyped-decorator,misc]
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
+        """The same script as one streamed chunk (the end event, with the usage, comes when it is consumed)."""
+        response = self.chat(messages, **kwargs)
+
+        async def stream() -> Any:
+            yield response
+
+        return stream()
 
 
 def _tool_results(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
@@ -111,14 +128,14 @@ def lookup(city: str) -> str:
     raise LookupError(FAILING_TOOL_ERROR)
 
 
-def _agent(name: str = "weather_agent") -> FunctionAgent:
+def _agent(name: str = "weather_agent", *, streaming: bool = False) -> FunctionAgent:
     tools = [FunctionTool.from_defaults(fn) for fn in (get_weather, get_time, lookup)]
     return FunctionAgent(
         name=name,
         description="answers weather questions",
         tools=tools,
         llm=ScriptedLLM(),
-        streaming=False,
+        streaming=streaming,
         system_prompt=fake.SENTINEL_SYSTEM,
     )
 
@@ -188,8 +205,21 @@ def test_usage_on_the_model_calls_and_roll_ups_their_sums(instrumented: Any) -> 
     (run,) = named(spans, "invoke_agent weather_agent")
     assert attrs(run)["agentdiag.usage.input_tokens"] == sum(p for p, _ in USAGE)
     assert attrs(run)["agentdiag.usage.output_tokens"] == sum(c for _, c in USAGE)
-    for iteration, (prompt, _completion) in zip(named(spans, sc.ITERATION_SPAN_NAME), USAGE):
+    for iteration, (prompt, _completion) in zip(named(spans, sc.ITERATION_SPAN_NAME), USAGE, strict=True):
         assert attrs(iteration)["agentdiag.usage.input_tokens"] == prompt
+
+
+def test_a_streamed_model_call_ends_with_its_stream_and_carries_its_usage(instrumented: Any) -> None:
+    assert asyncio.run(_run(_agent(streaming=True))) == ANSWER
+    spans = instrumented.finished()
+    chats = named(spans, f"chat {MODEL}")
+    assert [attrs(c)[sc.GEN_AI_USAGE_INPUT_TOKENS] for c in chats] == [p for p, _ in USAGE]
+    iterations = named(spans, sc.ITERATION_SPAN_NAME)
+    assert [_parent(c, spans) for c in chats] == iterations
+    first_tool = named(spans, "execute_tool get_weather")[0]
+    assert (chats[0].end_time or 0) <= (first_tool.start_time or 0)  # the stream ended before the tool ran
+    (run,) = named(spans, "invoke_agent weather_agent")
+    assert attrs(run)["agentdiag.usage.input_tokens"] == sum(p for p, _ in USAGE)
 
 
 def test_concurrent_runs_under_asyncio_gather_keep_their_own_trees(instrumented: Any) -> None:
@@ -203,7 +233,9 @@ def test_concurrent_runs_under_asyncio_gather_keep_their_own_trees(instrumented:
     assert runs["invoke_agent weather_agent"].context.trace_id != runs["invoke_agent clock_agent"].context.trace_id
     for run in runs.values():
         mine = [s for s in spans if s is not run and _run_of(s, spans) is run]
-        assert sorted(attrs(s)[sc.AGENTDIAG_KIND] for s in mine) == sorted(["iteration"] * 3 + ["llm"] * 3 + ["tool"] * 3)
+        assert sorted(attrs(s)[sc.AGENTDIAG_KIND] for s in mine) == sorted(
+            ["iteration"] * 3 + ["llm"] * 3 + ["tool"] * 3
+        )
         assert all(s.context.trace_id == run.context.trace_id for s in mine)
 
 
@@ -339,7 +371,9 @@ def test_the_strict_export_carries_the_same_tree(stored: Stored) -> None:
     assert sorted(str(r.attributes.get(sc.AGENTDIAG_KIND)) for r in stored.received) == sorted(
         s.kind for s in stored.spans
     )
-    spoken = {r.attributes.get(sc.AGENTDIAG_KIND): r.attributes.get(sc.OPENINFERENCE_SPAN_KIND) for r in stored.received}
+    spoken = {
+        r.attributes.get(sc.AGENTDIAG_KIND): r.attributes.get(sc.OPENINFERENCE_SPAN_KIND) for r in stored.received
+    }
     assert spoken == {"run": "AGENT", "iteration": "CHAIN", "llm": "LLM", "tool": "TOOL"}
 
 

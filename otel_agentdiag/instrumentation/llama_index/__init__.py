@@ -60,7 +60,7 @@ class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return None if self._handlers is None else self._handlers[0]
 
     def _instrument(self, **kwargs: Any) -> None:
-        from llama_index.core.instrumentation import get_dispatcher
+        from llama_index_instrumentation import get_dispatcher
 
         from otel_agentdiag.instrumentation.llama_index.handler import AgentDiagEventHandler, AgentDiagSpanHandler
 
@@ -78,7 +78,7 @@ class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return
         spans, events = handlers
         try:
-            from llama_index.core.instrumentation import get_dispatcher
+            from llama_index_instrumentation import get_dispatcher
 
             root = get_dispatcher()
             root.span_handlers[:] = [h for h in root.span_handlers if h is not spans]

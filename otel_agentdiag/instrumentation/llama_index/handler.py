@@ -1,5 +1,4 @@
-"""The dispatcher handlers: LlamaIndex's step notifications become an ``invoke_agent`` → ``agent.iteration`` →
-``chat`` / ``execute_tool`` tree.
+"""The dispatcher handlers that turn LlamaIndex's step notifications into our run, iteration, LLM and tool spans.
 
 LlamaIndex reports every decorated method call to the span handlers of its root instrumentation dispatcher
 (``span_enter`` / ``span_exit`` / ``span_drop``, with the call's id, its parent's id, the instance and the bound
@@ -14,7 +13,9 @@ mapping, for the workflow agents (``FunctionAgent``, ``ReActAgent``, ``CodeActAg
   iteration stays open until the next ``run_agent_step`` starts or the run ends, and ``call_tool`` steps hang
   under it);
 - the outermost model call of an LLM (``chat``, ``achat``, ``stream_chat``, ``complete``, ...) → ``chat {model}``
-  (or ``text_completion``), with the usage of the response (the leaf; the run and iteration carry roll-ups);
+  (or ``text_completion``), with the usage of the response (the leaf; the run and iteration carry roll-ups). A
+  streaming call's span ends at its stream's end event (LlamaIndex's ``LLMChatEndEvent``, which carries the final
+  response and the call's span id), not when the stream is returned; a stream never consumed ends with its run;
 - the outermost ``call`` / ``acall`` of a tool → ``execute_tool {tool}``, with the call id of its ``ToolCall``
   event (a correlation id: hashed, never raw); a tool that raises, or returns a ``ToolOutput`` with
   ``is_error``, is a failed span with ``error.type`` only;
@@ -46,6 +47,7 @@ from pydantic import PrivateAttr
 from workflows import Workflow
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.context import ACTIVE_FRAMEWORK_STEP
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag.instrumentation._base import error_type_of
@@ -79,6 +81,7 @@ class StepTable:
         self._tree = SpanTree(tracer)
         self._roles: dict[str, str] = {}
         self._call_ids: dict[str, str] = {}  # a call_tool step's id -> its ToolCall's tool_id
+        self._streams: dict[str, Node] = {}  # streaming model calls returned, not yet consumed to their end
         self._lock = threading.Lock()
 
     @property
@@ -96,10 +99,16 @@ class StepTable:
             self._start_run(id_, instance, parent_id if parent is not None else None)
         elif parent is not None and method == "run_agent_step":  # a step function: reported without its instance
             self._start_iteration(id_, parent)
-        elif isinstance(instance, BaseLLM) and method in MODEL_METHODS and (parent is None or parent.kind != sc.KIND_LLM):
+        elif (
+            isinstance(instance, BaseLLM) and method in MODEL_METHODS and (parent is None or parent.kind != sc.KIND_LLM)
+        ):
             name, attributes = llm_span(instance, method)
             self._start(id_, parent_id if parent is not None else None, sc.KIND_LLM, name, attributes, _LLM)
-        elif isinstance(instance, _TOOL_TYPES) and method in TOOL_METHODS and (parent is None or parent.kind != sc.KIND_TOOL):
+        elif (
+            isinstance(instance, _TOOL_TYPES)
+            and method in TOOL_METHODS
+            and (parent is None or parent.kind != sc.KIND_TOOL)
+        ):
             with self._lock:
                 call_id = self._call_ids.get(parent_id) if parent_id is not None else None
             name, attributes = tool_span(instance, call_id)
@@ -180,15 +189,36 @@ class StepTable:
         if role in (_FOLD, _STEP):
             tree.forget(id_)
             return
+        if role == _LLM and err is None and (inspect.isgenerator(result) or inspect.isasyncgen(result)):
+            self._keep_streaming(id_)
+            return
         error_type = error_type_of(err) if err is not None else None
         if role == _TOOL and error_type is None and getattr(result, "is_error", False) is True:
             error_type = ERROR_TYPE_TOOL_ERROR
         if role == _RUN:
             node = tree.get(id_)
             iteration = node.extra.get("iteration") if node is not None else None
+            for stream in node.extra.get("streams", ()) if node is not None else ():
+                with self._lock:
+                    self._streams.pop(stream, None)
+                tree.end(stream)  # a stream never consumed to its end: ended with its run
             if iteration is not None:
                 tree.end(iteration.key)
         tree.end(id_, error_type=error_type)
+
+    def _keep_streaming(self, id_: str) -> None:
+        """A streaming model call returned its stream: its span stays open until the stream's end event (which
+        carries the usage), or its run's end. It stops being the active step of this context now."""
+        node = self._tree.get(id_)
+        if node is None:
+            return
+        with self._lock:
+            self._streams[id_] = node
+        run = node.nearest(sc.KIND_RUN)
+        if run is not None:
+            run.extra.setdefault("streams", []).append(id_)
+        if ACTIVE_FRAMEWORK_STEP.get() is node:
+            ACTIVE_FRAMEWORK_STEP.set(node.prev_active)
 
     # -- events ------------------------------------------------------------------------------------------
     def model_response(self, span_id: Any, response: Any) -> None:
@@ -199,12 +229,17 @@ class StepTable:
         attributes = response_attributes(response)
         if attributes and node.span.is_recording():
             node.span.set_attributes(attributes)
+        with self._lock:
+            streamed = self._streams.pop(span_id, None)
+        if streamed is not None:
+            self._tree.end(span_id)  # the end event of a stream: the call is over
 
     def close(self) -> int:
         """End every span still open (the instrumentor is being removed). Returns how many."""
         with self._lock:
             self._roles.clear()
             self._call_ids.clear()
+            self._streams.clear()
         return self._tree.end_all("otel_agentdiag.uninstrumented")
 
 
