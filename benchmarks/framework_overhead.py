@@ -16,7 +16,8 @@ framework's own work plus ours.
 - Peers, each on the same SDK provider as ``agentdiag``, with their defaults (OpenInference records content):
   ``openinference`` (``openinference-instrumentation-openai-agents`` / ``-langchain`` / ``-llama-index``) and
   ``otel_genai`` (the official ``opentelemetry-instrumentation-genai-openai-agents`` / ``-langchain``). A peer that
-  is not installed is reported as unavailable. They do not make the same spans: the number each makes per run is reported.
+  is not installed is reported as unavailable. They do not make the same spans: the number each makes per run is
+  reported.
 
 Timing: calling-thread CPU (``thread_time_ns``) and wall time per run, each run timed alone. In each round every
 variant times one chunk of runs, in an order rotated per round, so drift on the machine hits them alike; a
