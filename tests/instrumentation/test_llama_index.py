@@ -99,6 +99,26 @@ def test_one_agent_run_is_a_run_of_iterations_of_model_and_tool_calls(instrument
     ]  # beside the span, for the redactor to hash: never an attribute
 
 
+def test_an_agent_workflow_run_is_the_same_tree_named_after_its_root_agent(instrumented: Any) -> None:
+    from llama_index.core.agent.workflow import AgentWorkflow
+
+    from otel_agentdiag._internal.names import default_registry
+
+    workflow = AgentWorkflow(agents=[_agent("desk_agent")], root_agent="desk_agent")
+
+    async def run() -> str:
+        return str(await workflow.run(user_msg="hello"))
+
+    assert asyncio.run(run()) == ANSWER
+    spans = instrumented.finished()
+    (root,) = [s for s in spans if s.parent is None]
+    assert root.name == "invoke_agent desk_agent"
+    assert sorted(attrs(s)[sc.AGENTDIAG_KIND] for s in spans) == sorted(
+        ["run"] + ["iteration"] * 3 + ["llm"] * 3 + ["tool"] * 3
+    )
+    assert default_registry.is_agent("desk_agent")  # declared by the workflow's agents: code
+
+
 def test_usage_on_the_model_calls_and_roll_ups_their_sums(instrumented: Any) -> None:
     asyncio.run(_run(_agent()))
     spans = instrumented.finished()
