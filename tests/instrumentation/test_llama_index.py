@@ -319,3 +319,42 @@ def test_no_sentinel_in_the_store_or_on_the_wire(stored: Stored) -> None:
     wire = b"\n".join(stored.raw_bodies)
     assert b"weather_agent" in wire
     assert not [s for s in SENTINELS if s.encode() in wire]
+
+
+def test_with_capture_on_the_content_reaches_the_local_table_only(tmp_path: Path) -> None:
+    """``capture_content=True``: the prompt, the answers, the tool arguments and results are captured content in
+    the store's content table (never span attributes), and nothing of it goes over OTLP."""
+    from otel_agentdiag.content.decoder import decode
+
+    store = tmp_path / "traces.db"
+    with OTLPReceiver() as receiver:
+        diag = otel_agentdiag.configure(
+            store=store, otlp_endpoint=receiver.endpoint, hash_key=HASH_KEY, set_global=False, capture_content=True
+        )
+        LlamaIndexInstrumentor().instrument(tracer_provider=diag.tracer_provider)
+        try:
+            assert asyncio.run(_run(_agent())) == ANSWER
+        finally:
+            LlamaIndexInstrumentor().uninstrument()
+            diag.shutdown()
+        wire = b"\n".join(receiver.raw_bodies)
+    with SpanStore(store, create=False) as reader:
+        (trace,) = reader.list_traces()
+        names = {s.span_id: s.name for s in reader.get_trace(trace.trace_id)}
+        content: dict[str, dict[str, list[Any]]] = {}
+        for item in reader.trace_content(trace.trace_id):
+            content.setdefault(names[item.span_id], {}).setdefault(item.role, []).append(decode(item.lossless))
+    chat = content[f"chat {MODEL}"]
+    assert fake.SENTINEL_PROMPT in repr(chat[sc.CONTENT_INPUT_MESSAGES])
+    assert ANSWER in repr(chat[sc.CONTENT_OUTPUT_MESSAGES])
+    weather = content["execute_tool get_weather"]
+    assert fake.SENTINEL_TOOL_ARGS in repr(weather[sc.CONTENT_TOOL_ARGUMENTS])
+    assert fake.SENTINEL_TOOL_RESULT in repr(weather[sc.CONTENT_TOOL_RESULT])
+    assert sc.CONTENT_TOOL_RESULT not in content["execute_tool lookup"]  # it raised: no result
+    assert not [s for s in SENTINELS if s.encode() in wire]
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        spans_text = repr(conn.execute("SELECT name, attributes, events FROM spans").fetchall())
+    finally:
+        conn.close()
+    assert not [s for s in SENTINELS if s in spans_text]

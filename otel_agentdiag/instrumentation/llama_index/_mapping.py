@@ -18,9 +18,11 @@ __all__ = [
     "TOOL_METHODS",
     "declared_names",
     "llm_span",
+    "messages_content",
     "method_of",
     "response_attributes",
     "run_span",
+    "tool_arguments",
     "tool_span",
 ]
 
@@ -163,3 +165,25 @@ def response_attributes(response: Any) -> dict[str, Any]:
     if model is not None:
         attributes[sc.GEN_AI_RESPONSE_MODEL] = model
     return attributes
+
+
+def messages_content(messages: Any) -> Any:
+    """Content capture only: LlamaIndex ``ChatMessage`` s as ``[{"role", "content"}]`` (a prompt string as is)."""
+    if isinstance(messages, str) or messages is None:
+        return messages
+    out = []
+    for message in messages if isinstance(messages, (list, tuple)) else (messages,):
+        role = getattr(message, "role", None)
+        out.append({"role": str(getattr(role, "value", role)), "content": getattr(message, "content", None)})
+    return out
+
+
+def tool_arguments(arguments: Mapping[str, Any]) -> Any:
+    """Content capture only: what a tool was called with (its keyword arguments, else its positional ones)."""
+    kwargs = arguments.get("kwargs")
+    if isinstance(kwargs, Mapping) and kwargs:
+        return dict(kwargs)
+    args = arguments.get("args")
+    if isinstance(args, tuple) and args:
+        return list(args)
+    return {k: v for k, v in arguments.items() if k not in ("self", "args", "kwargs")}

@@ -25,8 +25,8 @@ mapping, for the workflow agents (``FunctionAgent``, ``ReActAgent``, ``CodeActAg
 
 Parents come from the dispatcher's ids (:class:`~otel_agentdiag.instrumentation._framework.SpanTree`), never
 from the ambient context, so ``asyncio.gather`` of runs cannot misparent a span. Every hook swallows its own
-failures: the dispatcher's caller never sees one. Nothing of the content (messages, tool arguments, results) is
-read here.
+failures: the dispatcher's caller never sees one. Content (messages, tool arguments, results) is read only with
+content capture on (``configure(capture_content=True)``), and handed to the local store's content recorder.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from pydantic import PrivateAttr
 from workflows import Workflow
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.context import ACTIVE_FRAMEWORK_STEP
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.names import default_registry
@@ -60,9 +61,11 @@ from otel_agentdiag.instrumentation.llama_index._mapping import (
     agent_name,
     declared_names,
     llm_span,
+    messages_content,
     method_of,
     response_attributes,
     run_span,
+    tool_arguments,
     tool_span,
 )
 
@@ -103,7 +106,11 @@ class StepTable:
             isinstance(instance, BaseLLM) and method in MODEL_METHODS and (parent is None or parent.kind != sc.KIND_LLM)
         ):
             name, attributes = llm_span(instance, method)
-            self._start(id_, parent_id if parent is not None else None, sc.KIND_LLM, name, attributes, _LLM)
+            node = self._start(id_, parent_id if parent is not None else None, sc.KIND_LLM, name, attributes, _LLM)
+            if node is not None and _content.enabled():
+                arguments = bound_args.arguments
+                prompt = arguments.get("messages", arguments.get("prompt"))
+                node.capture(sc.CONTENT_INPUT_MESSAGES, messages_content(prompt))
         elif (
             isinstance(instance, _TOOL_TYPES)
             and method in TOOL_METHODS
@@ -112,7 +119,9 @@ class StepTable:
             with self._lock:
                 call_id = self._call_ids.get(parent_id) if parent_id is not None else None
             name, attributes = tool_span(instance, call_id)
-            self._start(id_, parent_id if parent is not None else None, sc.KIND_TOOL, name, attributes, _TOOL)
+            node = self._start(id_, parent_id if parent is not None else None, sc.KIND_TOOL, name, attributes, _TOOL)
+            if node is not None and _content.enabled():
+                node.capture(sc.CONTENT_TOOL_ARGUMENTS, tool_arguments(bound_args.arguments))
         elif parent is not None:
             if method == "call_tool":  # the ToolCall event names the call
                 call_id = getattr(bound_args.arguments.get("ev"), "tool_id", None)
@@ -195,6 +204,10 @@ class StepTable:
         error_type = error_type_of(err) if err is not None else None
         if role == _TOOL and error_type is None and getattr(result, "is_error", False) is True:
             error_type = ERROR_TYPE_TOOL_ERROR
+        if role == _TOOL and err is None and _content.enabled():
+            node = tree.get(id_)
+            if node is not None:
+                node.capture(sc.CONTENT_TOOL_RESULT, str(getattr(result, "content", result)))
         if role == _RUN:
             node = tree.get(id_)
             iteration = node.extra.get("iteration") if node is not None else None
@@ -229,6 +242,10 @@ class StepTable:
         attributes = response_attributes(response)
         if attributes and node.span.is_recording():
             node.span.set_attributes(attributes)
+        if _content.enabled():
+            message = getattr(response, "message", None)
+            answer = messages_content([message]) if message is not None else getattr(response, "text", None)
+            node.capture(sc.CONTENT_OUTPUT_MESSAGES, answer)
         with self._lock:
             streamed = self._streams.pop(span_id, None)
         if streamed is not None:
