@@ -11,10 +11,13 @@ framework's own work plus ours.
   ``otel_agentdiag.configure(store=<tmp>)`` builds (sequencer, redaction on the worker, SQLite).
 - LangChain (``langchain``): ``create_agent(...).invoke`` with the tests' ``ScriptedChatModel``. ``baseline``: no
   handler; ``agentdiag`` and ``agentdiag_pipeline``: ``LangChainInstrumentor``, as above.
+- LlamaIndex (``llama_index``): ``FunctionAgent.run`` with LlamaIndex's ``MockFunctionCallingLLM`` scripted.
+  ``baseline``: no handler on the dispatcher; ``agentdiag`` and ``agentdiag_pipeline``: ``LlamaIndexInstrumentor``.
 - Peers, each on the same SDK provider as ``agentdiag``, with their defaults (OpenInference records content):
-  ``openinference`` (``openinference-instrumentation-openai-agents`` / ``-langchain``) and ``otel_genai`` (the
-  official ``opentelemetry-instrumentation-genai-openai-agents`` / ``-langchain``). A peer that is not installed is
-  reported as unavailable. They do not make the same spans: the number each makes per run is reported.
+  ``openinference`` (``openinference-instrumentation-openai-agents`` / ``-langchain`` / ``-llama-index``) and
+  ``otel_genai`` (the official ``opentelemetry-instrumentation-genai-openai-agents`` / ``-langchain``). A peer that
+  is not installed is reported as unavailable. They do not make the same spans: the number each makes per run is
+  reported.
 
 Timing: calling-thread CPU (``thread_time_ns``) and wall time per run, each run timed alone. In each round every
 variant times one chunk of runs, in an order rotated per round, so drift on the machine hits them alike; a
@@ -23,7 +26,7 @@ round's baseline: added µs per run, per span, and the ratio (with its quartiles
 under cProfile: Python function calls per run, a figure free of timing noise.
 
 Checks (untimed): each run's answer; one run of ``agentdiag`` makes exactly the expected spans (6 for the Agents
-SDK, 7 for LangChain, whose ReAct graph takes three steps), and so does one run into the store.
+SDK and LlamaIndex, 7 for LangChain, whose ReAct graph takes three steps), and so does one run into the store.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from benchmarks._common import benchmark_main
 EXPECTED = {
     "openai_agents": ["agent.iteration"] * 2 + ["chat"] * 2 + ["execute_tool", "invoke_agent"],
     "langchain": ["agent.iteration"] * 3 + ["chat"] * 2 + ["execute_tool", "invoke_agent"],
+    "llama_index": ["agent.iteration"] * 2 + ["chat"] * 2 + ["execute_tool", "invoke_agent"],
 }
 """The first word of each span's name in one run: an Agents SDK turn holds the model call and the tool call;
 a LangGraph step runs one node (model, tools, model)."""
@@ -150,7 +154,58 @@ def _langchain_runner() -> tuple[Callable[[], str], dict[str, Instrument], Calla
     return one, {"agentdiag": instrument, **peers}, lambda: None
 
 
-FRAMEWORKS: dict[str, Callable[[], Any]] = {"openai_agents": _agents_runner, "langchain": _langchain_runner}
+def _llama_index_runner() -> tuple[Callable[[], str], dict[str, Instrument], Callable[[], None]]:
+    import warnings
+
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ToolCallBlock
+    from llama_index.core.llms import ChatMessage, ChatResponse, MessageRole
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.core.tools import FunctionTool
+    from pydantic.warnings import PydanticDeprecationWarning
+
+    from otel_agentdiag.instrumentation.llama_index import LlamaIndexInstrumentor
+
+    # llama-index-workflows reads pydantic 2's deprecated model fields on every run.
+    warnings.filterwarnings("ignore", category=PydanticDeprecationWarning)
+
+    class Scripted(MockFunctionCallingLLM):
+        def chat(self, messages: Any, **kwargs: Any) -> ChatResponse:
+            if any(m.role == MessageRole.TOOL for m in messages):
+                message = ChatMessage(role=MessageRole.ASSISTANT, content="Sunny.")
+            else:
+                call = ToolCallBlock(tool_call_id="c1", tool_name="get_weather", tool_kwargs={"city": "Paris"})
+                message = ChatMessage(role=MessageRole.ASSISTANT, blocks=[call])
+            return ChatResponse(message=message, raw={"usage": {"prompt_tokens": 10, "completion_tokens": 2}})
+
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return "sunny"
+
+    tool = FunctionTool.from_defaults(get_weather)
+    loop = asyncio.new_event_loop()
+
+    async def run_once() -> str:  # a workflow starts its tasks on the running loop
+        agent = FunctionAgent(name="weather_agent", tools=[tool], llm=Scripted(), streaming=False)
+        return str(await agent.run(user_msg="Paris?"))
+
+    def one() -> str:
+        return loop.run_until_complete(run_once())
+
+    def instrument(provider: Any) -> Callable[[], None]:
+        instrumentor = LlamaIndexInstrumentor()
+        instrumentor.instrument(tracer_provider=provider)
+        return instrumentor.uninstrument
+
+    peers = {"openinference": _peer("openinference.instrumentation.llama_index", "LlamaIndexInstrumentor")}
+    return one, {"agentdiag": instrument, **peers}, loop.close
+
+
+FRAMEWORKS: dict[str, Callable[[], Any]] = {
+    "openai_agents": _agents_runner,
+    "langchain": _langchain_runner,
+    "llama_index": _llama_index_runner,
+}
 
 
 # -- measuring ------------------------------------------------------------------------------------------

@@ -362,6 +362,29 @@ def test_an_agents_sdk_app_becomes_one_tree_with_one_span_per_model_call(tmp_pat
 
 
 @requires_instrument
+@pytest.mark.skipif(
+    "agentdiag_llama_index" not in {ep.name for ep in metadata.entry_points(group="opentelemetry_instrumentor")},
+    reason="the installed otel-agentdiag predates the agentdiag_llama_index entry point: pip install -e '.[dev]'",
+)
+def test_a_llama_index_app_becomes_one_tree(tmp_path: Path) -> None:
+    pytest.importorskip("llama_index.core", reason="llama-index-core (the `llama-index` extra) is not installed")
+    run = run_app(tmp_path, app=TESTS / "zero_code_llama_index_app.py")
+    assert run.done.returncode == 0, run.done.stderr
+    assert run.done.stdout.splitlines() == ["agent True"], run.done.stderr
+    spans = stored_spans(run.store_path)
+    assert sorted(s.name for s in spans) == sorted(
+        ["invoke_agent weather_agent"]
+        + ["agent.iteration"] * 3
+        + ["chat gpt-4o-mini"] * 3
+        + ["execute_tool get_weather", "execute_tool get_time", "execute_tool lookup"]
+    )
+    (root,) = [s for s in spans if s.kind == "run"]
+    assert all(s.trace_id == root.trace_id for s in spans)
+    for path in run.store_path.parent.iterdir():
+        assert not found(path.read_bytes()), path.name
+
+
+@requires_instrument
 def test_capture_from_the_environment_keeps_content_in_the_store_only(tmp_path: Path) -> None:
     """``AGENTDIAG_CAPTURE_CONTENT=true`` under ``opentelemetry-instrument``: the prompts and answers are in the
     store's content table, exactly; the spans are the same; credentials, headers, the end-user id and metadata
