@@ -38,7 +38,8 @@ from otel_agentdiag.diagnostics.receipt import (
 )
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.redaction.policy import LOCAL, Callback
-from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore, StoreNeedsUpgrade, receipt_figures
+from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore, receipt_figures
+from otel_agentdiag.storage.connection import StoreNeedsUpgrade
 from otel_agentdiag.storage.receipt_figures import _add_numbers, _merge_range, _missing_below
 
 HERE = Path(__file__).resolve().parent
