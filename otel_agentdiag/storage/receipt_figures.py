@@ -162,7 +162,7 @@ SCHEMA: tuple[str, ...] = (
         n_rows INTEGER NOT NULL DEFAULT 0,
         tombstones INTEGER NOT NULL DEFAULT 0,
         numbered INTEGER NOT NULL DEFAULT 0,
-        ranges TEXT NOT NULL DEFAULT '[]',
+        ranges TEXT NOT NULL DEFAULT '',
         safety INTEGER NOT NULL DEFAULT 0,
         malformed INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (session, observer)
@@ -241,6 +241,14 @@ def _add_numbers(ranges: list[list[int]], numbers: Iterable[int]) -> int:
     were new."""
     new = 0
     for n in sorted(numbers):
+        if not ranges or n > ranges[-1][1] + 1:
+            ranges.append([n, n])  # the usual case: a number above every other
+            new += 1
+            continue
+        if n == ranges[-1][1] + 1:
+            ranges[-1][1] = n
+            new += 1
+            continue
         starts = [r[0] for r in ranges]
         at = bisect.bisect_right(starts, n) - 1
         if at >= 0 and ranges[at][0] <= n <= ranges[at][1]:
@@ -272,12 +280,19 @@ def _missing_below(ranges: Sequence[Sequence[int]], low: int, limit: int) -> int
     return (limit - low) - inside
 
 
+def _dump_ranges(ranges: Sequence[Sequence[int]]) -> str:
+    """``[[0, 4], [7, 7]]`` as ``"0:4,7:7"`` (numbers are >= 0)."""
+    return ",".join(f"{lo}:{hi}" for lo, hi in ranges)
+
+
 def _load_ranges(text: Any) -> list[list[int]]:
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
+    if not text or not isinstance(text, str):
         return []
-    return [[int(lo), int(hi)] for lo, hi in value] if isinstance(value, list) else []
+    out: list[list[int]] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition(":")
+        out.append([int(lo), int(hi)])
+    return out
 
 
 @dataclass
@@ -461,11 +476,10 @@ def contribution(verdict: FigureVerdict) -> dict[str, int]:
 def _stored_verdict(row: Sequence[Any]) -> FigureVerdict:
     """A ``receipt_sessions`` row (status, reasons, counts, observers) as a verdict."""
     status, reasons, counts, observers = row
-    values = json.loads(counts)
     return FigureVerdict(
         str(status),
-        list(json.loads(reasons)),
-        dict(zip(COUNT_KEYS, (int(v) for v in values), strict=True)),
+        str(reasons).split(",") if reasons else [],
+        dict(zip(COUNT_KEYS, (int(v) for v in str(counts).split(",")), strict=True)),
         list(json.loads(observers)),
         OBSERVED,
         {},
@@ -557,8 +571,10 @@ def add_written(
             args = [part for pair in chunk for part in pair]
             stored.update(
                 conn.execute(
-                    f"SELECT trace_id, span_id FROM spans WHERE (trace_id, span_id) IN (VALUES {values})"
-                    f" AND (session IS NULL OR substr(session, 1, {len(IMPORTED_PREFIX)}) <> '{IMPORTED_PREFIX}')",
+                    # A join, not a row-value IN (SQLite scans the table for that): one key lookup per pair.
+                    f"SELECT s.trace_id, s.span_id FROM (VALUES {values}) AS v"
+                    " JOIN spans s ON s.trace_id = v.column1 AND s.span_id = v.column2"
+                    f" WHERE s.session IS NULL OR substr(s.session, 1, {len(IMPORTED_PREFIX)}) <> '{IMPORTED_PREFIX}'",
                     args,
                 )
             )
@@ -602,7 +618,7 @@ def _merge_figures(conn: sqlite3.Connection, figures: Mapping[tuple[str, str], F
             for lo, hi in ranges:
                 _merge_range(merged, lo, hi)
             ranges = merged
-        params.append((*fkey, figure.n_rows, figure.tombstones, figure.numbered, json.dumps(ranges), figure.safety))
+        params.append((*fkey, figure.n_rows, figure.tombstones, figure.numbered, _dump_ranges(ranges), figure.safety))
     conn.executemany(
         "INSERT INTO receipt_figures (session, observer, n_rows, tombstones, numbered, ranges, safety)"
         " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session, observer) DO UPDATE SET n_rows = n_rows + excluded.n_rows,"
@@ -651,7 +667,7 @@ def recompute_sessions(conn: sqlite3.Connection, keys: Iterable[str]) -> None:
             "INSERT INTO receipt_figures (session, observer, n_rows, tombstones, numbered, ranges, safety, malformed)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (key, o, f.n_rows, f.tombstones, f.numbered, json.dumps(f.ranges), f.safety, f.malformed)
+                (key, o, f.n_rows, f.tombstones, f.numbered, _dump_ranges(f.ranges), f.safety, f.malformed)
                 for o, f in figures.items()
             ],
         )
@@ -732,8 +748,8 @@ def _load_facts(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tupl
                     accepted=int(accepted or 0),
                     stored=int(stored or 0),
                     duplicates=int(duplicates or 0),
-                    rejected=load_counts(rejected),
-                    dropped=load_counts(dropped),
+                    rejected={} if rejected == "{}" else load_counts(rejected),
+                    dropped={} if dropped == "{}" else load_counts(dropped),
                 )
             )
         for row in conn.execute(
@@ -844,8 +860,8 @@ def _settle_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
                 key,
                 1,
                 verdict.status,
-                json.dumps(verdict.reasons),
-                json.dumps([verdict.counts[k] for k in COUNT_KEYS]),
+                ",".join(verdict.reasons),
+                ",".join([str(verdict.counts[k]) for k in COUNT_KEYS]),
                 json.dumps(verdict.observers),
                 nothing_reason(verdict.counts, verdict.reasons),
             )
@@ -865,7 +881,8 @@ def _settle_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
             " ON CONFLICT (key) DO UPDATE SET value = value + excluded.value",
             changes,
         )
-        conn.execute("DELETE FROM receipt_totals WHERE value = 0")
+        if any(value < 0 for _name, value in changes):
+            conn.execute("DELETE FROM receipt_totals WHERE value = 0")
 
 
 def rebuild(conn: sqlite3.Connection) -> None:
@@ -889,7 +906,7 @@ def rebuild(conn: sqlite3.Connection) -> None:
             "INSERT INTO receipt_figures (session, observer, n_rows, tombstones, numbered, ranges, safety, malformed)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (*fkey, f.n_rows, f.tombstones, f.numbered, json.dumps(f.ranges), f.safety, f.malformed)
+                (*fkey, f.n_rows, f.tombstones, f.numbered, _dump_ranges(f.ranges), f.safety, f.malformed)
                 for fkey, f in figures.items()
             ],
         )
