@@ -26,7 +26,7 @@ from otel_agentdiag.diagnostics.verdict import (
 )
 from otel_agentdiag.storage import OVERFLOW_SESSION, SessionStats, SessionSummary, SpanStore, StoredSpan
 from otel_agentdiag.storage.provenance import OBSERVED
-from otel_agentdiag.storage.receipt_figures import (
+from otel_agentdiag.storage.receipt_rules import (
     COUNT_KEYS,
     DEGRADED,
     IMPORTED,

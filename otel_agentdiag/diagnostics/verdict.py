@@ -70,7 +70,7 @@ from otel_agentdiag.storage.provenance import IMPORTED as IMPORTED_PROVENANCE
 from otel_agentdiag.storage.provenance import OBSERVED, is_imported
 
 # The vocabulary lives beside the figures the writer judges with (storage/receipt_figures.py): one copy.
-from otel_agentdiag.storage.receipt_figures import (
+from otel_agentdiag.storage.receipt_rules import (
     BACKPRESSURE_DROP,
     COUNT_KEYS,
     DEGRADED,
@@ -90,7 +90,7 @@ from otel_agentdiag.storage.receipt_figures import (
     UNFINISHED_SPAN,
     VALID,
 )
-from otel_agentdiag.storage.receipt_figures import status_for as _status_for
+from otel_agentdiag.storage.receipt_rules import status_for as _status_for
 
 STATUSES = (VALID, IMPORTED, DEGRADED, QUARANTINED, INVALID)
 """From best to worst."""

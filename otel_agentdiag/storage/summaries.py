@@ -34,6 +34,7 @@ from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.storage import receipt_figures
+from otel_agentdiag.storage.receipt_reads import has_tables as has_receipt_tables
 from otel_agentdiag.storage.rows import SpanRow
 
 _INPUT = sc.GEN_AI_USAGE_INPUT_TOKENS
@@ -164,7 +165,7 @@ def rebuild_summaries(conn: sqlite3.Connection) -> None:
     try:
         for statement in REBUILD:
             conn.execute(statement)
-        if receipt_figures.has_tables(conn):
+        if has_receipt_tables(conn):
             receipt_figures.rebuild(conn)
     except BaseException:
         if own:

@@ -12,9 +12,7 @@ from typing import Any
 
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.provenance import IMPORTED_PREFIX
-from otel_agentdiag.storage.receipt_figures import (
-    FigureVerdict,
-    SessionFacts,
+from otel_agentdiag.storage.receipt_reads import (
     StoreFigures,
     figures_vouch,
     read_facts,
@@ -22,6 +20,7 @@ from otel_agentdiag.storage.receipt_figures import (
     read_store_figures,
     sessions_of_observers,
 )
+from otel_agentdiag.storage.receipt_rules import FigureVerdict, SessionFacts
 from otel_agentdiag.storage.rows import OVERFLOW_SESSION, ConversationSummary, RunSummary, SessionSummary, TraceSummary
 
 _SESSION_COLUMNS = (

@@ -40,7 +40,7 @@ from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.redaction.policy import LOCAL, Callback
 from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore, receipt_figures
 from otel_agentdiag.storage.connection import StoreNeedsUpgrade
-from otel_agentdiag.storage.receipt_figures import _add_numbers, _merge_range, _missing_below
+from otel_agentdiag.storage.receipt_rules import _add_numbers, _missing_below, merge_range
 
 HERE = Path(__file__).resolve().parent
 PLAN = [["search"], ["fetch", "convert"]]
@@ -117,9 +117,9 @@ def test_ranges_count_distinct_numbers_and_what_is_missing() -> None:
     assert _missing_below(ranges, 0, 10) == 5  # 1, 2, 6, 7, 8
     assert _missing_below(ranges, 3, 9) == 3  # 6, 7, 8
     assert _missing_below(ranges, 4, 4) == 0
-    _merge_range(ranges, 1, 2)
+    merge_range(ranges, 1, 2)
     assert ranges == [[0, 5], [9, 9]]
-    _merge_range(ranges, 6, 12)
+    merge_range(ranges, 6, 12)
     assert ranges == [[0, 12]]
     assert _add_numbers(ranges, [12, 13]) == 1 and ranges == [[0, 13]]
 
