@@ -127,8 +127,10 @@ SCHEMA: tuple[str, ...] = (
     f"""CREATE TRIGGER receipt_sessions_insert AFTER INSERT ON sessions BEGIN
         {_touch("receipt_touched", "new.session")}
     END""",
+    # Not first_start_ns/last_activity_ns (the writer sets them on every batch): rows written or deleted touch
+    # their sessions through the figures and the delete bookkeeping instead.
     f"""CREATE TRIGGER receipt_sessions_update AFTER UPDATE OF session, cleared_at_ns, generation, pruned_spans,
-        cleared_spans, first_start_ns ON sessions BEGIN
+        cleared_spans ON sessions BEGIN
         {_touch("receipt_touched", "old.session")}
         {_touch("receipt_touched", "new.session")}
     END""",
@@ -433,7 +435,7 @@ def _settle_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
                 1,
                 verdict.status,
                 ",".join(verdict.reasons),
-                ",".join([str(verdict.counts[k]) for k in COUNT_KEYS]),
+                ",".join(map(str, [verdict.counts[k] for k in COUNT_KEYS])),
                 json.dumps(verdict.observers),
                 nothing_reason(verdict.counts, verdict.reasons),
             )

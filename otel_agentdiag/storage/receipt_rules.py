@@ -184,7 +184,7 @@ def load_ranges(text: Any) -> list[list[int]]:
     return out
 
 
-@dataclass
+@dataclass(slots=True)
 class Figure:
     """What a receipt needs of the rows of one (session, observer)."""
 
@@ -209,9 +209,10 @@ class Figure:
 
 
 # -- the rules, on figures ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FigureVerdict:
-    """A session receipt's fields as :func:`judge_figures` computes them."""
+    """A session receipt's fields as :func:`judge_figures` computes them (not frozen: made per session by the
+    writer, where a frozen dataclass's construction shows; never changed once made)."""
 
     status: str
     reasons: list[str]
@@ -221,9 +222,9 @@ class FigureVerdict:
     unattributed_drops: dict[str, int]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SessionFacts:
-    """Everything a settled session's receipt is computed from, without its rows."""
+    """Everything a settled session's receipt is computed from, without its rows (never changed once made)."""
 
     key: str
     figures: Mapping[str, Figure]
@@ -265,21 +266,26 @@ def judge_figures(facts: SessionFacts, unattributed: Mapping[str, Mapping[str, i
     explained: dict[str, int] = {}
     for row in facts.stats:
         by_observer[row.observer] = row
-        rejected = {k: positive_int(v) for k, v in row.rejected.items()}
-        dropped = {k: positive_int(v) for k, v in row.dropped.items()}
-        explained[row.observer] = explained.get(row.observer, 0) + sum(dropped.values()) + sum(rejected.values())
         counts["observed"] += row.observed
         counts["accepted"] += row.accepted
         counts["stored"] += row.stored
+        counts["duplicate_sequences"] += max(row.duplicates, 0)
+        if not row.rejected and not row.dropped:  # the usual row: nothing lost
+            if row.observed != row.accepted:
+                ledger_ok = False
+            continue
+        rejected = {k: positive_int(v) for k, v in row.rejected.items()}
+        dropped = {k: positive_int(v) for k, v in row.dropped.items()}
+        lost = sum(dropped.values()) + sum(rejected.values())
+        explained[row.observer] = explained.get(row.observer, 0) + lost
         counts["rejected"] += sum(rejected.values())
         counts["dropped"] += sum(dropped.values())
-        counts["duplicate_sequences"] += max(row.duplicates, 0)
         counts["dropped_queue_full"] += dropped.get(DROP_QUEUE_FULL, 0)
         counts["dropped_export_failure"] += dropped.get(DROP_EXPORT_FAILURE, 0)
         counts["dropped_shutdown"] += dropped.get(DROP_SHUTDOWN, 0)
         counts["dropped_cleared"] += dropped.get(DROP_CLEARED, 0)
         counts["rejected_redactor_error"] += rejected.get(REJECT_REDACTOR_ERROR, 0)
-        if row.observed != row.accepted + sum(rejected.values()) + sum(dropped.values()):
+        if row.observed != row.accepted + lost:
             ledger_ok = False
     figures = {o: f for o, f in facts.figures.items() if f.n_rows > 0}
     pruned = facts.pruned_spans
