@@ -127,8 +127,7 @@ SCHEMA: tuple[str, ...] = (
     f"""CREATE TRIGGER receipt_sessions_insert AFTER INSERT ON sessions BEGIN
         {_touch("receipt_touched", "new.session")}
     END""",
-    # Not first_start_ns/last_activity_ns (the writer sets them on every batch): rows written or deleted touch
-    # their sessions through the figures and the delete bookkeeping instead.
+    # Not the activity columns (set on every batch): written or deleted rows touch their sessions anyway.
     f"""CREATE TRIGGER receipt_sessions_update AFTER UPDATE OF session, cleared_at_ns, generation, pruned_spans,
         cleared_spans ON sessions BEGIN
         {_touch("receipt_touched", "old.session")}
