@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.storage.provenance import is_imported
+from otel_agentdiag.storage.provenance import IMPORTED_PREFIX, is_imported
 from otel_agentdiag.storage.rows import (
     DROP_CLEARED,
     DROP_EXPORT_FAILURE,
@@ -254,11 +254,40 @@ def missing_parents_rule_out(facts: SessionFacts) -> bool:
     return True
 
 
+def _clean(facts: SessionFacts) -> FigureVerdict | None:
+    """The verdict of the usual session, decided without the general rules (the writer judges one per touched
+    session): one observer, its ledger row with nothing lost, every number from 0 stored once, nothing deleted,
+    refused or flagged. None for any other session. The same verdict :func:`judge_figures`'s rules give it."""
+    if len(facts.stats) != 1 or facts.pruned_spans or facts.cleared_spans or facts.cleared or facts.violations:
+        return None
+    row = facts.stats[0]
+    n = row.stored
+    observer = row.observer
+    if row.rejected or row.dropped or row.duplicates or row.observed != n or row.accepted != n or not observer:
+        return None
+    figure = None
+    for key, found in facts.figures.items():
+        if found.n_rows:
+            if figure is not None or key != observer:
+                return None
+            figure = found
+    if figure is None or figure.n_rows != n or figure.numbered != n or figure.ranges != [[0, n - 1]]:
+        return None
+    if figure.tombstones or figure.malformed or figure.safety or facts.key.startswith(IMPORTED_PREFIX):
+        return None
+    counts = dict.fromkeys(COUNT_KEYS, 0)
+    counts["spans"] = counts["observed"] = counts["accepted"] = counts["stored"] = n
+    return FigureVerdict(VALID, [], counts, [observer], OBSERVED, {})
+
+
 def judge_figures(facts: SessionFacts, unattributed: Mapping[str, Mapping[str, int]] | None = None) -> FigureVerdict:
     """The receipt :func:`~otel_agentdiag.diagnostics.verdict.judge` gives a session from its rows, computed from
     its figures, ledger rows and bookkeeping. Exact when :func:`missing_parents_rule_out` holds (no unfinished
     span) and the session's ``sessions`` row (pruned/cleared counts) is the one the reader's summary shows.
     ``unattributed``: observer -> cause -> its overflow drops, for this session's observers. Pure."""
+    clean = _clean(facts) if not unattributed else None
+    if clean is not None:
+        return clean
     by_observer: dict[str, SessionStats] = {}
     reasons: set[str] = set()
     counts: dict[str, int] = dict.fromkeys(COUNT_KEYS, 0)

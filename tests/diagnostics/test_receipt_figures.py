@@ -401,3 +401,18 @@ def test_a_copied_store_keeps_its_figures(tmp_path: Path) -> None:
     copy = tmp_path / "copy.db"
     shutil.copy(path, copy)
     assert assert_figures_agree(copy) == assert_figures_agree(path)
+
+
+def test_the_usual_sessions_shortcut_gives_what_the_general_rules_give() -> None:
+    from otel_agentdiag.storage import SessionStats
+    from otel_agentdiag.storage.receipt_rules import Figure, SessionFacts, judge_figures
+
+    def facts(n: int, ranges: list[list[int]], **kw: Any) -> SessionFacts:
+        stats = [SessionStats("obs", "s", n, n, n, 0, {}, {})]
+        return SessionFacts("s", {"obs": Figure(n, 0, n, ranges, 0, 0)}, stats, **kw)
+
+    general = {"not-an-observer-of-it": {}}  # a truthy overflow map that changes nothing: the general rules
+    for case in (facts(3, [[0, 2]]), facts(3, [[0, 0], [2, 3]]), facts(3, [[0, 2]], pruned_spans=1)):
+        assert judge_figures(case) == judge_figures(case, general)
+    assert judge_figures(facts(3, [[0, 2]])).status == "valid"
+    assert judge_figures(facts(3, [[0, 0], [2, 3]])).reasons == ["sequence_gap"]
