@@ -416,3 +416,20 @@ def test_the_usual_sessions_shortcut_gives_what_the_general_rules_give() -> None
         assert judge_figures(case) == judge_figures(case, general)
     assert judge_figures(facts(3, [[0, 2]])).status == "valid"
     assert judge_figures(facts(3, [[0, 0], [2, 3]])).reasons == ["sequence_gap"]
+
+
+def test_the_store_receipt_of_settled_sessions_reads_no_span_row(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    with configured(path):
+        for i in range(4):
+            react_agent(f"conv-{i}", PLAN)
+    statements: list[str] = []
+    with SpanStore(path, create=False, read_only=True) as store:
+        store._conn.set_trace_callback(statements.append)  # every statement the reading runs
+        whole = store_receipt(store)
+        store._conn.set_trace_callback(None)
+        assert whole == store_receipt_from_rows(store)
+    assert statements and whole.counts["spans"] > 0
+    # Only the figures and the bookkeeping: spans is touched for its largest rowid only (the watermark check).
+    touching_spans = [s for s in statements if re.search(r"\bspans\b", s)]
+    assert touching_spans and all("max(rowid)" in s for s in touching_spans), touching_spans
