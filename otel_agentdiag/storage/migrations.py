@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from otel_agentdiag.storage import receipt_figures, summaries
+from otel_agentdiag.storage import receipt_figures, receipt_schema, summaries
 
 
 class StoreError(Exception):
@@ -230,7 +230,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         # Per (session, observer) figures, missing parents and per-session receipts the writer keeps current in
         # its transaction, so the whole store's receipt reads no span (see storage/receipt_figures.py); the
         # backfill decodes the rows once.
-        receipt_figures.SCHEMA,
+        receipt_schema.SCHEMA,
         receipt_figures.rebuild,
     ),
 )

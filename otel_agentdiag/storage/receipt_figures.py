@@ -1,7 +1,8 @@
 """Receipt figures kept current in the writer's transaction, so the whole store's receipt reads no span.
 
-Migration 8 made these tables; this module keeps them (the rules on figures are in
-:mod:`otel_agentdiag.storage.receipt_rules`, the reads in :mod:`otel_agentdiag.storage.receipt_reads`).
+Migration 8 made these tables (:mod:`otel_agentdiag.storage.receipt_schema`); this module keeps them (the rules
+on figures are in :mod:`otel_agentdiag.storage.receipt_rules`, the reads in
+:mod:`otel_agentdiag.storage.receipt_reads`).
 
 - ``receipt_figures``: per (session key, observer key: the row's observer or ``''``) what a receipt needs of
   the rows: rows, tombstones (rows named ``agentdiag.redaction_error``), numbered rows (an observer and a
@@ -61,95 +62,6 @@ from otel_agentdiag.storage.rows import (
     OVERFLOW_SESSION,
     SpanRow,
 )
-
-
-def _touch(table: str, expr: str) -> str:
-    """SQL (in a trigger): note the session ``expr`` in ``table`` unless noted. A guarded INSERT, not INSERT OR
-    IGNORE: an outer upsert's conflict handling would override the IGNORE."""
-    guard = f"NOT EXISTS (SELECT 1 FROM {table} WHERE session = {expr})"
-    return f"INSERT INTO {table} (session) SELECT {expr} WHERE {guard};"
-
-
-# -- schema ---------------------------------------------------------------------------------------------------
-SCHEMA: tuple[str, ...] = (
-    """CREATE TABLE receipt_figures (
-        session TEXT NOT NULL,
-        observer TEXT NOT NULL,
-        n_rows INTEGER NOT NULL DEFAULT 0,
-        tombstones INTEGER NOT NULL DEFAULT 0,
-        numbered INTEGER NOT NULL DEFAULT 0,
-        ranges TEXT NOT NULL DEFAULT '',
-        safety INTEGER NOT NULL DEFAULT 0,
-        malformed INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (session, observer)
-    ) WITHOUT ROWID""",
-    # The sessions an observer wrote rows in: the receipts an overflow row of that observer affects.
-    "CREATE INDEX receipt_figures_observer ON receipt_figures(observer)",
-    """CREATE TABLE receipt_missing (
-        trace_id TEXT NOT NULL,
-        parent_span_id TEXT NOT NULL,
-        session TEXT NOT NULL,
-        observer TEXT NOT NULL,
-        sequence INTEGER NOT NULL,
-        start_ns INTEGER NOT NULL,
-        PRIMARY KEY (trace_id, parent_span_id, session)
-    ) WITHOUT ROWID""",
-    "CREATE INDEX receipt_missing_session ON receipt_missing(session)",
-    """CREATE TABLE receipt_sessions (
-        session TEXT PRIMARY KEY,
-        settled INTEGER NOT NULL,
-        status TEXT,
-        reasons TEXT,
-        counts TEXT,
-        observers TEXT,
-        unjudged TEXT
-    ) WITHOUT ROWID""",
-    "CREATE INDEX receipt_sessions_unsettled ON receipt_sessions(session) WHERE settled = 0",
-    "CREATE INDEX receipt_sessions_unjudged ON receipt_sessions(session) WHERE unjudged IS NOT NULL",
-    "CREATE TABLE receipt_totals (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE receipt_touched (session TEXT PRIMARY KEY) WITHOUT ROWID",
-    "CREATE TABLE receipt_stale (session TEXT PRIMARY KEY) WITHOUT ROWID",
-    """CREATE TABLE receipt_state (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        watermark INTEGER NOT NULL DEFAULT 0
-    )""",
-    # Ledger, bookkeeping and violations: written per (observer, session) or per session, never per span.
-    f"""CREATE TRIGGER receipt_stats_insert AFTER INSERT ON session_stats BEGIN
-        {_touch("receipt_touched", "new.session")}
-    END""",
-    f"""CREATE TRIGGER receipt_stats_update AFTER UPDATE ON session_stats BEGIN
-        {_touch("receipt_touched", "old.session")}
-        {_touch("receipt_touched", "new.session")}
-    END""",
-    f"""CREATE TRIGGER receipt_stats_delete AFTER DELETE ON session_stats BEGIN
-        {_touch("receipt_touched", "old.session")}
-    END""",
-    f"""CREATE TRIGGER receipt_sessions_insert AFTER INSERT ON sessions BEGIN
-        {_touch("receipt_touched", "new.session")}
-    END""",
-    # Not the activity columns (set on every batch): written or deleted rows touch their sessions anyway.
-    f"""CREATE TRIGGER receipt_sessions_update AFTER UPDATE OF session, cleared_at_ns, generation, pruned_spans,
-        cleared_spans ON sessions BEGIN
-        {_touch("receipt_touched", "old.session")}
-        {_touch("receipt_touched", "new.session")}
-    END""",
-    f"""CREATE TRIGGER receipt_sessions_delete AFTER DELETE ON sessions BEGIN
-        {_touch("receipt_touched", "old.session")}
-    END""",
-    f"""CREATE TRIGGER receipt_violations_insert AFTER INSERT ON violations BEGIN
-        {_touch("receipt_touched", "new.session")}
-    END""",
-    f"""CREATE TRIGGER receipt_violations_delete AFTER DELETE ON violations BEGIN
-        {_touch("receipt_touched", "old.session")}
-    END""",
-    # The writer never updates a row; anything that does makes its sessions' figures a question for the rows.
-    f"""CREATE TRIGGER receipt_spans_update AFTER UPDATE ON spans BEGIN
-        {_touch("receipt_stale", "coalesce(old.session, '')")}
-        {_touch("receipt_stale", "coalesce(new.session, '')")}
-    END""",
-    "INSERT INTO receipt_state (id, watermark) VALUES (1, 0)",
-)
-"""Migration 8's schema statements (its backfill is :func:`rebuild`)."""
 
 
 # -- the writer's part ----------------------------------------------------------------------------------------
@@ -259,39 +171,61 @@ def add_written(
         conn.executemany("INSERT OR IGNORE INTO receipt_touched (session) VALUES (?)", [(k,) for k in touched])
 
 
+_JUST_WRITTEN: dict[int, dict[str, dict[str, Figure]]] = {}
+"""id(connection) -> session -> observer -> the figures :func:`_merge_figures` wrote in the transaction under way
+(every observer of each session), so that :func:`settle` need not read them back. Dropped when a transaction
+begins and for any session whose figures are recomputed."""
+
+
 def _merge_figures(conn: sqlite3.Connection, figures: Mapping[tuple[str, str], Figure]) -> None:
-    keys = list(figures)
-    old: dict[tuple[str, str], tuple[int, str]] = {}
-    sessions = sorted({key for key, _observer in keys})
-    for chunk in chunks(sessions):
-        for session, observer, numbered, ranges in conn.execute(
-            "SELECT session, observer, numbered, ranges FROM receipt_figures"
+    current: dict[str, dict[str, Figure]] = {key: {} for key, _observer in figures}
+    for chunk in chunks(sorted(current)):
+        for session, observer, n, tomb, numbered, ranges, safety, malformed in conn.execute(
+            "SELECT session, observer, n_rows, tombstones, numbered, ranges, safety, malformed FROM receipt_figures"
             f" WHERE session IN ({','.join('?' * len(chunk))})",
             list(chunk),
         ):
-            if (session, observer) in figures:
-                old[(session, observer)] = (int(numbered), str(ranges))
+            current[session][observer] = Figure(
+                int(n), int(tomb), int(numbered), load_ranges(ranges), int(safety), int(malformed)
+            )
     params = []
-    for fkey, figure in figures.items():
-        ranges = figure.ranges
-        if fkey in old:
-            merged = load_ranges(old[fkey][1])
-            for lo, hi in ranges:
-                merge_range(merged, lo, hi)
-            ranges = merged
-        params.append((*fkey, figure.n_rows, figure.tombstones, figure.numbered, dump_ranges(ranges), figure.safety))
+    for (session, observer), delta in figures.items():
+        figure = current[session].get(observer)
+        if figure is None:
+            figure = current[session][observer] = delta
+        else:
+            figure.n_rows += delta.n_rows
+            figure.tombstones += delta.tombstones
+            figure.numbered += delta.numbered
+            figure.safety += delta.safety
+            figure.malformed += delta.malformed
+            for lo, hi in delta.ranges:
+                merge_range(figure.ranges, lo, hi)
+        params.append(
+            (
+                session,
+                observer,
+                figure.n_rows,
+                figure.tombstones,
+                figure.numbered,
+                dump_ranges(figure.ranges),
+                figure.safety,
+                figure.malformed,
+            )
+        )
     conn.executemany(
-        "INSERT INTO receipt_figures (session, observer, n_rows, tombstones, numbered, ranges, safety)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session, observer) DO UPDATE SET n_rows = n_rows + excluded.n_rows,"
-        " tombstones = tombstones + excluded.tombstones, numbered = numbered + excluded.numbered,"
-        " ranges = excluded.ranges, safety = safety + excluded.safety",
+        "INSERT OR REPLACE INTO receipt_figures (session, observer, n_rows, tombstones, numbered, ranges, safety,"
+        " malformed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         params,
     )
+    _JUST_WRITTEN.setdefault(id(conn), {}).update(current)
 
 
 def recompute_sessions(conn: sqlite3.Connection, keys: Iterable[str]) -> None:
     """Recompute the figures of ``keys`` from their stored rows (decoded, as a reader decodes them)."""
+    written = _JUST_WRITTEN.get(id(conn), {})
     for key in sorted(set(keys)):
+        written.pop(key, None)
         conn.execute("DELETE FROM receipt_figures WHERE session = ?", (key,))
         figures: dict[str, Figure] = {}
         for row in conn.execute(
@@ -373,6 +307,7 @@ def begin(conn: sqlite3.Connection) -> None:
     """At the start of a write transaction of ours: when the rows are not those the figures account for (a row
     inserted or deleted by other means since the last settle), the figures stop vouching for the store until
     :func:`rebuild` (the watermark becomes -1)."""
+    _JUST_WRITTEN.pop(id(conn), None)
     found = conn.execute("SELECT watermark FROM receipt_state WHERE id = 1").fetchone()
     if found is None or int(found[0]) < 0:
         return
@@ -400,7 +335,7 @@ def settle(conn: sqlite3.Connection) -> None:
 
 
 def _settle_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
-    facts = load_facts(conn, keys)
+    facts = load_facts(conn, keys, _JUST_WRITTEN.pop(id(conn), None))
     old: dict[str, tuple[Any, ...]] = {}
     for chunk in chunks(keys):
         for row in conn.execute(
@@ -464,6 +399,7 @@ def rebuild(conn: sqlite3.Connection) -> None:
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN IMMEDIATE")
+    _JUST_WRITTEN.pop(id(conn), None)
     try:
         for table in ("receipt_figures", "receipt_missing", "receipt_sessions", "receipt_totals", "receipt_stale"):
             conn.execute(f"DELETE FROM {table}")

@@ -6,7 +6,7 @@ See :mod:`otel_agentdiag.storage.receipt_figures` for the tables and when they v
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +28,22 @@ def chunks(items: Sequence[Any], size: int = 400) -> Iterable[Sequence[Any]]:
         yield items[start : start + size]
 
 
-def load_facts(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[SessionFacts, bool, bool]]:
-    """key -> (facts, listed: has a ``sessions`` row the reader lists, known: the receipt lists the session)."""
-    figures: dict[str, dict[str, Figure]] = {k: {} for k in keys}
+def load_facts(
+    conn: sqlite3.Connection, keys: Sequence[str], written: Mapping[str, dict[str, Figure]] | None = None
+) -> dict[str, tuple[SessionFacts, bool, bool]]:
+    """key -> (facts, listed: has a ``sessions`` row the reader lists, known: the receipt lists the session).
+    ``written``: figures of some of the sessions as the transaction under way wrote them (not read again)."""
+    cached = written or {}
+    figures: dict[str, dict[str, Figure]] = {k: cached.get(k, {}) for k in keys}
+    for chunk in chunks([k for k in keys if k not in cached]):
+        for session, observer, n, tomb, numbered, ranges, safety, malformed in conn.execute(
+            "SELECT session, observer, n_rows, tombstones, numbered, ranges, safety, malformed FROM receipt_figures"
+            f" WHERE session IN ({','.join('?' * len(chunk))})",
+            list(chunk),
+        ):
+            figures[session][observer] = Figure(
+                int(n), int(tomb), int(numbered), load_ranges(ranges), int(safety), int(malformed)
+            )
     stats: dict[str, list[SessionStats]] = {k: [] for k in keys}
     rows: dict[str, tuple[Any, ...]] = {}
     violations: dict[str, int] = {}
@@ -38,14 +51,6 @@ def load_facts(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple
     for chunk in chunks(keys):
         marks = ",".join("?" * len(chunk))
         args = list(chunk)
-        for session, observer, n, tomb, numbered, ranges, safety, malformed in conn.execute(
-            "SELECT session, observer, n_rows, tombstones, numbered, ranges, safety, malformed FROM receipt_figures"
-            f" WHERE session IN ({marks})",
-            args,
-        ):
-            figures[session][observer] = Figure(
-                int(n), int(tomb), int(numbered), load_ranges(ranges), int(safety), int(malformed)
-            )
         for observer, session, observed, accepted, stored, duplicates, rejected, dropped in conn.execute(
             "SELECT observer, session, observed, accepted, stored, duplicates, rejected, dropped FROM session_stats"
             f" WHERE session IN ({marks}) ORDER BY session, observer",

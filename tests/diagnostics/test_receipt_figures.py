@@ -38,7 +38,7 @@ from otel_agentdiag.diagnostics.receipt import (
 )
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.redaction.policy import LOCAL, Callback
-from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore, receipt_figures
+from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore, receipt_figures, receipt_schema
 from otel_agentdiag.storage.connection import StoreNeedsUpgrade
 from otel_agentdiag.storage.receipt_rules import _add_numbers, _missing_below, merge_range
 
@@ -391,7 +391,7 @@ def test_a_version_7_store_with_rows_migrates_to_figures_equal_to_a_rebuild(tmp_
 
 
 def _names(kind: str) -> list[str]:
-    return re.findall(rf"CREATE {kind} (\w+)", " ".join(receipt_figures.SCHEMA))
+    return re.findall(rf"CREATE {kind} (\w+)", " ".join(receipt_schema.SCHEMA))
 
 
 def test_a_copied_store_keeps_its_figures(tmp_path: Path) -> None:

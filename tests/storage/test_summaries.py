@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from storage_helpers import T0, query
 
-from otel_agentdiag.storage import LATEST_VERSION, RetentionLimits, SpanRow, SpanStore, receipt_figures
+from otel_agentdiag.storage import LATEST_VERSION, RetentionLimits, SpanRow, SpanStore, receipt_schema
 from otel_agentdiag.storage.summaries import rebuild_summaries
 
 SUMMARY_QUERIES = (
@@ -180,8 +180,8 @@ def _fields(row: SpanRow) -> dict[str, Any]:
     return {name: getattr(row, name) for name in SpanRow.__dataclass_fields__}
 
 
-RECEIPT_TABLES = tuple(re.findall(r"CREATE TABLE (\w+)", " ".join(receipt_figures.SCHEMA)))
-RECEIPT_TRIGGERS = tuple(re.findall(r"CREATE TRIGGER (\w+)", " ".join(receipt_figures.SCHEMA)))
+RECEIPT_TABLES = tuple(re.findall(r"CREATE TABLE (\w+)", " ".join(receipt_schema.SCHEMA)))
+RECEIPT_TRIGGERS = tuple(re.findall(r"CREATE TRIGGER (\w+)", " ".join(receipt_schema.SCHEMA)))
 AS_V7 = (
     *(f"DROP TRIGGER {name}" for name in RECEIPT_TRIGGERS),
     *(f"DROP TABLE {name}" for name in RECEIPT_TABLES),
