@@ -171,7 +171,8 @@ def read_facts(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, Sessi
 
 
 def sessions_of_observers(conn: sqlite3.Connection, observers: Sequence[str]) -> set[str]:
-    """Session keys in which any of ``observers`` has rows or ledger rows."""
+    """Session keys in which any of ``observers`` has rows or ledger rows (the figures are scanned: no index on
+    their observer, which only a store with an overflow ledger row needs)."""
     found: set[str] = set()
     for chunk in chunks(list(observers)):
         marks = ",".join("?" * len(chunk))

@@ -22,8 +22,8 @@ SCHEMA: tuple[str, ...] = (
         malformed INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (session, observer)
     ) WITHOUT ROWID""",
-    # The sessions an observer wrote rows in: the receipts an overflow row of that observer affects.
-    "CREATE INDEX receipt_figures_observer ON receipt_figures(observer)",
+    # No index on observer: only a store with an overflow ledger row asks which sessions an observer wrote rows
+    # in (a scan then); the writer would pay for one on every new session.
     """CREATE TABLE receipt_missing (
         trace_id TEXT NOT NULL,
         parent_span_id TEXT NOT NULL,
