@@ -46,9 +46,13 @@ from otel_agentdiag.storage.codec import SPAN_COLUMNS, decode_span
 from otel_agentdiag.storage.provenance import IMPORTED_PREFIX
 from otel_agentdiag.storage.receipt_reads import chunks, load_facts
 from otel_agentdiag.storage.receipt_rules import (
+    CLEAN_CONTRIBUTION,
+    CLEAN_COUNTS,
     COUNT_KEYS,
+    VALID,
     Figure,
     SessionFacts,
+    clean_count,
     contribution,
     dump_ranges,
     judge_figures,
@@ -347,6 +351,7 @@ def _settle_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
     delta: dict[str, int] = {}
     upserts: list[tuple[Any, ...]] = []
     removed: list[tuple[str]] = []
+    observers_json: dict[str, str] = {}
     for key in keys:
         found = old.get(key)
         if found is not None and found[1]:
@@ -359,6 +364,18 @@ def _settle_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
             continue
         if not _settled(session_facts, listed):
             upserts.append((key, 0, None, None, None, None, None))
+            continue
+        n = clean_count(session_facts)
+        if n is not None:  # the usual session: its verdict's stored form and totals without building them
+            observer = session_facts.stats[0].observer
+            for name in CLEAN_CONTRIBUTION:
+                delta[name] = delta.get(name, 0) + n
+            for name in ("sessions", "provenance:observed", "observer:" + observer):
+                delta[name] = delta.get(name, 0) + 1
+            listing = observers_json.get(observer)
+            if listing is None:
+                listing = observers_json[observer] = json.dumps([observer])
+            upserts.append((key, 1, VALID, "", CLEAN_COUNTS.format(n), listing, None))
             continue
         verdict = judge_figures(session_facts)
         for name, value in contribution(verdict).items():

@@ -254,10 +254,11 @@ def missing_parents_rule_out(facts: SessionFacts) -> bool:
     return True
 
 
-def _clean(facts: SessionFacts) -> FigureVerdict | None:
-    """The verdict of the usual session, decided without the general rules (the writer judges one per touched
-    session): one observer, its ledger row with nothing lost, every number from 0 stored once, nothing deleted,
-    refused or flagged. None for any other session. The same verdict :func:`judge_figures`'s rules give it."""
+def clean_count(facts: SessionFacts) -> int | None:
+    """The number of rows of the usual session, decided without the general rules (the writer judges one per
+    touched session): one observer, its ledger row with nothing lost, every number from 0 stored once, nothing
+    deleted, refused or flagged. None for any other session. Its verdict is :func:`clean_verdict` (the one
+    :func:`judge_figures`'s rules give it)."""
     if len(facts.stats) != 1 or facts.pruned_spans or facts.cleared_spans or facts.cleared or facts.violations:
         return None
     row = facts.stats[0]
@@ -275,9 +276,22 @@ def _clean(facts: SessionFacts) -> FigureVerdict | None:
         return None
     if figure.tombstones or figure.malformed or figure.safety or facts.key.startswith(IMPORTED_PREFIX):
         return None
+    return n
+
+
+def clean_verdict(n: int, observer: str) -> FigureVerdict:
+    """The verdict of a session :func:`clean_count` found usual (``n`` rows of ``observer``)."""
     counts = dict.fromkeys(COUNT_KEYS, 0)
     counts["spans"] = counts["observed"] = counts["accepted"] = counts["stored"] = n
     return FigureVerdict(VALID, [], counts, [observer], OBSERVED, {})
+
+
+_CLEAN_COUNTED = ("spans", "observed", "accepted", "stored")
+CLEAN_COUNTS = ",".join("{0}" if key in _CLEAN_COUNTED else "0" for key in COUNT_KEYS)
+"""``CLEAN_COUNTS.format(n)``: the stored counts of :func:`clean_verdict` (``receipt_sessions.counts``)."""
+CLEAN_CONTRIBUTION = (*(f"count:{key}" for key in _CLEAN_COUNTED), "judged_spans")
+"""The totals :func:`contribution` adds ``n`` to for :func:`clean_verdict`; it adds 1 to ``sessions``,
+``provenance:observed`` and ``observer:<its observer>``."""
 
 
 def judge_figures(facts: SessionFacts, unattributed: Mapping[str, Mapping[str, int]] | None = None) -> FigureVerdict:
@@ -285,9 +299,9 @@ def judge_figures(facts: SessionFacts, unattributed: Mapping[str, Mapping[str, i
     its figures, ledger rows and bookkeeping. Exact when :func:`missing_parents_rule_out` holds (no unfinished
     span) and the session's ``sessions`` row (pruned/cleared counts) is the one the reader's summary shows.
     ``unattributed``: observer -> cause -> its overflow drops, for this session's observers. Pure."""
-    clean = _clean(facts) if not unattributed else None
-    if clean is not None:
-        return clean
+    n = clean_count(facts) if not unattributed else None
+    if n is not None:
+        return clean_verdict(n, facts.stats[0].observer)
     by_observer: dict[str, SessionStats] = {}
     reasons: set[str] = set()
     counts: dict[str, int] = dict.fromkeys(COUNT_KEYS, 0)

@@ -418,6 +418,31 @@ def test_the_usual_sessions_shortcut_gives_what_the_general_rules_give() -> None
     assert judge_figures(facts(3, [[0, 0], [2, 3]])).reasons == ["sequence_gap"]
 
 
+def test_the_writers_stored_form_of_the_usual_session_is_the_general_one() -> None:
+    from otel_agentdiag.storage import SessionStats
+    from otel_agentdiag.storage.receipt_rules import (
+        CLEAN_CONTRIBUTION,
+        CLEAN_COUNTS,
+        COUNT_KEYS,
+        Figure,
+        SessionFacts,
+        clean_count,
+        contribution,
+        judge_figures,
+    )
+
+    for n in (1, 3, 25):
+        facts = SessionFacts(
+            "s", {"obs": Figure(n, 0, n, [[0, n - 1]], 0, 0)}, [SessionStats("obs", "s", n, n, n, 0, {}, {})]
+        )
+        assert clean_count(facts) == n
+        verdict = judge_figures(facts, {"not-an-observer-of-it": {}})  # the general rules
+        assert CLEAN_COUNTS.format(n) == ",".join(str(verdict.counts[key]) for key in COUNT_KEYS)
+        expected = dict.fromkeys(CLEAN_CONTRIBUTION, n) | {"sessions": 1, "provenance:observed": 1, "observer:obs": 1}
+        assert contribution(verdict) == expected
+        assert (verdict.status, verdict.reasons, verdict.observers) == ("valid", [], ["obs"])
+
+
 def test_the_store_receipt_of_settled_sessions_reads_no_span_row(tmp_path: Path) -> None:
     path = tmp_path / "traces.db"
     with configured(path):
