@@ -48,6 +48,9 @@ def load_facts(
     rows: dict[str, tuple[Any, ...]] = {}
     violations: dict[str, int] = {}
     missing: dict[str, list[tuple[str, int]]] = {k: [] for k in keys}
+    # Both tables are usually empty: one probe each instead of a lookup per key.
+    any_violations = conn.execute("SELECT 1 FROM violations LIMIT 1").fetchone() is not None
+    any_missing = conn.execute("SELECT 1 FROM receipt_missing LIMIT 1").fetchone() is not None
     for chunk in chunks(keys):
         marks = ",".join("?" * len(chunk))
         args = list(chunk)
@@ -58,14 +61,14 @@ def load_facts(
         ):
             stats[session].append(
                 SessionStats(
-                    observer=observer,
-                    session=session or None,
-                    observed=int(observed or 0),
-                    accepted=int(accepted or 0),
-                    stored=int(stored or 0),
-                    duplicates=int(duplicates or 0),
-                    rejected={} if rejected == "{}" else load_counts(rejected),
-                    dropped={} if dropped == "{}" else load_counts(dropped),
+                    observer,
+                    session or None,
+                    int(observed or 0),
+                    int(accepted or 0),
+                    int(stored or 0),
+                    int(duplicates or 0),
+                    {} if rejected == "{}" else load_counts(rejected),
+                    {} if dropped == "{}" else load_counts(dropped),
                 )
             )
         for row in conn.execute(
@@ -74,14 +77,16 @@ def load_facts(
             args,
         ):
             rows[row[0]] = row
-        for session, n in conn.execute(
-            f"SELECT session, COUNT(*) FROM violations WHERE session IN ({marks}) GROUP BY session", args
-        ):
-            violations[session] = int(n)
-        for session, observer, sequence in conn.execute(
-            f"SELECT session, observer, sequence FROM receipt_missing WHERE session IN ({marks})", args
-        ):
-            missing[session].append((observer, int(sequence)))
+        if any_violations:
+            for session, n in conn.execute(
+                f"SELECT session, COUNT(*) FROM violations WHERE session IN ({marks}) GROUP BY session", args
+            ):
+                violations[session] = int(n)
+        if any_missing:
+            for session, observer, sequence in conn.execute(
+                f"SELECT session, observer, sequence FROM receipt_missing WHERE session IN ({marks})", args
+            ):
+                missing[session].append((observer, int(sequence)))
     out: dict[str, tuple[SessionFacts, bool, bool]] = {}
     for key in keys:
         row = rows.get(key)

@@ -201,11 +201,17 @@ class Figure:
             self.tombstones += 1
         if corrupt:
             self.malformed += 1
-        self.safety += positive_int(span.attributes.get(PUBLIC_SAFETY_COUNTER))
+        flagged = span.attributes.get(PUBLIC_SAFETY_COUNTER)
+        if flagged is not None:
+            self.safety += positive_int(flagged)
         sequence = span.sequence
         if stored_observer and isinstance(sequence, int) and not isinstance(sequence, bool) and sequence >= 0:
             self.numbered += 1
-            _add_numbers(self.ranges, (sequence,))
+            ranges = self.ranges
+            if ranges and sequence == ranges[-1][1] + 1:
+                ranges[-1][1] = sequence  # the usual case: the next number
+            else:
+                _add_numbers(ranges, (sequence,))
 
 
 # -- the rules, on figures ------------------------------------------------------------------------------------
