@@ -78,7 +78,7 @@ def _plain(row: SpanRow) -> bool:
         and isinstance(row.events, (list, tuple))
         and isinstance(row.links, (list, tuple))
         and (row.scope is None or type(row.scope) is dict)
-        and isinstance(row.resource, Mapping)
+        and (type(row.resource) is dict or isinstance(row.resource, Mapping))
         and (sequence is None or type(sequence) is int)
     )
 
@@ -94,23 +94,41 @@ def add_written(
     redo = set(stale)
     children: dict[tuple[str, str, str], tuple[str, int, int]] = {}
     observed_ids: set[tuple[str, str]] = set()
+    with_parent: list[tuple[SpanRow, str, str]] = []  # (row, session key, observer) of observed rows with a parent
+    last: tuple[str, str] | None = None  # the (session key, observer) of the row before: usually the same
+    figure = Figure()
+    numbers: list[int] = []  # the figure's sequence numbers in this batch
+    numbers_of: dict[tuple[str, str], list[int]] = {}
+    imported = False
     for row, observer in zip(written, observers, strict=True):
         key = row.session or ""
+        if (key, observer) != last:
+            last = (key, observer)
+            imported = key.startswith(IMPORTED_PREFIX)
+            seen = figures.get(last)
+            if seen is None:
+                figure = figures[last] = Figure()
+                numbers = numbers_of[last] = []
+            else:
+                figure, numbers = seen, numbers_of[last]
+        if imported:
+            if _plain(row):
+                figure.add_plain(row, observer, numbers)
+            else:
+                redo.add(key)
+            continue
+        if row.parent_span_id is not None:
+            with_parent.append((row, key, observer))
         if not _plain(row):
             redo.add(key)
             continue
-        fkey = (key, observer)
-        figure = figures.get(fkey)
-        if figure is None:
-            figure = figures[fkey] = Figure()
-        figure.add_span(row, corrupt=False, stored_observer=observer)
-        if key.startswith(IMPORTED_PREFIX):
-            continue
+        figure.add_plain(row, observer, numbers)
         observed_ids.add((row.trace_id, row.span_id))
-    for row, observer in zip(written, observers, strict=True):
-        key = row.session or ""
+    for fkey, collected in numbers_of.items():
+        figures[fkey].add_numbers(collected)
+    for row, key, observer in with_parent:
         parent = row.parent_span_id
-        if parent is None or key.startswith(IMPORTED_PREFIX) or (row.trace_id, parent) in observed_ids:
+        if parent is None or (row.trace_id, parent) in observed_ids:
             continue
         sequence = row.sequence if type(row.sequence) is int else -1
         child = (observer, sequence, row.start_ns)
@@ -118,6 +136,7 @@ def add_written(
         known = children.get(ckey)
         if known is None or (child[1], child[2]) < (known[1], known[2]):
             children[ckey] = child
+    figures = {fkey: counted for fkey, counted in figures.items() if counted.n_rows}  # not: only non-plain rows
     if figures:
         _merge_figures(conn, figures)
     touched: set[str] = {key for key, _observer in figures}

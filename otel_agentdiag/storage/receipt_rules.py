@@ -213,6 +213,26 @@ class Figure:
             else:
                 _add_numbers(ranges, (sequence,))
 
+    def add_plain(self, row: SpanRow, observer: str, numbers: list[int]) -> None:
+        """:meth:`add_span` for a row the writer stores as handed in (``sequence`` None or an ``int``, not a
+        bool; never malformed), with ``observer`` its stored observer ('' for none): the writer's per-row step.
+        The row's sequence number, when it counts, is appended to ``numbers`` for :meth:`add_numbers`."""
+        self.n_rows += 1
+        if row.name == sc.TOMBSTONE_SPAN_NAME:
+            self.tombstones += 1
+        flagged = row.attributes.get(PUBLIC_SAFETY_COUNTER)
+        if flagged is not None:
+            self.safety += positive_int(flagged)
+        sequence = row.sequence
+        if observer and sequence is not None and sequence >= 0:
+            numbers.append(sequence)
+
+    def add_numbers(self, numbers: list[int]) -> None:
+        """Count the sequence numbers :meth:`add_plain` collected (sorted once: spans end out of order)."""
+        if numbers:
+            self.numbered += len(numbers)
+            _add_numbers(self.ranges, numbers)
+
 
 # -- the rules, on figures ------------------------------------------------------------------------------------
 @dataclass(slots=True)

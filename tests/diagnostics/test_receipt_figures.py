@@ -458,3 +458,39 @@ def test_the_store_receipt_of_settled_sessions_reads_no_span_row(tmp_path: Path)
     # Only the figures and the bookkeeping: spans is touched for its largest rowid only (the watermark check).
     touching_spans = [s for s in statements if re.search(r"\bspans\b", s)]
     assert touching_spans and all("max(rowid)" in s for s in touching_spans), touching_spans
+
+
+def test_the_writers_per_row_step_counts_what_add_span_counts() -> None:
+    from otel_agentdiag import semconv as sc
+    from otel_agentdiag.storage import SpanRow
+    from otel_agentdiag.storage.receipt_rules import PUBLIC_SAFETY_COUNTER, Figure
+
+    def row(sequence: int | None, name: str = "chat m", flagged: object = None) -> SpanRow:
+        attributes = {} if flagged is None else {PUBLIC_SAFETY_COUNTER: flagged}
+        return SpanRow(
+            "t", "s", None, name, "llm", "internal", 0, 1, "ok", "k", attributes, [], [], {}, None, "o", sequence
+        )
+
+    # out of order, a duplicate, a gap, an unnumbered row, a negative number, a tombstone, safety counters
+    rows = [
+        row(3),
+        row(1),
+        row(3),
+        row(None),
+        row(-1),
+        row(0, sc.TOMBSTONE_SPAN_NAME),
+        row(7, flagged=2),
+        row(2, flagged=True),
+    ]
+    for observer in ("o", ""):
+        by_span, by_row, numbers = Figure(), Figure(), []
+        for r in rows:
+            by_span.add_span(r, corrupt=False, stored_observer=observer)
+            by_row.add_plain(r, observer, numbers)
+        by_row.add_numbers(numbers)
+        assert by_row == by_span
+    assert by_span.n_rows == 8 and by_span.safety == 2 and by_span.tombstones == 1
+    numbered = Figure()
+    for r in rows:
+        numbered.add_span(r, corrupt=False, stored_observer="o")
+    assert (numbered.numbered, numbered.ranges) == (6, [[0, 3], [7, 7]])
