@@ -83,13 +83,27 @@ def _plain(row: SpanRow) -> bool:
     )
 
 
+def hush(conn: sqlite3.Connection, quiet: bool) -> None:
+    """Turn the triggers on the ledger's inserts and updates and on new ``sessions`` rows off (``quiet``) or on
+    again, within the writer's transaction (a rollback turns them on again): while they are off, the writer
+    passes the sessions it upserted to :func:`add_written` as ``ledger_sessions`` (a trigger per session cost
+    more than the insert it guards)."""
+    conn.execute("UPDATE receipt_state SET quiet = ? WHERE id = 1", (1 if quiet else 0,))
+
+
 def add_written(
-    conn: sqlite3.Connection, written: Sequence[SpanRow], observers: Sequence[str], stale: Iterable[str] = ()
+    conn: sqlite3.Connection,
+    written: Sequence[SpanRow],
+    observers: Sequence[str],
+    stale: Iterable[str] = (),
+    ledger_sessions: Iterable[str] = (),
 ) -> None:
     """Add the rows a batch wrote to the figures and the missing parents; ``observers``: each row's stored
     observer ('' for none), parallel to ``written``; ``stale``: session keys whose rows the writer changed on the
-    way in (shrunk to fit): recomputed from the stored rows. Call in the writer's transaction, after the insert
-    and before :func:`~otel_agentdiag.storage.summaries.record_batch` (whose delete handling follows)."""
+    way in (shrunk to fit): recomputed from the stored rows; ``ledger_sessions``: sessions whose ledger or
+    ``sessions`` row the writer wrote while :func:`hush` was on (settled like the rest). Call in the writer's
+    transaction, after the insert and before :func:`~otel_agentdiag.storage.summaries.record_batch` (whose
+    delete handling follows)."""
     figures: dict[tuple[str, str], Figure] = {}
     redo = set(stale)
     children: dict[tuple[str, str, str], tuple[str, int, int]] = {}
@@ -140,6 +154,7 @@ def add_written(
     if figures:
         _merge_figures(conn, figures)
     touched: set[str] = {key for key, _observer in figures}
+    touched.update(ledger_sessions)
     # Missing parents that this batch brought.
     if observed_ids and conn.execute("SELECT 1 FROM receipt_missing LIMIT 1").fetchone() is not None:
         traces = sorted({trace_id for trace_id, _span_id in observed_ids})

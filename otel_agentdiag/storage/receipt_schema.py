@@ -10,6 +10,9 @@ def _touch(table: str, expr: str) -> str:
     return f"INSERT INTO {table} (session) SELECT {expr} WHERE {guard};"
 
 
+_LOUD = "WHEN NOT EXISTS (SELECT 1 FROM receipt_state WHERE id = 1 AND quiet)"
+"""A trigger's condition: not while the writer notes the sessions itself (:func:`~.receipt_figures.hush`)."""
+
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE receipt_figures (
         session TEXT NOT NULL,
@@ -50,20 +53,22 @@ SCHEMA: tuple[str, ...] = (
     "CREATE TABLE receipt_stale (session TEXT PRIMARY KEY) WITHOUT ROWID",
     """CREATE TABLE receipt_state (
         id INTEGER PRIMARY KEY CHECK (id = 1),
-        watermark INTEGER NOT NULL DEFAULT 0
+        watermark INTEGER NOT NULL DEFAULT 0,
+        quiet INTEGER NOT NULL DEFAULT 0
     )""",
-    # Ledger, bookkeeping and violations: written per (observer, session) or per session, never per span.
-    f"""CREATE TRIGGER receipt_stats_insert AFTER INSERT ON session_stats BEGIN
+    # Ledger, bookkeeping and violations: written per (observer, session) or per session, never per span. The
+    # writer's own ledger upserts and new ``sessions`` rows note their sessions in Python (``quiet`` = 1 meanwhile).
+    f"""CREATE TRIGGER receipt_stats_insert AFTER INSERT ON session_stats {_LOUD} BEGIN
         {_touch("receipt_touched", "new.session")}
     END""",
-    f"""CREATE TRIGGER receipt_stats_update AFTER UPDATE ON session_stats BEGIN
+    f"""CREATE TRIGGER receipt_stats_update AFTER UPDATE ON session_stats {_LOUD} BEGIN
         {_touch("receipt_touched", "old.session")}
         {_touch("receipt_touched", "new.session")}
     END""",
     f"""CREATE TRIGGER receipt_stats_delete AFTER DELETE ON session_stats BEGIN
         {_touch("receipt_touched", "old.session")}
     END""",
-    f"""CREATE TRIGGER receipt_sessions_insert AFTER INSERT ON sessions BEGIN
+    f"""CREATE TRIGGER receipt_sessions_insert AFTER INSERT ON sessions {_LOUD} BEGIN
         {_touch("receipt_touched", "new.session")}
     END""",
     # Not the activity columns (set on every batch): written or deleted rows touch their sessions anyway.

@@ -242,10 +242,13 @@ class StoreWriter(StoreConnection):
                     tally.duplicates += 1
             if accounting is not None:
                 add_accounting(tallies, accounting)
+            receipt_figures.hush(self._conn, True)  # the ledger's and new sessions' rows noted below, not by triggers
             upsert_stats(self._conn, tallies)
             upsert_observers(self._conn, accounting, {obs for obs, _session in tallies if obs}, now, imported=imported)
             pruned = self._apply_written(added, now)
-            receipt_figures.add_written(self._conn, written, written_observers, refigure)
+            receipt_figures.hush(self._conn, False)
+            ledger = {session for _observer, session in tallies}
+            receipt_figures.add_written(self._conn, written, written_observers, refigure, ledger)
             record_batch(self._conn, written)
         return WriteResult(
             inserted=inserted,

@@ -494,3 +494,20 @@ def test_the_writers_per_row_step_counts_what_add_span_counts() -> None:
     for r in rows:
         numbered.add_span(r, corrupt=False, stored_observer="o")
     assert (numbered.numbered, numbered.ranges) == (6, [[0, 3], [7, 7]])
+
+
+def test_the_writer_hushes_the_ledger_triggers_only_inside_its_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    with configured(path):
+        react_agent("conv-a", PLAN)
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert conn.execute("SELECT quiet FROM receipt_state").fetchone() == (0,)  # never left on after a write
+    # A ledger row written by other means still notes its session (the figures stop vouching until settled).
+    conn.execute("INSERT INTO session_stats (observer, session, observed) VALUES ('other', 'conv-raw', 1)")
+    assert conn.execute("SELECT session FROM receipt_touched").fetchall() == [("conv-raw",)]
+    conn.close()
+    with SpanStore(path, create=False, read_only=True) as store:
+        assert store.receipt_figures() is None
+    with configured(path):
+        react_agent("conv-b", PLAN)  # the writer's next transaction settles it
+    assert_figures_agree(path)
