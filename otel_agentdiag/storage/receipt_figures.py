@@ -19,7 +19,9 @@ on figures are in :mod:`otel_agentdiag.storage.receipt_rules`, the reads in
   unfinished, the no-session bucket without rows, a session with neither rows nor ledger rows.
 - ``receipt_totals``: the settled sessions' receipts summed (counts, sessions per reason among those judged,
   spans judged, sessions per observer and per provenance, sessions with nothing to judge), by delta.
-- ``receipt_touched`` (sessions whose ledger, ``sessions`` row or violations changed: filled by triggers) and
+- ``receipt_touched`` (sessions whose ledger, ``sessions`` row or violations changed: filled by triggers, except
+  for the writer's own ledger upserts and new ``sessions`` rows, noted by :func:`add_written` while
+  :func:`hush` holds those triggers: ``receipt_state.quiet``) and
   ``receipt_stale`` (sessions whose rows changed other than by the writer: an ``UPDATE`` of ``spans``, a row the
   writer cannot vouch for): :func:`settle` recomputes them before every commit of the store's own transactions.
 - ``receipt_state``: the largest span rowid the figures account for, checked at the start of each transaction of
