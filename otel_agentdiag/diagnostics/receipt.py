@@ -7,23 +7,16 @@ and re-exports them. Every function here reads only.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from otel_agentdiag.diagnostics.parents import spans_elsewhere
 from otel_agentdiag.diagnostics.verdict import (
-    COUNT_KEYS,
-    DEGRADED,
-    IMPORTED,
-    INVALID,
-    MIXED,
     PROVENANCES,
-    QUARANTINED,
     REASONS,
     STATUSES,
-    VALID,
     Receipt,
     ReceiptInput,
     combine,
@@ -32,6 +25,22 @@ from otel_agentdiag.diagnostics.verdict import (
     unattributed_of,
 )
 from otel_agentdiag.storage import OVERFLOW_SESSION, SessionStats, SessionSummary, SpanStore, StoredSpan
+from otel_agentdiag.storage.provenance import OBSERVED
+from otel_agentdiag.storage.receipt_rules import (
+    COUNT_KEYS,
+    DEGRADED,
+    IMPORTED,
+    INGEST_VIOLATION,
+    INVALID,
+    MIXED,
+    QUARANTINED,
+    VALID,
+    FigureVerdict,
+    contribution,
+    judge_figures,
+    nothing_reason,
+    status_for,
+)
 
 __all__ = [
     "COUNT_KEYS",
@@ -50,10 +59,12 @@ __all__ = [
     "judge",
     "combine",
     "nothing_to_judge",
+    "overview_from_rows",
     "session_receipt",
     "session_receipts",
     "store_overview",
     "store_receipt",
+    "store_receipt_from_rows",
 ]
 
 
@@ -177,6 +188,110 @@ def store_overview(store: SpanStore, *, limit: int | None = None, since_ns: int 
 
     ``limit`` / ``since_ns`` (``agentdiag sessions --limit/--since``): only the sessions
     :meth:`~otel_agentdiag.storage.SpanStore.list_sessions` lists with them (none known only from the ledger or
+    a violation), and only theirs are judged: the cost follows the page. ``malformed_rows`` then counts the
+    malformed rows of those sessions only.
+
+    A settled session's receipt is the one the writer computed from its figures in its transaction (see
+    :mod:`otel_agentdiag.storage.receipt_figures`): no span of it is read. The others (imported, with a parent
+    that may be an unfinished span, ...) are judged from their rows, as is every session when the figures do not
+    vouch for the store (rows written by other means): :func:`overview_from_rows`, to the same result.
+    """
+    paged = limit is not None or since_ns is not None
+
+    def read() -> Overview | None:
+        if store.receipt_figures() is None:
+            return None
+        summaries = store.list_sessions(limit=limit, since_ns=since_ns)
+        by_session = {s.session: s for s in summaries}
+        violations = store.violation_counts()
+        sessions: dict[str | None, None] = dict.fromkeys(by_session)
+        if not paged:
+            sessions.update(dict.fromkeys(store.ledger_sessions()))
+            sessions.update(dict.fromkeys(s for s in violations if s is not None))
+        verdicts = store.receipt_verdicts(None if not paged else list(sessions))
+        overflow = store.session_stats(OVERFLOW_SESSION)
+        adjusted = _overflow_verdicts(store, overflow, verdicts)
+        found: list[tuple[SessionSummary | None, Receipt]] = []
+        for session in sessions:
+            verdict = adjusted.get(session) or verdicts.get(session)
+            if verdict is not None:
+                receipt = _from_verdict(session, verdict)
+            else:
+                receipt = _judge_from_rows(store, session, violations, overflow)
+            found.append((by_session.get(session), receipt))
+        malformed = sum(receipt.counts.get("malformed_rows", 0) for _summary, receipt in found)
+        return Overview(found, malformed, sum(violations.values()))
+
+    result: Overview | None = _consistent(read, store.change_mark)
+    if result is None:
+        return overview_from_rows(store, limit=limit, since_ns=since_ns)
+    return result
+
+
+def _from_verdict(session: str | None, verdict: FigureVerdict) -> Receipt:
+    return Receipt(
+        verdict.status,
+        list(verdict.reasons),
+        dict(verdict.counts),
+        list(verdict.observers),
+        session,
+        provenance=verdict.provenance,
+        unattributed_drops=dict(verdict.unattributed_drops),
+    )
+
+
+def _as_verdict(receipt: Receipt) -> FigureVerdict:
+    return FigureVerdict(
+        receipt.status,
+        list(receipt.reasons),
+        dict(receipt.counts),
+        list(receipt.observers),
+        receipt.provenance,
+        dict(receipt.unattributed_drops),
+    )
+
+
+def _judge_from_rows(
+    store: SpanStore, session: str | None, violations: dict[str | None, int], overflow: Sequence[SessionStats]
+) -> Receipt:
+    """One session judged from its rows (what :func:`session_receipt` reads), inside a caller's reading."""
+    summary = store.session_summary(session)
+    stats = store.session_stats(session)
+    spans = store.session_spans(session)
+    count = violations.get(session, 0) if session is not None else 0
+    data = _input_for(store, session, summary, stats, spans, count, store.named_pruned_spans, overflow)
+    return judge(data)
+
+
+def _overflow_verdicts(
+    store: SpanStore,
+    overflow: Sequence[SessionStats],
+    verdicts: dict[str | None, FigureVerdict | None] | None = None,
+) -> dict[str | None, FigureVerdict]:
+    """Settled sessions whose receipt an overflow ledger row changes (an observer of theirs has one), judged from
+    their figures with it: session -> verdict. ``verdicts``: the stored ones, when already read."""
+    if not overflow:
+        return {}
+    observers = {row.observer for row in overflow}
+    affected = store.sessions_of_observers(observers) - {OVERFLOW_SESSION}
+    if verdicts is None:
+        verdicts = store.receipt_verdicts(affected)
+    settled = [session for session in affected if verdicts.get(session) is not None]
+    out: dict[str | None, FigureVerdict] = {}
+    for session, facts in store.receipt_facts(settled).items():
+        mine = {row.observer for row in facts.stats} | {o for o, f in facts.figures.items() if f.n_rows}
+        out[session] = judge_figures(facts, unattributed_of(overflow, mine))
+    return out
+
+
+def overview_from_rows(store: SpanStore, *, limit: int | None = None, since_ns: int | None = None) -> Overview:
+    """:func:`store_overview` the reference way: every session's rows read and judged (:func:`~.verdict.judge`),
+    whatever the receipt figures say. Reads only; what the figure-based path is tested against.
+
+    A session known only from a recorded violation (none of its spans stored) gets a receipt too: ``invalid``.
+
+    ``limit`` / ``since_ns`` (``agentdiag sessions --limit/--since``): only the sessions
+    :meth:`~otel_agentdiag.storage.SpanStore.list_sessions` lists with them (none known only from the ledger or
     a violation), and only theirs are read and judged: the cost follows the page. ``malformed_rows`` then counts
     the malformed rows of those sessions only.
 
@@ -245,5 +360,72 @@ def store_receipt(store: SpanStore) -> Receipt:
     (:attr:`Receipt.not_judged` names it); the store is invalid when it holds no span at all, when a session is
     invalid for a reason code, or when the store recorded any violation (``ingest_violation``, whether or not its
     session is known).
+
+    Read from the figures the writer keeps in its transaction (the settled sessions' receipts summed), plus the
+    sessions only their rows can judge, judged from them, plus the settled sessions an overflow ledger row
+    concerns, judged from their figures: no span of a settled session is read. When the figures do not vouch
+    for the store (rows written by other means), every session is judged from its rows
+    (:func:`store_receipt_from_rows`), to the same receipt.
     """
-    return store_overview(store).receipt()
+
+    def read() -> Receipt | None:
+        figures = store.receipt_figures()
+        if figures is None:
+            return None
+        totals: Counter[str] = Counter(figures.totals)
+        not_judged = set(figures.not_judged)
+        violations = store.violation_counts()
+        overflow = store.session_stats(OVERFLOW_SESSION)
+        adjusted = _overflow_verdicts(store, overflow)
+        if adjusted:
+            stored = store.receipt_verdicts(list(adjusted))
+            for session, verdict in adjusted.items():
+                before = stored.get(session)
+                if before is not None:
+                    totals.subtract(contribution(before))
+                totals.update(contribution(verdict))
+                key = session or ""
+                not_judged.discard(key)
+                if nothing_reason(verdict.counts, verdict.reasons) is not None:
+                    not_judged.add(key)
+        for key in figures.unsettled:
+            receipt = _judge_from_rows(store, key or None, violations, overflow)
+            totals.update(contribution(_as_verdict(receipt)))
+            if nothing_to_judge(receipt) is not None:
+                not_judged.add(key)
+        return _from_totals(totals, sorted(not_judged), sum(violations.values()))
+
+    result: Receipt | None = _consistent(read, store.change_mark)
+    if result is None:
+        return store_receipt_from_rows(store)
+    return result
+
+
+def store_receipt_from_rows(store: SpanStore) -> Receipt:
+    """:func:`store_receipt` the reference way: every session judged from its rows, combined. Reads only."""
+    return overview_from_rows(store).receipt()
+
+
+def _from_totals(totals: Mapping[str, int], not_judged: Sequence[str], violations: int) -> Receipt:
+    """The store receipt :func:`~.verdict.combine` gives, from the sessions' receipts summed (see
+    :func:`~otel_agentdiag.storage.receipt_figures.contribution`)."""
+    counts = {key: int(totals.get(f"count:{key}", 0)) for key in COUNT_KEYS}
+    counts["ingest_violations"] = max(counts["ingest_violations"], violations)
+    found = {name[len("reason:") :] for name, n in totals.items() if name.startswith("reason:") and n > 0}
+    if counts["ingest_violations"]:
+        found.add(INGEST_VIOLATION)
+    reasons = sorted(found)
+    observers = sorted(name[len("observer:") :] for name, n in totals.items() if name.startswith("observer:") and n > 0)
+    status = status_for(reasons, spans=int(totals.get("judged_spans", 0)), malformed=counts["malformed_rows"])
+    kinds = {name[len("provenance:") :] for name, n in totals.items() if name.startswith("provenance:") and n > 0}
+    provenance = MIXED if len(kinds) > 1 or MIXED in kinds else (kinds.pop() if kinds else OBSERVED)
+    return Receipt(
+        status,
+        reasons,
+        counts,
+        observers,
+        None,
+        scope="store",
+        provenance=provenance,
+        not_judged=tuple(key or None for key in not_judged),
+    )

@@ -69,27 +69,33 @@ from otel_agentdiag.storage import OVERFLOW_SESSION, SessionStats, StoredSpan
 from otel_agentdiag.storage.provenance import IMPORTED as IMPORTED_PROVENANCE
 from otel_agentdiag.storage.provenance import OBSERVED, is_imported
 
-VALID = "valid"
-IMPORTED = "imported"
-DEGRADED = "degraded"
-QUARANTINED = "quarantined"
-INVALID = "invalid"
+# The vocabulary lives beside the figures the writer judges with (storage/receipt_figures.py): one copy.
+from otel_agentdiag.storage.receipt_rules import (
+    BACKPRESSURE_DROP,
+    COUNT_KEYS,
+    DEGRADED,
+    DUPLICATE_SEQUENCE,
+    EXPORT_FAILURE,
+    IMPORTED,
+    INGEST_VIOLATION,
+    INVALID,
+    LEDGER_INVALID,
+    MIXED,
+    PUBLIC_SAFETY_COUNTER,
+    PUBLIC_SAFETY_VIOLATION,
+    QUARANTINED,
+    REDACTOR_ERROR,
+    SEQUENCE_GAP,
+    STATS_MISSING,
+    UNFINISHED_SPAN,
+    VALID,
+)
+from otel_agentdiag.storage.receipt_rules import status_for as _status_for
+
 STATUSES = (VALID, IMPORTED, DEGRADED, QUARANTINED, INVALID)
 """From best to worst."""
-MIXED = "mixed"
 PROVENANCES = (OBSERVED, IMPORTED_PROVENANCE, MIXED)
 """Values of :attr:`Receipt.provenance` (``mixed``: a store receipt over observed and imported sessions)."""
-
-SEQUENCE_GAP = "sequence_gap"
-DUPLICATE_SEQUENCE = "duplicate_sequence"
-BACKPRESSURE_DROP = "backpressure_drop"
-EXPORT_FAILURE = "export_failure"
-REDACTOR_ERROR = "redactor_error"
-PUBLIC_SAFETY_VIOLATION = "public_safety_violation"
-UNFINISHED_SPAN = "unfinished_span"
-STATS_MISSING = "stats_missing"
-LEDGER_INVALID = "ledger_invalid"
-INGEST_VIOLATION = "ingest_violation"
 REASONS = (
     BACKPRESSURE_DROP,
     DUPLICATE_SEQUENCE,
@@ -104,41 +110,12 @@ REASONS = (
     UNFINISHED_SPAN,
 )
 
-_INVALID_REASONS = frozenset({STATS_MISSING, LEDGER_INVALID, INGEST_VIOLATION})
-_QUARANTINE_REASONS = frozenset({REDACTOR_ERROR, PUBLIC_SAFETY_VIOLATION})
-_DEGRADED_REASONS = frozenset({SEQUENCE_GAP, DUPLICATE_SEQUENCE, BACKPRESSURE_DROP, EXPORT_FAILURE, UNFINISHED_SPAN})
-
 # Drop causes and reject reasons as the pipeline and the store record them.
 DROP_QUEUE_FULL = "queue_full"
 DROP_EXPORT_FAILURE = "export_failure"
 DROP_SHUTDOWN = "shutdown"
 DROP_CLEARED = "cleared"
 REJECT_REDACTOR_ERROR = "redactor_error"
-
-PUBLIC_SAFETY_COUNTER = sc.AGENTDIAG_REDACTION_PREFIX + "public_safety_violation"
-
-COUNT_KEYS = (
-    "spans",
-    "sequence_gaps",
-    "duplicate_sequences",
-    "unfinished_spans",
-    "dropped_queue_full",
-    "dropped_export_failure",
-    "dropped_shutdown",
-    "dropped_cleared",
-    "rejected_redactor_error",
-    "public_safety_violations",
-    "observed",
-    "accepted",
-    "rejected",
-    "dropped",
-    "stored",
-    "malformed_rows",
-    "pruned_spans",
-    "cleared_spans",
-    "ingest_violations",
-)
-"""The keys of :attr:`Receipt.counts`, in output order."""
 
 NO_OBSERVER = ""
 """The ledger's observer for rows that carried none (spans not numbered by a sequencer)."""
@@ -164,7 +141,7 @@ class Receipt:
     ``mixed``: see :data:`PROVENANCES`."""
     not_judged: tuple[str | None, ...] = ()
     """A store receipt: the sessions left out of its verdict, having nothing to judge (see
-    :func:`nothing_to_judge`). Not part of the JSON shape."""
+    :func:`nothing_to_judge`), by key (None first). Not part of the JSON shape."""
     unattributed_drops: Mapping[str, int] = field(default_factory=dict)
     """A session receipt: observer -> spans it dropped or rejected that are counted under no session (its overflow
     row), some of which may be this session's (see the module doc). In the JSON only when not empty."""
@@ -241,19 +218,6 @@ def _missing_below(present: Sequence[int], low: int, limit: int) -> int:
         return 0
     inside = sum(1 for s in present if low <= s < limit)
     return (limit - low) - inside
-
-
-def _status_for(reasons: Iterable[str], *, spans: int, malformed: int) -> str:
-    found = set(reasons)
-    if spans == 0 or malformed > 0 or found & _INVALID_REASONS:
-        return INVALID
-    if found & _QUARANTINE_REASONS:
-        return QUARANTINED
-    if found & _DEGRADED_REASONS:
-        return DEGRADED
-    if IMPORTED in found:
-        return IMPORTED
-    return VALID
 
 
 def judge(data: ReceiptInput) -> Receipt:
@@ -471,6 +435,10 @@ def nothing_to_judge(receipt: Receipt) -> str | None:
     return "empty"
 
 
+def _key(session: str | None) -> str:
+    return session or ""
+
+
 def combine(receipts: Sequence[Receipt], *, malformed_rows: int = 0, violations: int = 0) -> Receipt:
     """One store-wide receipt from per-session receipts (``malformed_rows`` and ``violations``: the store's own
     counts, which may include rows and records no session claims).
@@ -490,7 +458,7 @@ def combine(receipts: Sequence[Receipt], *, malformed_rows: int = 0, violations:
     status = _status_for(reasons, spans=spans, malformed=counts["malformed_rows"])
     kinds = {r.provenance for r in receipts}
     provenance = MIXED if len(kinds) > 1 or MIXED in kinds else (kinds.pop() if kinds else OBSERVED)
-    not_judged = tuple(r.session for r in receipts if nothing_to_judge(r) is not None)
+    not_judged = tuple(sorted((r.session for r in receipts if nothing_to_judge(r) is not None), key=_key))
     return Receipt(
         status, reasons, counts, observers, None, scope="store", provenance=provenance, not_judged=not_judged
     )

@@ -6,10 +6,11 @@ Never edit a migration that has shipped: add the next number.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from otel_agentdiag.storage import summaries
+from otel_agentdiag.storage import receipt_figures, receipt_schema, summaries
 
 
 class StoreError(Exception):
@@ -42,6 +43,8 @@ class Migration:
     version: int
     name: str
     statements: tuple[str, ...]
+    backfill: Callable[[sqlite3.Connection], None] | None = None
+    """Run after the statements, in the migration's transaction (work SQL alone cannot do)."""
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -259,6 +262,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             END""",
         ),
     ),
+    Migration(
+        10,
+        "receipt figures",
+        # Per (session, observer) figures, missing parents and per-session receipts the writer keeps current in
+        # its transaction, so the whole store's receipt reads no span (see storage/receipt_figures.py); the
+        # backfill decodes the rows once.
+        receipt_schema.SCHEMA,
+        receipt_figures.rebuild,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -336,6 +348,8 @@ def migrate(conn: sqlite3.Connection) -> list[int]:
                 continue
             for statement in migration.statements:
                 conn.execute(statement)
+            if migration.backfill is not None:
+                migration.backfill(conn)
             conn.execute(
                 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                 (migration.version, migration.name, datetime.now(timezone.utc).isoformat()),

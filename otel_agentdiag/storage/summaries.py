@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag.storage import receipt_figures
+from otel_agentdiag.storage.receipt_reads import has_tables as has_receipt_tables
 from otel_agentdiag.storage.rows import SpanRow
 
 _INPUT = sc.GEN_AI_USAGE_INPUT_TOKENS
@@ -155,13 +157,16 @@ REBUILD: tuple[str, ...] = (
 
 def rebuild_summaries(conn: sqlite3.Connection) -> None:
     """Recompute every summary table from the rows, in SQL (also the running rows and bytes per session and per
-    store). Runs in the caller's transaction when one is open, else in its own."""
+    store), and the receipt figures (:func:`~.receipt_figures.rebuild`, which decodes the rows). Runs in the
+    caller's transaction when one is open, else in its own."""
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN IMMEDIATE")
     try:
         for statement in REBUILD:
             conn.execute(statement)
+        if has_receipt_tables(conn):
+            receipt_figures.rebuild(conn)
     except BaseException:
         if own:
             conn.execute("ROLLBACK")
@@ -358,5 +363,6 @@ def flush_deleted(conn: sqlite3.Connection) -> None:
             change += 1 if first is not None else -1
     if change:
         conn.execute("UPDATE store_stats SET session_count = session_count + ? WHERE id = 1", (change,))
+    receipt_figures.flush_deleted(conn, dirty)
     conn.execute("UPDATE store_stats SET deleted_since_scrub = 1 WHERE id = 1")
     conn.execute("DELETE FROM summary_dirty")

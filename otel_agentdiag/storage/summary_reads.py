@@ -12,6 +12,15 @@ from typing import Any
 
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.provenance import IMPORTED_PREFIX
+from otel_agentdiag.storage.receipt_reads import (
+    StoreFigures,
+    figures_vouch,
+    read_facts,
+    read_session_verdicts,
+    read_store_figures,
+    sessions_of_observers,
+)
+from otel_agentdiag.storage.receipt_rules import FigureVerdict, SessionFacts
 from otel_agentdiag.storage.rows import OVERFLOW_SESSION, ConversationSummary, RunSummary, SessionSummary, TraceSummary
 
 _SESSION_COLUMNS = (
@@ -157,6 +166,43 @@ class SummaryReader(StoreConnection):
                 "SELECT coalesce(SUM(pruned_spans), 0) FROM sessions WHERE session <> ''"
             ).fetchone()
         return int(found)
+
+    # -- receipt figures ----------------------------------------------------------------------------------
+    def receipt_figures(self) -> StoreFigures | None:
+        """The settled sessions' receipts summed and the sessions only their rows can judge (see
+        :mod:`otel_agentdiag.storage.receipt_figures`), or None when the figures do not vouch for the store (rows
+        or ledger rows written by other means since the writer last settled them). Reads no span."""
+        with self._lock:
+            conn = self._conn
+            if not figures_vouch(conn):
+                return None
+            return read_store_figures(conn)
+
+    def receipt_verdicts(self, sessions: Iterable[str | None] | None = None) -> dict[str | None, FigureVerdict | None]:
+        """Session (None: no session) -> its stored verdict, None when only its rows can judge it; absent: not
+        a session the store's receipt lists. ``sessions`` None: every session."""
+        keys = None if sessions is None else [s or "" for s in sessions]
+        with self._lock:
+            found = read_session_verdicts(self._conn, keys)
+        return {(key or None): verdict for key, verdict in found.items()}
+
+    def receipt_facts(self, sessions: Iterable[str | None]) -> dict[str | None, SessionFacts]:
+        """What :func:`~otel_agentdiag.storage.receipt_figures.judge_figures` needs for ``sessions``."""
+        with self._lock:
+            found = read_facts(self._conn, [s or "" for s in sessions])
+        return {(key or None): facts for key, facts in found.items()}
+
+    def sessions_of_observers(self, observers: Iterable[str]) -> set[str | None]:
+        """Sessions in which any of ``observers`` has rows or ledger rows (through their indexes)."""
+        with self._lock:
+            found = sessions_of_observers(self._conn, sorted(set(observers)))
+        return {key or None for key in found}
+
+    def ledger_sessions(self) -> list[str | None]:
+        """Every session with a ledger row, by key ('' -> None first)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT DISTINCT session FROM session_stats ORDER BY session").fetchall()
+        return [str(r[0]) or None for r in rows]
 
     # -- session keys -------------------------------------------------------------------------------------
     _KEY_SOURCES = (

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag.storage import receipt_figures
 from otel_agentdiag.storage.codec import canonical_json, row_json
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.ledger import Tally, add_accounting, store_totals, upsert_observers, upsert_stats
@@ -127,11 +128,12 @@ class StoreWriter(StoreConnection):
             tallies: dict[tuple[str, str], Tally] = {}
             cleared_at = self._cleared_gates({row.session for row in rows}) if rows else {}
             params: list[tuple[Any, ...]] = []
-            # per row to insert: (its tally, session key, size, is a tombstone)
-            pending: list[tuple[Tally, str, int, bool, SpanRow]] = []
+            # per row to insert: (its tally, session key, size, is a tombstone, the row, its stored observer)
+            pending: list[tuple[Tally, str, int, bool, SpanRow, str]] = []
             pending_content: list[tuple[str, str, Sequence[ContentRow]]] = []
             content_of: list[int] = []  # per row of `pending`: its index in pending_content, or -1
             n_cleared = oversize = 0
+            refigure: set[str] = set()
             last_key: tuple[str, str] | None = None
             tally = Tally()
             resource_id = self._resource_id
@@ -177,6 +179,7 @@ class StoreWriter(StoreConnection):
                     if fitted is not None:
                         a_json, e_json, size = fitted.attributes_json, fitted.events_json, fitted.size
                         oversize += fitted.dropped_attributes
+                        refigure.add(session)  # stored otherwise than handed in: its figures from the rows
                 captured = content[index] if content is not None else None
                 if captured:
                     content_of.append(len(pending_content))
@@ -206,7 +209,7 @@ class StoreWriter(StoreConnection):
                         size,
                     )
                 )
-                pending.append((tally, session, size, _TOMBSTONE in attributes, row))
+                pending.append((tally, session, size, _TOMBSTONE in attributes, row, observer))
             inserted_flags = self._insert(params)
             if not imported and not all(inserted_flags):
                 inserted_flags = displace_imported(self._conn, params, inserted_flags, _INSERT_SPAN, delete_rows)
@@ -217,9 +220,11 @@ class StoreWriter(StoreConnection):
             inserted = 0
             added: dict[str, list[int]] = {}  # session -> [spans, bytes] written now
             written: list[SpanRow] = []
-            for (tally, session, size, tombstone, stored), new in zip(pending, inserted_flags, strict=True):
+            written_observers: list[str] = []
+            for (tally, session, size, tombstone, stored, observer), new in zip(pending, inserted_flags, strict=True):
                 if new:
                     written.append(stored)
+                    written_observers.append(observer)
                     inserted += 1
                     tally.stored += 1
                     if tombstone:
@@ -237,9 +242,13 @@ class StoreWriter(StoreConnection):
                     tally.duplicates += 1
             if accounting is not None:
                 add_accounting(tallies, accounting)
+            receipt_figures.hush(self._conn, True)  # the ledger's and new sessions' rows noted below, not by triggers
             upsert_stats(self._conn, tallies)
             upsert_observers(self._conn, accounting, {obs for obs, _session in tallies if obs}, now, imported=imported)
             pruned = self._apply_written(added, now)
+            receipt_figures.hush(self._conn, False)
+            ledger = {session for _observer, session in tallies}
+            receipt_figures.add_written(self._conn, written, written_observers, refigure, ledger)
             record_batch(self._conn, written)
         return WriteResult(
             inserted=inserted,

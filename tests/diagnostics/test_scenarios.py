@@ -16,10 +16,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -37,7 +38,14 @@ from scripted_agents import (
 
 import otel_agentdiag as agentdiag
 from otel_agentdiag.cli import cli
-from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt, store_receipt
+from otel_agentdiag.diagnostics.receipt import (
+    Receipt,
+    overview_from_rows,
+    session_receipt,
+    store_overview,
+    store_receipt,
+    store_receipt_from_rows,
+)
 from otel_agentdiag.diagnostics.status import Status, session_status
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.redaction.policy import LOCAL, Callback
@@ -46,6 +54,17 @@ from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore
 from otel_agentdiag.storage.migrations import MIGRATIONS
 
 HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(autouse=True)
+def _figures_agree_with_rows(tmp_path: Path) -> Iterator[None]:
+    """After every scenario: each store it left has the same store receipt and sessions overview from the
+    writer's figures as from its rows (issue 22; see test_receipt_figures.py)."""
+    yield
+    for path in sorted(tmp_path.glob("*.db")):
+        with SpanStore(path, create=False, read_only=True) as store:
+            assert store_receipt(store) == store_receipt_from_rows(store), path
+            assert store_overview(store) == overview_from_rows(store), path
 
 
 def receipt(path: Path, session: str | None = None, *, store_wide: bool = False) -> Receipt:

@@ -5,6 +5,7 @@ and conversations lists (filters, keyset pages) against a count made from the ro
 from __future__ import annotations
 
 import random
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,7 @@ from typing import Any
 import pytest
 from storage_helpers import T0, query
 
-from otel_agentdiag.storage import RetentionLimits, SpanRow, SpanStore
-from otel_agentdiag.storage.migrations import LATEST_VERSION
+from otel_agentdiag.storage import LATEST_VERSION, RetentionLimits, SpanRow, SpanStore, receipt_schema
 from otel_agentdiag.storage.summaries import rebuild_summaries
 
 SUMMARY_QUERIES = (
@@ -180,9 +180,20 @@ def _fields(row: SpanRow) -> dict[str, Any]:
     return {name: getattr(row, name) for name in SpanRow.__dataclass_fields__}
 
 
+RECEIPT_TABLES = tuple(re.findall(r"CREATE TABLE (\w+)", " ".join(receipt_schema.SCHEMA)))
+RECEIPT_TRIGGERS = tuple(re.findall(r"CREATE TRIGGER (\w+)", " ".join(receipt_schema.SCHEMA)))
+AS_V7 = (
+    *(f"DROP TRIGGER {name}" for name in RECEIPT_TRIGGERS),
+    *(f"DROP TABLE {name}" for name in RECEIPT_TABLES),
+    "DELETE FROM schema_migrations WHERE version = 10",
+)
+"""Undo migration 10 (receipt figures): the store it was before."""
+
+
 def _as_v6(path: Path) -> None:
     """Turn a current store into the version-6 store it was before migration 7 (same tables and rows)."""
     for statement in (
+        *AS_V7,
         "DROP TRIGGER spans_deleted_summaries",
         "DROP TABLE trace_summaries",
         "DROP TABLE session_traces",
