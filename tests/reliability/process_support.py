@@ -458,10 +458,13 @@ def fork_mid_transaction_program(store: str, forks: str) -> None:
     diag = configure(store)
     exporter = diag.batch_processors[0].exporter
     stop = threading.Event()
+    going = threading.Event()  # cleared while a child runs: SQLite's lock is not fair, and a parent writing
+    going.set()  # without pause can keep another process from it past any bound (a starved child, not a stuck one)
 
     def load() -> None:
         r = 0
         while not stop.is_set():
+            going.wait()
             with agentdiag.agent_run(AGENT, conversation_id=f"busy-{r % 4}"):
                 agent_step(0, tools=600)
             r += 1
@@ -499,7 +502,9 @@ def fork_mid_transaction_program(store: str, forks: str) -> None:
                 code = 0
             finally:
                 os._exit(code)
+        going.clear()  # the fork happened mid-transaction; now let the child reach the lock
         emit(who="forked", pid=pid, code=reap(pid, 90))
+        going.set()
     stop.set()
     loader.join(60)
     diag.shutdown()
