@@ -89,6 +89,7 @@ from otel_agentdiag.storage.receipt_rules import (
     STATS_MISSING,
     UNFINISHED_SPAN,
     VALID,
+    count_reasons,
 )
 from otel_agentdiag.storage.receipt_rules import status_for as _status_for
 
@@ -321,22 +322,7 @@ def judge(data: ReceiptInput) -> Receipt:
     counts["sequence_gaps"] += max(unexplained - deleted, 0)
 
     # -- reasons ------------------------------------------------------------------------------------
-    if counts["sequence_gaps"]:
-        reasons.add(SEQUENCE_GAP)
-    if counts["duplicate_sequences"]:
-        reasons.add(DUPLICATE_SEQUENCE)
-    if counts["dropped_queue_full"] or counts["dropped_shutdown"]:
-        reasons.add(BACKPRESSURE_DROP)
-    if counts["dropped_export_failure"]:
-        reasons.add(EXPORT_FAILURE)
-    if counts["rejected_redactor_error"]:
-        reasons.add(REDACTOR_ERROR)
-    if counts["public_safety_violations"]:
-        reasons.add(PUBLIC_SAFETY_VIOLATION)
-    if counts["unfinished_spans"]:
-        reasons.add(UNFINISHED_SPAN)
-    if counts["ingest_violations"]:
-        reasons.add(INGEST_VIOLATION)
+    reasons |= count_reasons(counts)
     imported = is_imported(data.session)
     if imported:
         reasons.add(IMPORTED)

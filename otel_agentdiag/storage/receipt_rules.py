@@ -112,6 +112,24 @@ def status_for(reasons: Iterable[str], *, spans: int, malformed: int) -> str:
     return VALID
 
 
+_COUNT_REASONS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("sequence_gaps",), SEQUENCE_GAP),
+    (("duplicate_sequences",), DUPLICATE_SEQUENCE),
+    (("dropped_queue_full", "dropped_shutdown"), BACKPRESSURE_DROP),
+    (("dropped_export_failure",), EXPORT_FAILURE),
+    (("rejected_redactor_error",), REDACTOR_ERROR),
+    (("public_safety_violations",), PUBLIC_SAFETY_VIOLATION),
+    (("unfinished_spans",), UNFINISHED_SPAN),
+    (("ingest_violations",), INGEST_VIOLATION),
+)
+
+
+def count_reasons(counts: Mapping[str, int]) -> set[str]:
+    """The reason codes a session's counts give by themselves (a count above 0 names its reason); the rules that
+    need more than counts (imported, stats missing, ledger balance) are the judges' own."""
+    return {reason for keys, reason in _COUNT_REASONS if any(counts.get(key, 0) for key in keys)}
+
+
 def nothing_reason(counts: Mapping[str, int], reasons: Sequence[str]) -> str | None:
     """Why a session receipt with these counts and reasons has nothing to judge (see
     :func:`~otel_agentdiag.diagnostics.verdict.nothing_to_judge`), or None."""
@@ -388,20 +406,7 @@ def judge_figures(facts: SessionFacts, unattributed: Mapping[str, Mapping[str, i
         unexplained += max(missing - max(explained.get(observer, 0), 0), 0)
     deleted = max(pruned, 0) + max(cleared_spans, 0) if lost_on_purpose else 0
     counts["sequence_gaps"] += max(unexplained - deleted, 0)
-    if counts["sequence_gaps"]:
-        reasons.add(SEQUENCE_GAP)
-    if counts["duplicate_sequences"]:
-        reasons.add(DUPLICATE_SEQUENCE)
-    if counts["dropped_queue_full"] or counts["dropped_shutdown"]:
-        reasons.add(BACKPRESSURE_DROP)
-    if counts["dropped_export_failure"]:
-        reasons.add(EXPORT_FAILURE)
-    if counts["rejected_redactor_error"]:
-        reasons.add(REDACTOR_ERROR)
-    if counts["public_safety_violations"]:
-        reasons.add(PUBLIC_SAFETY_VIOLATION)
-    if counts["ingest_violations"]:
-        reasons.add(INGEST_VIOLATION)
+    reasons |= count_reasons(counts)
     imported = is_imported(facts.key)
     if imported:
         reasons.add(IMPORTED)
