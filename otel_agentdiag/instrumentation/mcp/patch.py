@@ -277,17 +277,18 @@ def _dump(result: Any) -> Any:
     return result
 
 
-def send_request(tracer: trace.Tracer) -> Wrapper:
-    """A wrapper for ``ClientSession.send_request``, the funnel of every typed request the client sends."""
+def _client_wrapper(tracer: trace.Tracer, argument: str, *, with_result: bool) -> Wrapper:
+    """A wrapper for a ``ClientSession`` method whose first argument (keyword ``argument``) is the message sent:
+    a CLIENT span per message, current while it is sent, its trace context carried in ``params._meta``.
+    ``with_result``: the method returns the reply (requests), which the span reads its outcome from."""
 
     async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if not is_instrumentation_enabled():
             return await wrapped(*args, **kwargs)
-        request = args[0] if args else kwargs.get("request")
-        call = _ClientCall.begin(tracer, instance, request)
+        call = _ClientCall.begin(tracer, instance, args[0] if args else kwargs.get(argument))
         if call is None:
             return await wrapped(*args, **kwargs)
-        call_args, call_kwargs = call.carrying_context(tuple(args), dict(kwargs), "request")
+        call_args, call_kwargs = call.carrying_context(tuple(args), dict(kwargs), argument)
         token = otel_context.attach(trace.set_span_in_context(call.span))
         try:
             result = await wrapped(*call_args, **call_kwargs)
@@ -296,36 +297,22 @@ def send_request(tracer: trace.Tracer) -> Wrapper:
             call.fail(exc)
             raise
         otel_context.detach(token)
-        call.finish(instance, result)
+        call.finish(instance, result if with_result else None)
         return result
 
     return wrapper
+
+
+def send_request(tracer: trace.Tracer) -> Wrapper:
+    """A wrapper for ``ClientSession.send_request``, the funnel of every typed request the client sends."""
+    return _client_wrapper(tracer, "request", with_result=True)
 
 
 def send_notification(tracer: trace.Tracer) -> Wrapper:
     """A wrapper for ``ClientSession.send_notification``: a CLIENT span ``{mcp.method.name}`` per notification the
     client sends (``notifications/initialized``, ``notifications/cancelled``, ...), its trace context carried in
     ``params._meta`` so the server's span of the notification joins the trace."""
-
-    async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        if not is_instrumentation_enabled():
-            return await wrapped(*args, **kwargs)
-        call = _ClientCall.begin(tracer, instance, args[0] if args else kwargs.get("notification"))
-        if call is None:
-            return await wrapped(*args, **kwargs)
-        call_args, call_kwargs = call.carrying_context(tuple(args), dict(kwargs), "notification")
-        token = otel_context.attach(trace.set_span_in_context(call.span))
-        try:
-            result = await wrapped(*call_args, **call_kwargs)
-        except BaseException as exc:
-            otel_context.detach(token)
-            call.fail(exc)
-            raise
-        otel_context.detach(token)
-        call.finish(instance, None)
-        return result
-
-    return wrapper
+    return _client_wrapper(tracer, "notification", with_result=False)
 
 
 # --- the server ---------------------------------------------------------------------------------------------
