@@ -39,13 +39,13 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NAME_KEYS, NAME_PATTERN, NameRegistry
+from otel_agentdiag._internal.spans import with_attributes
 from otel_agentdiag.exporters.sqlite import span_to_row
 from otel_agentdiag.interchange.otlp_json import (
     InvalidRequest,
@@ -172,23 +172,6 @@ class _Collect(SpanProcessor):
         return True
 
 
-def _with_attributes(span: ReadableSpan, attributes: dict[str, Any]) -> ReadableSpan:
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=attributes,
-        events=span.events,
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
-
-
 def _claimed_observer(span: ReadableSpan) -> str | None:
     """The ``agentdiag.observer.id`` a span claims (16 hex digits), or None. A claim, never a proof."""
     observer = (span.attributes or {}).get(sc.AGENTDIAG_OBSERVER_ID)
@@ -311,7 +294,7 @@ class _Ingest:
                 continue
             attributes = dict(span.attributes or {})
             attributes[sc.AGENTDIAG_OBSERVER_ID] = self._observer_for(claimed)
-            out[i] = _with_attributes(span, attributes)
+            out[i] = with_attributes(span, attributes)
         unnumbered.sort(key=lambda i: (spans[i].start_time or 0, i))
         for i in unnumbered:
             span = spans[i]
@@ -323,7 +306,7 @@ class _Ingest:
             attributes[sc.AGENTDIAG_OBSERVER_ID] = self.sequencer.observer_id
             attributes[sc.AGENTDIAG_SEQUENCE] = len(keys)
             keys.append(session_key(raw))
-            out[i] = _with_attributes(span, attributes)
+            out[i] = with_attributes(span, attributes)
         return out, keys
 
     def _unchanged(self, rows: Sequence[SpanRow]) -> set[int]:

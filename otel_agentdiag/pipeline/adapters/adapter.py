@@ -30,7 +30,7 @@ from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import log_internal_error
-from otel_agentdiag._internal.spans import span_attributes
+from otel_agentdiag._internal.spans import span_attributes, with_attributes
 from otel_agentdiag.pipeline.adapters import genai, openinference, openllmetry
 from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, Mapped
 from otel_agentdiag.pipeline.adapters.owners import Enclosing, LLMCallOwners
@@ -195,17 +195,4 @@ def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, 
             end_time=span._end_time,
             instrumentation_scope=span._instrumentation_scope,
         )
-    return ReadableSpan(
-        name=name if name is not None else span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=out,
-        events=span.events,
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+    return with_attributes(span, out, name)
