@@ -10,22 +10,25 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 import otel_agentdiag as agentdiag
+from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.policy import LOCAL, Policy
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
+from otel_agentdiag.storage import Accounting
 
 TEST_KEY = b"b1a749ddea6b499f4d367b0839499b8755e4e2496913f14707c33e9cfde22845"
 """The hash key of every scripted pipeline (so a test can compute a session's digest)."""
@@ -148,3 +151,17 @@ def _child(store: str, mode: str, conversation_id: str) -> None:
 
 if __name__ == "__main__":
     _child(*sys.argv[1:4])
+
+
+class BlockingExporter(SQLiteSpanExporter):
+    """A real SQLite exporter whose first write waits until the test lets it go (the queue fills meanwhile)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def export_with_accounting(self, spans: Sequence[ReadableSpan], accounting: Accounting | None) -> bool:
+        self.entered.set()
+        assert self.release.wait(30)
+        return super().export_with_accounting(spans, accounting)

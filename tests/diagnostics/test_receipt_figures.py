@@ -16,17 +16,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from opentelemetry import context, trace
-from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
-from scripted_agents import AGENT, configured, digest, hand_pipeline, llm_step, react_agent, tool_step
+from scripted_agents import AGENT, BlockingExporter, configured, digest, hand_pipeline, llm_step, react_agent, tool_step
 
 import otel_agentdiag as agentdiag
 from otel_agentdiag.cli import cli
@@ -36,9 +33,8 @@ from otel_agentdiag.diagnostics.receipt import (
     store_receipt,
     store_receipt_from_rows,
 )
-from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.redaction.policy import LOCAL, Callback
-from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore, receipt_figures, receipt_schema
+from otel_agentdiag.storage import RetentionLimits, SpanStore, receipt_figures, receipt_schema
 from otel_agentdiag.storage.connection import StoreNeedsUpgrade
 from otel_agentdiag.storage.receipt_rules import _add_numbers, _missing_below, merge_range
 
@@ -230,20 +226,6 @@ def test_a_session_cleared_mid_run_and_its_in_flight_spans(tmp_path: Path) -> No
         react_agent("conv-other", PLAN)
     doc = assert_figures_agree(path)
     assert doc["counts"]["dropped_cleared"] == 1
-
-
-class BlockingExporter(SQLiteSpanExporter):
-    """A real SQLite exporter whose first write waits until the test lets it go (the queue fills meanwhile)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def export_with_accounting(self, spans: Sequence[ReadableSpan], accounting: Accounting | None) -> bool:
-        self.entered.set()
-        assert self.release.wait(30)
-        return super().export_with_accounting(spans, accounting)
 
 
 @pytest.mark.parametrize("max_drop_sessions", [64, 1])

@@ -14,7 +14,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from scripted_agents import (
     AGENT,
+    BlockingExporter,
     configured,
     digest,
     hand_pipeline,
@@ -215,20 +215,6 @@ def test_the_demo_store_is_valid(tmp_path: Path) -> None:
 
 
 # -- degraded ------------------------------------------------------------------------------------------------
-class BlockingExporter(SQLiteSpanExporter):
-    """A real SQLite exporter whose first write waits until the test lets it go (the queue fills meanwhile)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def export_with_accounting(self, spans: Sequence[ReadableSpan], accounting: Accounting | None) -> bool:
-        self.entered.set()
-        assert self.release.wait(30)
-        return super().export_with_accounting(spans, accounting)
-
-
 def test_forced_overflow_is_degraded_with_the_exact_number_of_dropped_spans(tmp_path: Path) -> None:
     path = tmp_path / "traces.db"
     exporter = BlockingExporter(path)
