@@ -90,6 +90,7 @@ from otel_agentdiag.storage.receipt_rules import (
     UNFINISHED_SPAN,
     VALID,
     count_reasons,
+    nothing_reason,
 )
 from otel_agentdiag.storage.receipt_rules import status_for as _status_for
 
@@ -411,14 +412,9 @@ def nothing_to_judge(receipt: Receipt) -> str | None:
     none was ever stored (``empty``). Such a session is ``invalid`` on its own receipt (there is nothing to
     vouch for), while its ledger may balance to the last span; the store's verdict leaves it out
     (:func:`combine`). The one rule both use, so ``agentdiag sessions`` and ``agentdiag receipt`` agree."""
-    counts = receipt.counts
-    if receipt.scope != "session" or receipt.reasons or counts.get("spans") or counts.get("malformed_rows"):
+    if receipt.scope != "session":
         return None
-    if counts.get("cleared_spans"):
-        return "cleared"
-    if counts.get("pruned_spans"):
-        return "pruned"
-    return "empty"
+    return nothing_reason(receipt.counts, receipt.reasons)
 
 
 def _key(session: str | None) -> str:
