@@ -370,13 +370,33 @@ def test_tempo_is_a_single_binary_with_local_storage() -> None:
 
 def test_grafana_has_a_tempo_and_a_jaeger_data_source(compose: dict[str, Any]) -> None:
     sources = {source["uid"]: source for source in load(DATASOURCES)["datasources"]}
-    assert set(sources) == {"tempo", "jaeger"}
+    assert set(sources) == {"tempo", "jaeger", "agentdiag-serve"}
     assert (sources["tempo"]["type"], sources["tempo"]["url"]) == ("tempo", "http://tempo:3200")
     assert (sources["jaeger"]["type"], sources["jaeger"]["url"]) == ("jaeger", "http://jaeger:16686")
-    for source in sources.values():
+    for uid in ("tempo", "jaeger"):
+        source = sources[uid]
         assert source["access"] == "proxy" and source["editable"] is False
         host = source["url"].split("//", 1)[1].split(":", 1)[0]
         assert host in compose["services"], f"{host} is not a compose service"
+
+
+def test_grafana_reads_agentdiag_serve_on_the_host_with_its_token(compose: dict[str, Any]) -> None:
+    """The third data source is Grafana's Jaeger plugin pointed at `agentdiag serve` on the host: its URL and
+    bearer token come from the environment compose passes to Grafana, with the bridge gateway as the default
+    (the address `agentdiag serve --host 172.17.0.1 --allow-remote` binds, never 0.0.0.0)."""
+    source = {s["uid"]: s for s in load(DATASOURCES)["datasources"]}["agentdiag-serve"]
+    assert (source["type"], source["access"], source["editable"]) == ("jaeger", "proxy", False)
+    assert source["url"] == "${AGENTDIAG_SERVE_URL}"
+    assert source["jsonData"]["httpHeaderName1"] == "Authorization"
+    assert source["secureJsonData"]["httpHeaderValue1"] == "Bearer ${AGENTDIAG_SERVE_TOKEN}"
+    environment = compose["services"]["grafana"]["environment"]
+    assert environment["AGENTDIAG_SERVE_URL"] == "${AGENTDIAG_SERVE_URL:-http://172.17.0.1:16687}"
+    assert environment["AGENTDIAG_SERVE_TOKEN"] == "${AGENTDIAG_SERVE_TOKEN:-}"
+    default = environment["AGENTDIAG_SERVE_URL"].split(":-", 1)[1].rstrip("}")
+    host, port = default.split("//", 1)[1].split(":")
+    from otel_agentdiag.serve.settings import DEFAULT_PORT, is_loopback_host
+
+    assert int(port) == DEFAULT_PORT and not is_loopback_host(host) and host != "0.0.0.0"
 
 
 # --- docker compose ------------------------------------------------------------------------------------------
