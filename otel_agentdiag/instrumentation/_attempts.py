@@ -17,17 +17,17 @@ import logging
 import threading
 from typing import Any
 
-from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
 from otel_agentdiag.instrumentation._base import current_llm_call
+from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 
 _logger = logging.getLogger(__name__)
 
 _HTTP_MODULES = ("httpx2", "httpx")
 _lock = threading.Lock()
 _users = 0
-_wrapped: list[tuple[Any, str]] = []
+_wrapped: list[tuple[Any, str, Any]] = []
 
 
 def _status_of(response: Any) -> int | None:
@@ -78,7 +78,7 @@ def acquire() -> None:
                 if cls is None or not hasattr(cls, "send"):
                     continue
                 wrap_function_wrapper(cls, "send", wrapper)
-                _wrapped.append((cls, "send"))
+                _wrapped.append((cls, "send", wrapper))
 
 
 def release() -> None:
@@ -91,5 +91,5 @@ def release() -> None:
         if _users:
             return
         while _wrapped:
-            cls, attribute = _wrapped.pop()
-            unwrap(cls, attribute)
+            cls, attribute, wrapper = _wrapped.pop()
+            unwrap_ours(cls, attribute, wrapper)

@@ -12,11 +12,11 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
 from otel_agentdiag.instrumentation import _attempts
 from otel_agentdiag.instrumentation._provider import tracer_for
+from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation._wrappers import Wrapper
 
 _logger = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class ClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in
     # _instrument, never in __init__.
-    _wrapped: list[tuple[type, str]]
+    _wrapped: list[Target]
     _holds_attempts: bool
 
     def _targets(self, tracer: trace.Tracer) -> list[Target]:
@@ -53,7 +53,7 @@ class ClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         try:
             for target, method, wrapper in self._targets(tracer):
                 wrap_function_wrapper(target, method, wrapper)
-                self._wrapped.append((target, method))
+                self._wrapped.append((target, method, wrapper))
         except ImportError:
             self._unwrap_all()
             raise
@@ -76,5 +76,5 @@ class ClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _unwrap_all(self) -> None:
         wrapped = getattr(self, "_wrapped", [])
         while wrapped:
-            target, method = wrapped.pop()
-            unwrap(target, method)
+            target, method, wrapper = wrapped.pop()
+            unwrap_ours(target, method, wrapper)

@@ -39,11 +39,11 @@ from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.names import default_registry
+from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.langchain.callback import AgentDiagCallbackHandler
 from otel_agentdiag.instrumentation.langchain.package import _instruments
 
@@ -126,7 +126,7 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._handler = self._var = None
         wrapped, self._wrapped = self._wrapped, ()
         for cls, method in wrapped:
-            unwrap(cls, method)
+            unwrap_ours(cls, method, _register_graph_name)
         if var is not None:
             _remove_hook(var)
         if handler is not None:

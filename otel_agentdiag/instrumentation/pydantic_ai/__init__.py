@@ -33,10 +33,10 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
 from otel_agentdiag.instrumentation._provider import tracer_for, tracer_provider_in_use
+from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.pydantic_ai.package import _instruments
 from otel_agentdiag.instrumentation.pydantic_ai.patch import Iterations, node_run_wrapper
 
@@ -55,6 +55,7 @@ class PydanticAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
     _iterations: Iterations | None = None
+    _hook: Any = None
     _previous: Any = _UNSET
     _hook_was_own = False
 
@@ -75,11 +76,12 @@ class PydanticAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         iterations = Iterations(tracer_for(__name__, provider))
         try:
             self._hook_was_own = "wrap_node_run" in vars(Instrumentation)
-            wrap_function_wrapper(Instrumentation, "wrap_node_run", node_run_wrapper(iterations))
+            hook = node_run_wrapper(iterations)
+            wrap_function_wrapper(Instrumentation, "wrap_node_run", hook)
         except Exception as exc:  # noqa: BLE001 - an unknown layout leaves runs without iterations, never fails
             _logger.warning("otel-agentdiag: no Pydantic AI iteration spans (%s)", type(exc).__name__)
         else:
-            self._iterations = iterations
+            self._iterations, self._hook = iterations, hook
         self._previous = getattr(Agent, "_instrument_default", False)
         Agent.instrument_all(settings)
 
@@ -92,9 +94,14 @@ class PydanticAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         iterations, self._iterations = self._iterations, None
         if iterations is None:
             return
-        unwrap(Instrumentation, "wrap_node_run")
-        if not self._hook_was_own and "wrap_node_run" in vars(Instrumentation):
-            delattr(Instrumentation, "wrap_node_run")  # inherited again, as before
+        hook, self._hook = self._hook, None
+        unwrapped = unwrap_ours(Instrumentation, "wrap_node_run", hook)
+        own = vars(Instrumentation).get("wrap_node_run")
+        inherited = next(
+            (vars(c)["wrap_node_run"] for c in Instrumentation.__mro__[1:] if "wrap_node_run" in vars(c)), None
+        )
+        if unwrapped and not self._hook_was_own and own is not None and own is inherited:
+            delattr(Instrumentation, "wrap_node_run")  # inherited again, as before (no other wrapper above ours)
         open_spans = iterations.close()
         if open_spans:
             _logger.warning("otel-agentdiag: ended %d Pydantic AI iteration spans still open", open_spans)
