@@ -9,7 +9,8 @@ The framework's own spans (given our provider) must nest as run → ``agent.iter
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import json
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from opentelemetry.trace import StatusCode
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.capabilities import Instrumentation
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from otel_agentdiag import semconv as sc
@@ -152,6 +153,72 @@ def test_a_tool_that_raises_fails_the_run_and_its_iteration(instrumented: Spans)
     assert _attrs(iteration)[sc.ERROR_TYPE] == "LookupError"
     tools = [c for c in _children(spans, iteration) if c.name == "execute_tool lookup"]
     assert [t.status.status_code for t in tools] == [StatusCode.ERROR]
+
+
+def streamed(final: str = "done") -> FunctionModel:
+    """:func:`scripted`'s three steps, streamed (``run_stream()`` calls the model's stream function)."""
+
+    async def step(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        n = sum(isinstance(m, ModelResponse) for m in messages)
+        if n == 0:
+            yield {0: DeltaToolCall("get_weather", json.dumps({"city": fake.SENTINEL_TOOL_ARGS}), tool_call_id="c1")}
+            yield {1: DeltaToolCall("lookup", json.dumps({"city": fake.SENTINEL_TOOL_ARGS}), tool_call_id="c2")}
+        elif n == 1:
+            yield {0: DeltaToolCall("lookup", json.dumps({"city": "x"}), tool_call_id="c3")}
+        else:
+            for word in final.split():
+                yield word + " "
+
+    return FunctionModel(stream_function=step, model_name="scripted")
+
+
+async def _streamed_run(final: str) -> str:
+    async with weather_agent(streamed(final)).run_stream(fake.SENTINEL_PROMPT) as result:
+        return (await result.get_output()).strip()
+
+
+def _check_streamed_run(spans: list[ReadableSpan], run: ReadableSpan) -> None:
+    """run_stream(): run → 3 iterations → chat + tools, as with run(); the streamed steps' roll-ups equal their
+    leaves, except the last one's: Pydantic AI counts the final answer's usage only after the run's graph ended,
+    so that iteration carries none (absent, never a made-up 0), while its ``chat`` leaf carries it."""
+    iterations = _children(spans, run)
+    assert [s.name for s in iterations] == [sc.ITERATION_SPAN_NAME] * 3
+    assert [_attrs(s)[sc.AGENTDIAG_ITERATION_INDEX] for s in iterations] == [0, 1, 2]
+    shapes = [sorted(c.name for c in _children(spans, it)) for it in iterations]
+    assert shapes == [
+        ["chat scripted", "execute_tool get_weather", "execute_tool lookup"],
+        ["chat scripted", "execute_tool lookup"],
+        ["chat scripted"],
+    ]
+    assert not [s for s in _children(spans, run) if s.name != sc.ITERATION_SPAN_NAME]  # nothing directly under it
+    for it in iterations[:2]:
+        (chat,) = [c for c in _children(spans, it) if c.name.startswith("chat")]
+        for key in ("input_tokens", "output_tokens"):
+            assert _attrs(it)[sc.AGENTDIAG_USAGE_PREFIX + key] == _attrs(chat)[sc.GEN_AI_USAGE_PREFIX + key]
+    (last_chat,) = _children(spans, iterations[2])
+    assert _attrs(last_chat)[sc.GEN_AI_USAGE_PREFIX + "output_tokens"] > 0
+    assert not any(k.startswith(sc.AGENTDIAG_USAGE_PREFIX) for k in _attrs(iterations[2]))
+
+
+def test_a_streamed_run_has_the_same_tree(instrumented: Spans) -> None:
+    assert asyncio.run(_streamed_run("all done")) == "all done"
+    spans = instrumented.finished()
+    (run,) = [s for s in spans if s.parent is None]
+    _check_streamed_run(spans, run)
+
+
+def test_streamed_runs_under_gather_keep_their_own_iterations(instrumented: Spans) -> None:
+    async def both() -> list[str]:
+        return list(await asyncio.gather(_streamed_run("one"), _streamed_run("two")))
+
+    assert asyncio.run(both()) == ["one", "two"]
+    spans = instrumented.finished()
+    runs = [s for s in spans if s.parent is None]
+    assert len(runs) == 2
+    for run in runs:
+        _check_streamed_run(
+            [s for s in spans if s.context and run.context and s.context.trace_id == run.context.trace_id], run
+        )
 
 
 def test_the_declared_names_are_registered() -> None:

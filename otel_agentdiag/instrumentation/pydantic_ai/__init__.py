@@ -38,7 +38,7 @@ from wrapt import wrap_function_wrapper
 from otel_agentdiag.instrumentation._provider import tracer_for, tracer_provider_in_use
 from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.pydantic_ai.package import _instruments
-from otel_agentdiag.instrumentation.pydantic_ai.patch import Iterations, node_run_wrapper
+from otel_agentdiag.instrumentation.pydantic_ai.patch import Iterations, before_node_wrapper, node_run_wrapper
 
 __all__ = ["PydanticAIInstrumentor"]
 
@@ -55,9 +55,8 @@ class PydanticAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
     _iterations: Iterations | None = None
-    _hook: Any = None
+    _hooks: list[tuple[str, Any, bool]] = []  # noqa: RUF012 - replaced, never mutated
     _previous: Any = _UNSET
-    _hook_was_own = False
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -74,14 +73,18 @@ class PydanticAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             include_model_request_parameters=False,
         )
         iterations = Iterations(tracer_for(__name__, provider))
+        hooks = {"wrap_node_run": node_run_wrapper(iterations), "before_node_run": before_node_wrapper(iterations)}
+        wrapped: list[tuple[str, Any, bool]] = []
         try:
-            self._hook_was_own = "wrap_node_run" in vars(Instrumentation)
-            hook = node_run_wrapper(iterations)
-            wrap_function_wrapper(Instrumentation, "wrap_node_run", hook)
+            for name, hook in hooks.items():
+                own = name in vars(Instrumentation)
+                wrap_function_wrapper(Instrumentation, name, hook)
+                wrapped.append((name, hook, own))
         except Exception as exc:  # noqa: BLE001 - an unknown layout leaves runs without iterations, never fails
             _logger.warning("otel-agentdiag: no Pydantic AI iteration spans (%s)", type(exc).__name__)
+            _unwrap_hooks(Instrumentation, wrapped)
         else:
-            self._iterations, self._hook = iterations, hook
+            self._iterations, self._hooks = iterations, wrapped
         self._previous = getattr(Agent, "_instrument_default", False)
         Agent.instrument_all(settings)
 
@@ -94,14 +97,19 @@ class PydanticAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         iterations, self._iterations = self._iterations, None
         if iterations is None:
             return
-        hook, self._hook = self._hook, None
-        unwrapped = unwrap_ours(Instrumentation, "wrap_node_run", hook)
-        own = vars(Instrumentation).get("wrap_node_run")
-        inherited = next(
-            (vars(c)["wrap_node_run"] for c in Instrumentation.__mro__[1:] if "wrap_node_run" in vars(c)), None
-        )
-        if unwrapped and not self._hook_was_own and own is not None and own is inherited:
-            delattr(Instrumentation, "wrap_node_run")  # inherited again, as before (no other wrapper above ours)
+        hooks, self._hooks = self._hooks, []
+        _unwrap_hooks(Instrumentation, hooks)
         open_spans = iterations.close()
         if open_spans:
             _logger.warning("otel-agentdiag: ended %d Pydantic AI iteration spans still open", open_spans)
+
+
+def _unwrap_hooks(cls: type, hooks: list[tuple[str, Any, bool]]) -> None:
+    """Take our wrappers off ``cls``'s hooks (in reverse order); a hook it inherited before is inherited again,
+    unless another wrapper now sits on it."""
+    for name, hook, own in reversed(hooks):
+        unwrapped = unwrap_ours(cls, name, hook)
+        current = vars(cls).get(name)
+        inherited = next((vars(c)[name] for c in cls.__mro__[1:] if name in vars(c)), None)
+        if unwrapped and not own and current is not None and current is inherited:
+            delattr(cls, name)

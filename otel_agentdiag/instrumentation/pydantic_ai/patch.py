@@ -19,6 +19,7 @@ not grow is left out (never a made-up 0).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Iterable
@@ -45,11 +46,15 @@ _USAGE = ("input_tokens", "output_tokens")
 
 
 class _Open:
-    __slots__ = ("span", "usage")
+    __slots__ = ("node", "span", "token", "usage")
 
-    def __init__(self, span: trace.Span, usage: tuple[int, ...]) -> None:
+    def __init__(self, span: trace.Span, usage: tuple[int, ...], node: Any) -> None:
         self.span = span
         self.usage = usage
+        self.node = node
+        """The ``ModelRequestNode`` that opened it (both hooks see the same node object)."""
+        self.token: contextvars.Token[otel_context.Context] | None = None
+        """The context token when :meth:`Iterations.before` made it current (streamed runs), else None."""
 
 
 def _usage_of(ctx: Any) -> tuple[int, ...]:
@@ -83,6 +88,9 @@ class Iterations:
         key = self._key(ctx)
         if isinstance(node, ModelRequestNode):
             with self._lock:
+                previous = self._open.get(key)
+                if previous is not None and previous.node is node:  # opened by the other hook for this node
+                    return previous.span
                 previous = self._open.pop(key, None)
                 index = self._index.get(key, -1) + 1
                 self._index[key] = index
@@ -97,7 +105,7 @@ class Iterations:
             span = self.tracer.start_span(sc.ITERATION_SPAN_NAME, attributes=attributes)
             evicted: list[_Open] = []
             with self._lock:
-                self._open[key] = _Open(span, _usage_of(ctx))
+                self._open[key] = _Open(span, _usage_of(ctx), node)
                 while len(self._open) > self.max_open:
                     oldest = next(iter(self._open))
                     evicted.append(self._open.pop(oldest))
@@ -110,6 +118,32 @@ class Iterations:
             current = self._open.get(key)
             return None if current is None else current.span
         return None
+
+    def before(self, ctx: Any, node: Any) -> None:
+        """``before_node_run`` fired for ``node``. In ``run()`` and ``iter()`` it fires inside ``wrap_node_run``,
+        where the step's iteration is current already. ``run_stream()`` fires it *before* streaming a node, and
+        streams the node outside ``wrap_node_run`` (which then encloses graph advancement only): a
+        ``ModelRequestNode``'s iteration is opened here and made current in the run's task until its step ends,
+        so the streamed ``chat`` and the tools of its answer nest under it. Any other node than the step's two
+        ends the step (the streamed final step is followed by ``SetFinalResult``, never by its ``CallToolsNode``)."""
+        from pydantic_ai import CallToolsNode, ModelRequestNode
+
+        if isinstance(node, ModelRequestNode):
+            span = self.enter(ctx, node)
+            if span is None or trace.get_current_span() is span:
+                return
+            token = otel_context.attach(trace.set_span_in_context(span))
+            with self._lock:
+                current = self._open.get(self._key(ctx))
+                if current is not None and current.span is span:
+                    current.token = token
+                    return
+            otel_context.detach(token)  # ended meanwhile (evicted): not current after all
+        elif not isinstance(node, CallToolsNode):
+            with self._lock:
+                current = self._open.pop(self._key(ctx), None)
+            if current is not None:
+                self._end(current, ctx)
 
     def leave(self, ctx: Any, node: Any, result: Any) -> None:
         """After a node ran: a ``CallToolsNode`` ends its step's iteration; the run's last node forgets it."""
@@ -165,6 +199,28 @@ class Iterations:
             if after > before:
                 span.set_attribute(sc.AGENTDIAG_USAGE_PREFIX + key, after - before)
         span.end()
+        # Made current by before(): no longer, when it still is in this context (elsewhere, or once the run's own
+        # context moved on, the token is not this context's to reset).
+        if item.token is not None and trace.get_current_span() is span:
+            otel_context.detach(item.token)
+        item.token = None
+
+
+def before_node_wrapper(iterations: Iterations) -> Any:
+    """A wrapt wrapper for ``Instrumentation.before_node_run(ctx, *, node)``: the hook runs first (it may
+    replace the node), then :meth:`Iterations.before` sees the node that will run. Returns what the hook
+    returned, unchanged."""
+
+    async def wrap(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        node = await wrapped(*args, **kwargs)
+        ctx = args[0] if args else kwargs.get("ctx")
+        _safely(iterations.before, ctx, node)
+        return node
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return wrap(wrapped, instance, args, kwargs)
+
+    return wrapper
 
 
 def node_run_wrapper(iterations: Iterations) -> Any:
