@@ -49,3 +49,15 @@ def big_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("big")
     _run([sys.executable, str(HERE / "make_store.py"), "big", str(folder / "traces.db"), str(BIG_RUN_TOOLS)], folder)
     return folder / "traces.db"
+
+
+@pytest.fixture(scope="session")
+def imported_store(tmp_path_factory: pytest.TempPathFactory, demo_store: Path) -> Path:
+    """The demo's trace exported as OTLP-JSON and ingested into a second store: an imported session, which only
+    its rows can judge (no verdict settled at write time)."""
+    folder = tmp_path_factory.mktemp("imported")
+    exported = folder / "demo.otlp.json"
+    agentdiag = [sys.executable, "-m", "otel_agentdiag"]
+    _run([*agentdiag, "export", "--store", str(demo_store), "--format", "otlp-json", "--out", str(exported)], folder)
+    _run([*agentdiag, "ingest", "--store", str(folder / "traces.db"), str(exported)], folder)
+    return folder / "traces.db"

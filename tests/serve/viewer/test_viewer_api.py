@@ -211,3 +211,14 @@ def test_a_big_run_reads_whole(big_store: Path) -> None:
         body = client.get(f"/ui/api/runs/{run['trace_id']}").json()
         assert len(body["spans"]) == 10_101
         assert body["spans"][-1]["depth"] == 2 and body["spans"][-1]["kind"] == "tool"
+
+
+def test_a_session_only_its_rows_can_judge(imported_store: Path) -> None:
+    """The list shows no verdict it would have to read spans for; the run page judges the session from its rows."""
+    for client in _client(imported_store, LOOPBACK):
+        (run,) = client.get("/ui/api/runs").json()["runs"]
+        assert run["session"].startswith("imported:") and run["receipt"] is None
+        body = client.get(f"/ui/api/runs/{run['trace_id']}").json()
+        assert body["receipt"]["status"] == "imported" and body["receipt"]["counts"]["spans"] == 12
+        assert all(s.get("imported") is True for s in body["spans"])
+        assert [s["error_type"] for s in body["spans"] if s["status"] == "error"] == ["ValueError"]
