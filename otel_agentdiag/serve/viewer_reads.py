@@ -1,0 +1,91 @@
+"""What the viewer reads from the store: receipt verdicts for a page of runs, and one run with its health."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from otel_agentdiag.diagnostics.projection import strict_projection
+from otel_agentdiag.diagnostics.receipt import Receipt
+from otel_agentdiag.diagnostics.status import project
+from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.serve.viewer_json import ViewSpan, content_by_span, from_readable, from_stored, spans_json
+from otel_agentdiag.storage import OVERFLOW_SESSION
+from otel_agentdiag.storage.reading import ReadOnlyStore
+from otel_agentdiag.storage.rows import StoredSpan
+
+__all__ = ["page_receipts", "run_detail"]
+
+
+def page_receipts(reader: ReadOnlyStore, sessions: set[str | None]) -> dict[str | None, str | None]:
+    """Session -> the verdict the writer settled for it (read by key, no span read); None where only the
+    session's rows can judge it, or where drops filed under no session may change it (the run page judges)."""
+    if not sessions:
+        return {}
+    if reader.session_stats(OVERFLOW_SESSION):
+        return dict.fromkeys(sessions)
+    verdicts = reader.receipt_verdicts(sessions)
+    return {s: (v.status if (v := verdicts.get(s)) is not None else None) for s in sessions}
+
+
+def _receipt(reader: ReadOnlyStore, path: Path, session: str | None) -> Receipt:
+    """The session's receipt: its settled verdict when that is the whole story, else judged from its rows (a
+    receipt-capable read-only store, opened for this request only)."""
+    if not reader.session_stats(OVERFLOW_SESSION):
+        verdict = reader.receipt_verdicts([session]).get(session)
+        if verdict is not None:
+            return Receipt(
+                verdict.status,
+                list(verdict.reasons),
+                dict(verdict.counts),
+                list(verdict.observers),
+                session,
+                provenance=verdict.provenance,
+                unattributed_drops=dict(verdict.unattributed_drops),
+            )
+    from otel_agentdiag.diagnostics.receipt import session_receipt
+    from otel_agentdiag.storage import SpanStore
+
+    with SpanStore(path, read_only=True) as store:
+        return session_receipt(store, session)
+
+
+def _session_of(spans: list[StoredSpan]) -> str | None:
+    """The session a trace belongs to: the largest session key among its spans (as the store lists traces)."""
+    keys = [s.session for s in spans if s.session]
+    return max(keys) if keys else None
+
+
+def run_detail(
+    reader: ReadOnlyStore, path: Path, hasher: IdHasher | None, trace_id: str, *, local: bool
+) -> dict[str, Any] | None:
+    """One run for the run page, None when the store has no span of ``trace_id``. A loopback client (``local``)
+    gets the spans as stored and their captured content; any other the strict projection and never content."""
+    stored = reader.get_trace(trace_id)
+    if not stored:
+        return None
+    session = _session_of(stored)
+    receipt = _receipt(reader, path, session)
+    # Every span of the trace is here: a parent missing from it is stored nowhere else in the trace.
+    health = project(stored, receipt, session=session, as_of_ns=None, elsewhere={})
+    omitted = 0
+    if local:
+        spans: list[ViewSpan] = [from_stored(s) for s in stored]
+        captured = reader.trace_content(trace_id)
+        content = content_by_span(captured) if captured else None
+    else:
+        projection = strict_projection(stored, hasher=hasher)
+        spans = [from_readable(s) for s in projection.spans]
+        omitted = projection.omitted
+        content = None
+    body = spans_json(spans, content)
+    return {
+        "trace_id": trace_id,
+        "session": session,
+        "view": "stored" if local else "strict_projection",
+        "has_content": content is not None,
+        "omitted_spans": omitted,
+        **body,
+        "health": health.to_json(),
+        "receipt": receipt.to_json(),
+    }

@@ -1,0 +1,144 @@
+"""The viewer in a real headless Chromium over a real uvicorn server and stores the real pipeline wrote."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import CHROMIUM_ARGS, Console, chromium_path, serving
+from conftest import BIG_RUN_TOOLS
+from make_store import HOSTILE
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")
+CHROMIUM = chromium_path()
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian's chromium; .ci/run installs it)")
+TIMEOUT_MS = 15_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[tuple[Any, Console]]:
+    context = browser.new_context(viewport={"width": 1400, "height": 860})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    console = Console()
+    console.watch(page)
+    yield page, console
+    context.close()
+
+
+def test_runs_list_run_tree_health_receipt_and_deep_link(
+    demo_store: Path, page: tuple[Any, Console], tmp_path: Path
+) -> None:
+    tab, console = page
+    with serving(demo_store) as base:
+        tab.goto(base + "/")
+        row = tab.locator("#runs tbody tr").first
+        sync_api.expect(row).to_contain_text("trip-planner")
+        sync_api.expect(row).to_contain_text("valid")
+        row.click()
+        sync_api.expect(tab).to_have_url(re.compile(r"/runs/[0-9a-f]{32}$"))
+        sync_api.expect(tab.locator(".wf-row")).to_have_count(12)
+        failed = tab.locator(".wf-row.err")
+        sync_api.expect(failed).to_have_count(1)
+        sync_api.expect(failed).to_contain_text("execute_tool convert_currency")
+        sync_api.expect(failed.locator(".wf-mark")).to_have_text("✗")
+        sync_api.expect(tab.locator("#health")).to_contain_text("finished")
+        sync_api.expect(tab.locator("#health")).to_contain_text("1 recovered")
+        sync_api.expect(tab.locator("#receipt")).to_contain_text("valid")
+        sync_api.expect(tab.locator("#receipt")).to_contain_text("observed 12 = accepted 12")
+        failed.click()
+        details = tab.locator("#span-details")
+        sync_api.expect(details.locator(".error-type")).to_have_text("ValueError")
+        span_id = details.get_attribute("data-span")
+        assert span_id and tab.url.endswith(f"?span={span_id}")
+        shot = tmp_path / "viewer-run.png"
+        tab.screenshot(path=str(shot), full_page=True)
+        print(f"viewer screenshot: {shot}")
+        # A deep link opens that span, in a fresh page load.
+        tab.goto(tab.url)
+        sync_api.expect(tab.locator("#span-details")).to_have_attribute("data-span", span_id)
+        sync_api.expect(tab.locator(f'.wf-row.selected[data-span="{span_id}"]')).to_have_count(1)
+        # Keyboard: j moves to the next span, Esc goes back to the runs.
+        tab.locator("body").press("j")
+        sync_api.expect(tab.locator("#span-details")).not_to_have_attribute("data-span", span_id)
+        tab.keyboard.press("Escape")
+        sync_api.expect(tab.locator("#runs tbody tr")).to_have_count(1)
+        tab.keyboard.press("/")
+        assert tab.evaluate("document.activeElement.dataset.filter !== undefined")
+        tab.keyboard.type("nobody")
+        tab.keyboard.press("Enter")
+        sync_api.expect(tab).to_have_url(re.compile(r"/\?agent=nobody$"))
+        sync_api.expect(tab.locator("#runs tbody")).to_contain_text("No runs match.")
+        tab.locator("select[name=status]").select_option("unset")
+        tab.locator("input[name=agent]").fill("trip-planner")
+        tab.locator("input[name=agent]").press("Enter")
+        sync_api.expect(tab.locator("#runs tbody tr")).to_have_count(1)
+        sync_api.expect(tab.locator("#runs tbody tr")).to_contain_text("trip-planner")
+        tab.goto(base + "/conversations")
+        sync_api.expect(tab.locator("#conversations tbody tr")).to_have_count(1)
+    assert console.errors == []
+
+
+def test_content_shows_only_when_captured_and_hostile_text_stays_text(
+    demo_store: Path, content_store: Path, page: tuple[Any, Console]
+) -> None:
+    tab, console = page
+    with serving(demo_store) as base:
+        tab.goto(base + "/")
+        tab.locator("#runs tbody tr").first.click()
+        sync_api.expect(tab.locator(".wf-row")).to_have_count(12)
+        for index in range(12):
+            tab.locator(".wf-row").nth(index).click()
+            sync_api.expect(tab.locator("#span-details pre.content")).to_have_count(0)
+    with serving(content_store) as base:
+        tab.goto(base + "/?agent=trip-planner")
+        tab.locator("#runs tbody tr").first.click()
+        sync_api.expect(tab.locator(".wf-row")).to_have_count(12)
+        tab.locator(".wf-row").first.click()
+        sync_api.expect(tab.locator("#span-details")).to_contain_text("Captured content")
+        sync_api.expect(tab.locator("#span-details pre.content").first).to_contain_text("Lisbon")
+        tab.goto(base + "/?agent=hostile-agent")
+        tab.locator("#runs tbody tr").first.click()
+        tool = tab.locator(".wf-row", has_text="execute_tool lookup")
+        tool.click()
+        sync_api.expect(tab.locator("#span-details pre.content")).to_have_count(2)
+        sync_api.expect(tab.locator("#span-details pre.content").last).to_have_text(HOSTILE)
+        assert tab.locator("img").count() == 0
+        assert tab.title() != "pwned"
+    assert console.errors == []
+
+
+def test_a_10k_span_run_is_virtualised_and_scrolls_to_its_last_span(big_store: Path, page: tuple[Any, Console]) -> None:
+    tab, console = page
+    with serving(big_store) as base:
+        tab.goto(base + "/")
+        tab.locator("#runs tbody tr").first.click()
+        sync_api.expect(tab.locator("#details .card")).to_have_count(1)
+        rows = tab.locator(".wf-row").count()
+        assert 0 < rows < 200 < BIG_RUN_TOOLS
+        tab.locator("#waterfall").evaluate("el => { el.scrollTop = el.scrollHeight; }")
+        last = tab.locator(".wf-row").last
+        sync_api.expect(last).to_contain_text("execute_tool step")
+        assert tab.locator(".wf-row").count() < 200
+        last_id = tab.evaluate(
+            "async () => { const r = await fetch(location.pathname.replace('/runs/', '/ui/api/runs/'));"
+            " const b = await r.json(); return b.spans[b.spans.length - 1].span_id; }"
+        )
+        sync_api.expect(tab.locator(f'.wf-row[data-span="{last_id}"]')).to_have_count(1)
+        # The keyboard walks from the end of a long list without losing the selection.
+        tab.locator(f'.wf-row[data-span="{last_id}"]').click()
+        tab.locator("body").press("k")
+        sync_api.expect(tab.locator(".wf-row.selected")).to_have_count(1)
+        sync_api.expect(tab.locator(f'.wf-row.selected[data-span="{last_id}"]')).to_have_count(0)
+    assert console.errors == []
