@@ -18,6 +18,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_agentdiag.diagnostics.projection import strict_projection
 from otel_agentdiag.interchange.jaeger_json import jaeger_document
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.storage.operations import SERVICE_SQL as _SERVICE_SQL
+from otel_agentdiag.storage.operations import UNKNOWN_SERVICE
 from otel_agentdiag.storage.reading import ReadOnlyStore
 
 __all__ = [
@@ -32,20 +34,11 @@ __all__ = [
     "search_traces",
 ]
 
-UNKNOWN_SERVICE = "unknown_service"
-"""The service of spans whose resource has no ``service.name`` (Jaeger's and the OpenTelemetry SDK's convention;
-the Jaeger-JSON encoder names their process so)."""
 MAX_LIMIT = 1000
 """The most traces one search returns."""
 MAX_CANDIDATES = 2000
 """The most traces one search checks (newest first in its time range): a search never reads the whole store."""
 
-_SERVICE_SQL = (
-    "CASE WHEN json_valid(r.attributes) AND json_type(r.attributes, '$.\"service.name\"') = 'text'"
-    " AND json_extract(r.attributes, '$.\"service.name\"') <> ''"
-    f" THEN json_extract(r.attributes, '$.\"service.name\"') ELSE '{UNKNOWN_SERVICE}' END"
-)
-"""SQL: a span's service as the Jaeger-JSON encoder names its process (``r`` is its resource row)."""
 
 
 def _has_operations(conn: sqlite3.Connection) -> bool:
