@@ -43,7 +43,7 @@ def check_envelope(body: dict[str, Any]) -> list[Any]:
     return body["data"]
 
 
-def check_trace(trace: dict[str, Any]) -> None:
+def check_trace(trace: dict[str, Any], *, complete: bool = True) -> None:
     """Jaeger's trace model, as its UI and Grafana's plugin read it."""
     assert re.fullmatch(r"[0-9a-f]{32}", trace["traceID"])
     assert trace["spans"], "a trace is never served without spans"
@@ -56,7 +56,7 @@ def check_trace(trace: dict[str, Any]) -> None:
         assert isinstance(span["duration"], int) and span["duration"] >= 0
         for reference in span["references"]:
             assert reference["refType"] in ("CHILD_OF", "FOLLOWS_FROM")
-            if reference["refType"] == "CHILD_OF":
+            if reference["refType"] == "CHILD_OF" and complete:
                 assert reference["spanID"] in ids
         for tag in span["tags"]:
             assert isinstance(tag["value"], _TAG_TYPES[tag["type"]]), tag
@@ -260,7 +260,7 @@ def test_a_ten_thousand_span_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         stored = reader.span_count()
     assert stored >= 10_000
     assert len(trace["spans"]) == stored
-    check_trace(trace)
+    check_trace(trace, complete=stored == 10_001)  # a parent that never arrived is still referenced
     assert found["traceID"] == trace_id and len(found["spans"]) == stored
 
 
