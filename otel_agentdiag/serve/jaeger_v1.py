@@ -28,6 +28,7 @@ from otel_agentdiag.serve.stores import StoreAccess
 
 __all__ = ["envelope", "error_response", "routes"]
 
+_MAX_NS = (1 << 63) - 1
 DEFAULT_LIMIT = 20
 """Traces a search returns when it gives no ``limit`` (Jaeger UI's default)."""
 
@@ -70,14 +71,19 @@ def operations(request: Request) -> Response:
     return JSONResponse(envelope([{"name": name, "spanKind": span_kind} for name, span_kind in found]))
 
 
+def _us_to_ns(us: int) -> int:
+    """µs since the epoch in ns, capped where SQLite's integers end (a far-future ``end`` means no bound)."""
+    return min(us * 1000, _MAX_NS)
+
+
 def _search_query(request: Request) -> queries.SearchQuery:
     """A :class:`~otel_agentdiag.serve.queries.SearchQuery` from Jaeger's v1 search parameters."""
     params = request.query_params
     limit = DEFAULT_LIMIT
     if params.get("limit"):
         limit = min(parse_int("limit", params["limit"]), queries.MAX_LIMIT) or DEFAULT_LIMIT
-    end_ns = parse_int("end", params["end"]) * 1000 if params.get("end") else None
-    start_ns = parse_int("start", params["start"]) * 1000 if params.get("start") else None
+    end_ns = _us_to_ns(parse_int("end", params["end"])) if params.get("end") else None
+    start_ns = _us_to_ns(parse_int("start", params["start"])) if params.get("start") else None
     lookback = lookback_ns("lookback", params.get("lookback", ""))
     if start_ns is None and lookback is not None:
         start_ns = (end_ns if end_ns is not None else time.time_ns()) - lookback

@@ -58,7 +58,7 @@ def go_duration_ns(name: str, text: str) -> int:
         raise BadParameter(
             f"{name}: not a duration ({describe_input(text)}); use a Go duration such as 1.5ms, 2s, 100us or 1m30s"
         )
-    return round(total)
+    return min(round(total), (1 << 63) - 1)  # beyond: longer than any span (and than SQLite integers)
 
 
 def lookback_ns(name: str, text: str) -> int | None:
