@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute, Route
 
 from otel_agentdiag.serve import queries
 from otel_agentdiag.serve.params import (
+    MAX_NS,
     BadParameter,
     go_duration_ns,
     lookback_ns,
@@ -28,7 +29,6 @@ from otel_agentdiag.serve.stores import StoreAccess
 
 __all__ = ["envelope", "error_response", "routes"]
 
-_MAX_NS = (1 << 63) - 1
 DEFAULT_LIMIT = 20
 """Traces a search returns when it gives no ``limit`` (Jaeger UI's default)."""
 
@@ -73,7 +73,7 @@ def operations(request: Request) -> Response:
 
 def _us_to_ns(us: int) -> int:
     """µs since the epoch in ns, capped where SQLite's integers end (a far-future ``end`` means no bound)."""
-    return min(us * 1000, _MAX_NS)
+    return max(min(us * 1000, MAX_NS), -MAX_NS)
 
 
 def _search_query(request: Request) -> queries.SearchQuery:

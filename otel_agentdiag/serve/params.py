@@ -19,6 +19,10 @@ __all__ = [
 ]
 
 
+MAX_NS = (1 << 63) - 1
+"""Where SQLite's integers end (the year 2262 in ns): a time or duration beyond it is capped, no bound."""
+
+
 class BadParameter(ValueError):
     """A query parameter that cannot be read: the message names the parameter and says what it must be (never
     repeating what was given beyond its length and kind)."""
@@ -58,7 +62,7 @@ def go_duration_ns(name: str, text: str) -> int:
         raise BadParameter(
             f"{name}: not a duration ({describe_input(text)}); use a Go duration such as 1.5ms, 2s, 100us or 1m30s"
         )
-    return min(round(total), (1 << 63) - 1)  # beyond: longer than any span (and than SQLite integers)
+    return min(round(total), MAX_NS)  # beyond: longer than any span
 
 
 def lookback_ns(name: str, text: str) -> int | None:
@@ -101,7 +105,7 @@ def rfc3339_ns(name: str, text: str) -> int:
     except ValueError:
         raise BadParameter(f"{name}: not a valid date and time ({describe_input(text)})") from None
     nanos = int((fraction or "0").ljust(9, "0"))
-    return int(moment.timestamp()) * 1_000_000_000 + nanos
+    return max(min(int(moment.timestamp()) * 1_000_000_000 + nanos, MAX_NS), -MAX_NS)
 
 
 def trace_id_hex(text: str) -> str:

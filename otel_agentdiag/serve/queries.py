@@ -40,7 +40,6 @@ MAX_CANDIDATES = 2000
 """The most traces one search checks (newest first in its time range): a search never reads the whole store."""
 
 
-
 def _has_operations(conn: sqlite3.Connection) -> bool:
     row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'operations'").fetchone()
     return row is not None
