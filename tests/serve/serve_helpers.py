@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -79,3 +83,24 @@ def only_trace_id(store: Path) -> str:
         traces = reader.list_traces()
     assert len(traces) == 1
     return traces[0].trace_id
+
+
+@contextmanager
+def served(store: Path) -> Iterator[str]:
+    """A real ``agentdiag serve`` subprocess on a free loopback port: its URL, until the block ends (Ctrl-C)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTDIAG_", "OTEL_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    command = [sys.executable, "-m", "otel_agentdiag", "serve", "--store", str(store), "--port", "0"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline().strip()  # the URL line, once the socket listens
+            assert line.startswith("agentdiag serve: http://"), line
+            yield line.split(" ")[2].rstrip("/")
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.communicate(timeout=20)
+            finally:
+                if process.poll() is None:
+                    process.kill()
