@@ -188,6 +188,7 @@ def parse_capture_content(value: str | None) -> bool:
         )
     return False
 
+
 AGENTDIAG_SERVE_TOKEN = "AGENTDIAG_SERVE_TOKEN"
 """
 .. envvar:: AGENTDIAG_SERVE_TOKEN
