@@ -187,3 +187,14 @@ def parse_capture_content(value: str | None) -> bool:
             "otel-agentdiag: %s is not 'true'; content capture stays off", AGENTDIAG_CAPTURE_CONTENT
         )
     return False
+
+
+AGENTDIAG_SERVE_TOKEN = "AGENTDIAG_SERVE_TOKEN"
+"""
+.. envvar:: AGENTDIAG_SERVE_TOKEN
+
+The bearer token every request to ``agentdiag serve --allow-remote`` must carry (``Authorization: Bearer
+<token>``), when ``--token-file`` is not given; at least 16 characters
+(``python -c "import secrets; print(secrets.token_urlsafe(32))"``). Read only by a server bound to an address
+that is not loopback; a loopback server needs no token.
+"""

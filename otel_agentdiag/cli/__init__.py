@@ -58,6 +58,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "otel_agentdiag.cli.push",
         "Push stored spans to an OTLP endpoint (a Collector), strict policy, each span once per endpoint.",
     ),
+    "serve": (
+        "otel_agentdiag.cli.serve",
+        "Serve the store over HTTP: a web viewer and the Jaeger query API (v1 and v3), read-only.",
+    ),
 }
 """Each command: the module that defines it (under the command's own name) and the first paragraph of its help,
 which ``agentdiag --help`` shortens as click does (a test keeps it equal to the command's docstring)."""

@@ -6,6 +6,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 
 from otel_agentdiag.serve import jaeger_v1, jaeger_v3, security, viewer
 from otel_agentdiag.serve.settings import ServeSettings
@@ -27,7 +30,19 @@ def create_app(settings: ServeSettings) -> Starlette:
         routes=[*jaeger_v1.routes(), *jaeger_v3.routes(), *viewer.routes()],
         middleware=security.middleware(settings),
         lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error},
     )
     app.state.settings = settings
     app.state.access = access
     return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (an unknown path): Jaeger's error JSON under ``/api/``, one line of text elsewhere."""
+    assert isinstance(exc, HTTPException)
+    message = "not found" if exc.status_code == 404 else str(exc.detail)
+    if request.url.path.startswith("/api/v3/"):
+        return jaeger_v3.error_response(exc.status_code, message)
+    if request.url.path.startswith("/api/"):
+        return jaeger_v1.error_response(exc.status_code, message)
+    return PlainTextResponse(message + "\n", status_code=exc.status_code, headers=exc.headers)

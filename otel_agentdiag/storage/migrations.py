@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from otel_agentdiag.storage import receipt_figures, receipt_schema, summaries
+from otel_agentdiag.storage import operations, receipt_figures, receipt_schema, summaries
 
 
 class StoreError(Exception):
@@ -270,6 +270,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         # backfill decodes the rows once.
         receipt_schema.SCHEMA,
         receipt_figures.rebuild,
+    ),
+    Migration(
+        11,
+        "operations",
+        # Each (service, span name, span kind) the store holds, kept at write time (storage/operations.py), so the
+        # Jaeger APIs' service and operation lists read a small table instead of the spans; filled from the rows.
+        operations.SCHEMA,
     ),
 )
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.storage import receipt_figures
+from otel_agentdiag.storage.operations import rebuild_operations, record_operations
 from otel_agentdiag.storage.receipt_reads import has_tables as has_receipt_tables
 from otel_agentdiag.storage.rows import SpanRow
 
@@ -165,6 +166,7 @@ def rebuild_summaries(conn: sqlite3.Connection) -> None:
     try:
         for statement in REBUILD:
             conn.execute(statement)
+        rebuild_operations(conn)
         if has_receipt_tables(conn):
             receipt_figures.rebuild(conn)
     except BaseException:
@@ -311,6 +313,7 @@ def record_batch(conn: sqlite3.Connection, written: Sequence[SpanRow]) -> None:
             conn.executemany(_BETTER_ROOT, [(trace_id, *t.root) for trace_id, t in older])
         conn.executemany("INSERT OR IGNORE INTO session_traces (session, trace_id) VALUES (?, ?)", list(pairs))
         _add_sessions(conn, sessions)
+        record_operations(conn, written)
     flush_deleted(conn)
 
 
