@@ -3,8 +3,10 @@
 
     python strands_app.py <mode> <store path> <otlp endpoint> <fake openai base url>
 
-``<mode>``: ``one`` (one agent run) or ``gather`` (two agents under ``asyncio.gather``, each with its own
-conversation id, Strands set to its latest conventions with content as span attributes: the most it records).
+``<mode>``: ``one`` (one agent run), ``gather`` (two agents under ``asyncio.gather``, each with its own
+conversation id, Strands set to its latest conventions with content as span attributes: the most it records), or
+``zero-code`` (one agent run, and no tracing code: the app runs under ``opentelemetry-instrument``, whose
+configurator builds the pipeline from the environment; store and endpoint arguments are then ignored).
 The agent uses Strands' real ``OpenAIModel`` (the real ``openai`` client, streaming) against the fake server in
 the test's process; its tools are ``get_weather`` (asked twice) and ``lookup_city`` (which raises). Sentinels
 sit in the prompt, the system prompt, a tool's description, the failing tool's message, the conversation id and
@@ -80,6 +82,9 @@ def agent(base_url: str, name: str, conversation: str) -> Any:
 
 def main() -> None:
     store, endpoint, base_url = sys.argv[2:5]
+    if MODE == "zero-code":
+        print(json.dumps({"answers": [str(agent(base_url, AGENT, CONVERSATIONS[0])(PROMPT))]}))
+        return
     diag = otel_agentdiag.configure(
         service_name="strands-test", store=store, otlp_endpoint=endpoint, hash_key=HASH_KEY, set_global=False
     )

@@ -6,6 +6,10 @@ a real SQLite store and a real OTLP/HTTP receiver (strict policy).
 Strands' pins cannot share the dev venv: the agent runs in its own environment (``tests/envs/strands.txt``,
 built by ``tests/isolated_envs.py``), in ``strands_app.py`` with this checkout on ``PYTHONPATH``.
 
+Zero-code: ``opentelemetry-instrument`` finds otel-agentdiag's entry points (distro, configurator, instrumentors)
+in a ``.dist-info`` written from ``pyproject.toml`` beside the checkout (the checkout is on ``PYTHONPATH``, not
+installed, in that environment).
+
 The model asks for ``get_weather`` twice, then for ``lookup_city`` (which raises), then answers: four event-loop
 cycles. The tree must be ours: run → four iterations (Strands' cycles) → one LLM span each and one tool span in the
 first three, usage on the LLM leaves only, a valid receipt, no sentinel in the store or on the wire; and two
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +29,7 @@ from typing import Any
 import pytest
 from fakes import openai_server as fake
 from fakes.openai_server import FakeModelServer
-from isolated_envs import run_in
+from isolated_envs import ROOT, env_python, run_in
 from leak_search import Surfaces
 from otlp_receiver import OTLPReceiver, ReceivedSpan
 
@@ -32,7 +37,13 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.diagnostics.receipt import session_receipt
 from otel_agentdiag.storage import SpanStore, StoredSpan
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the dev venv is 3.11+
+    import tomli as tomllib
+
 APP = Path(__file__).with_name("strands_app.py")
+HASH_KEY = b"5b2e0c6f1d8a4b7e9c3f2a1d0e6b8c4f7a9d2e1c3b5f8a0d6e4c2b9f1a7d3e5c"
 AGENT = "weather_agent"
 SCRIPT = ("get_weather", "get_weather", "lookup_city")
 """The tool the model asks for at each cycle; after them, it answers."""
@@ -70,10 +81,38 @@ class Run:
     requests: int
 
 
+def _entry_points(folder: Path) -> Path:
+    """A folder holding a ``.dist-info`` with this checkout's entry points (from ``pyproject.toml``), so that
+    ``importlib.metadata`` finds them with the folder on ``PYTHONPATH``."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    info = folder / "otel_agentdiag-0.0.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: otel-agentdiag\nVersion: 0.0.0\n")
+    groups = [
+        f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in points.items())
+        for group, points in project["entry-points"].items()
+    ]
+    (info / "entry_points.txt").write_text("\n".join(groups))
+    return folder
+
+
 def _run(mode: str, folder: Path) -> Run:
-    store = folder / "traces.db"
+    store = folder / "store" / "traces.db"  # its own folder: the leak search reads every file there
     with OTLPReceiver() as receiver, ScriptedServer() as server:
-        done = run_in("strands", [str(APP), mode, str(store), receiver.endpoint, server.base_url], timeout=600)
+        args = [str(APP), mode, str(store), receiver.endpoint, server.base_url]
+        env = None
+        if mode == "zero-code":
+            env = {
+                "PYTHONPATH": str(_entry_points(folder / "entry-points")),
+                "AGENTDIAG_STORE": str(store),
+                "AGENTDIAG_HASH_KEY": HASH_KEY.decode(),
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.endpoint}/v1/traces",
+                "OTEL_SERVICE_NAME": "strands-zero-code",
+            }
+            # `opentelemetry-instrument python strands_app.py ...`, with that environment's python
+            launcher = "from opentelemetry.instrumentation.auto_instrumentation import run; run()"
+            args = ["-c", launcher, str(env_python("strands")), *args]
+        done = run_in("strands", args, env=env, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         assert receiver.errors == []
         requests = len(server.requests_to("/v1/chat/completions"))
@@ -94,6 +133,11 @@ def _run(mode: str, folder: Path) -> Run:
 @pytest.fixture(scope="module")
 def one(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return _run("one", tmp_path_factory.mktemp("strands-one"))
+
+
+@pytest.fixture(scope="module")
+def zero_code(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return _run("zero-code", tmp_path_factory.mktemp("strands-zero-code"))
 
 
 @pytest.fixture(scope="module")
@@ -195,4 +239,29 @@ def test_no_sentinel_under_strands_latest_conventions(two: Run) -> None:
     """With ``gen_ai_latest_experimental`` and ``gen_ai_span_attributes_only`` Strands writes prompts, tool
     arguments and results, system instructions and tool definitions as span attributes: none of it is kept."""
     seen = Surfaces.of(two.store, two.raw_bodies, two.received)
+    assert seen.leaks(SENTINELS) == []
+
+
+def test_zero_code_traces_the_same_loop_with_one_llm_span_per_model_call(zero_code: Run) -> None:
+    """Under ``opentelemetry-instrument`` our OpenAI instrumentor runs too: its ``chat`` span owns each model call
+    (usage, finish reason), and Strands' own ``chat`` span around it becomes a step without usage."""
+    spans = zero_code.spans
+    assert [a.strip() for a in zero_code.answers] == [fake.STREAM_TEXT]
+    (run,) = _kinds(spans, "run")
+    assert run.name == f"invoke_agent {AGENT}"
+    iterations = _kinds(spans, "iteration")
+    assert [s.attributes[sc.AGENTDIAG_ITERATION_INDEX] for s in iterations] == list(range(CYCLES))
+    assert {s.parent_span_id for s in iterations} == {run.span_id}
+    steps = {s.span_id: s for s in _kinds(spans, "other")}
+    assert [s.attributes.get(sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE) for s in steps.values()] == [
+        "duplicate_llm_call"
+    ] * CYCLES
+    llm = _kinds(spans, "llm")
+    assert [steps[s.parent_span_id].parent_span_id for s in llm] == [s.span_id for s in iterations]
+    assert [s.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] for s in llm] == [31, 31, 31, 44]
+    assert [s.name for s in _kinds(spans, "tool")] == [f"execute_tool {name}" for name in SCRIPT]
+    assert not [s for s in spans if s.kind != "llm" and any(k.startswith("gen_ai.usage.") for k in s.attributes)]
+    assert list(zero_code.receipts.values()) == ["valid"]
+    seen = Surfaces.of(zero_code.store, zero_code.raw_bodies, zero_code.received)
+    assert len(zero_code.received) == len(spans)  # the OTLP branch from the environment, too
     assert seen.leaks(SENTINELS) == []
