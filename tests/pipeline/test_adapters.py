@@ -122,6 +122,40 @@ def test_genai_aggregated_usage_of_a_run_becomes_its_roll_up_never_leaf_usage() 
     assert not [k for k in chat if k.startswith("agentdiag.usage.")]  # a leaf gets no roll-up
 
 
+@pytest.mark.parametrize(
+    ("attributes", "kind"),
+    [
+        ({"event_loop.cycle_id": "c1", sc.AGENTDIAG_ITERATION_INDEX: 2}, "iteration"),  # Strands' cycle
+        ({"event_loop.cycle_id": "c1"}, "iteration"),  # no index of ours: an iteration without one
+        ({}, "other"),  # the operation alone, without the framework's own key: a step we have no kind for
+    ],
+)
+def test_a_framework_loop_step_with_its_own_key_is_an_iteration(attributes: dict[str, Any], kind: str) -> None:
+    raw = {sc.GEN_AI_OPERATION_NAME: "execute_event_loop_cycle", "gen_ai.usage.input_tokens": 7, **attributes}
+    step = adapt(raw, name="execute_event_loop_cycle")
+    got = attrs(step)
+    assert got[sc.AGENTDIAG_KIND] == kind
+    assert "gen_ai.usage.input_tokens" not in got  # usage on leaves only
+    exported = redactor().redact(step)
+    if kind == "iteration":
+        assert step.name == exported.name == sc.ITERATION_SPAN_NAME
+        assert sc.GEN_AI_OPERATION_NAME not in got  # named as ours, not by the framework's operation
+        assert attrs(exported).get(sc.AGENTDIAG_ITERATION_INDEX) == attributes.get(sc.AGENTDIAG_ITERATION_INDEX)
+        assert "event_loop.cycle_id" not in attrs(exported)  # the framework's id is dropped
+    else:
+        assert got[sc.GEN_AI_OPERATION_NAME] == "execute_event_loop_cycle"
+
+
+def test_a_genai_span_session_id_is_its_conversation_a_digest_on_export() -> None:
+    chat = attrs(adapt({sc.GEN_AI_OPERATION_NAME: "chat", sc.SESSION_ID: SENTINEL}))
+    assert chat[sc.GEN_AI_CONVERSATION_ID] == SENTINEL
+    own = attrs(adapt({sc.GEN_AI_OPERATION_NAME: "chat", sc.SESSION_ID: SENTINEL, sc.GEN_AI_CONVERSATION_ID: "c"}))
+    assert own[sc.GEN_AI_CONVERSATION_ID] == "c"  # the span's own conversation wins
+    exported = attrs(redactor().redact(adapt({sc.GEN_AI_OPERATION_NAME: "chat", sc.SESSION_ID: SENTINEL})))
+    assert str(exported[sc.GEN_AI_CONVERSATION_ID]).startswith("hmac-sha256:")
+    assert SENTINEL not in repr(exported)
+
+
 # --- OpenInference --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("oi_kind", "kind", "operation", "name"),

@@ -167,6 +167,8 @@ def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, 
         kind, name, span_type = sc.KIND_OTHER, sc.FRAMEWORK_SPAN_NAME, DUPLICATE_LLM_CALL
         out.pop(_OPERATION, None)  # one model call, one `chat {model}` span: ours
         out.pop(_OI_KIND, None)  # and one LLM span for OpenInference readers
+    if kind == sc.KIND_ITERATION:
+        out.pop(_OPERATION, None)  # ours have none: a loop step is named `agent.iteration`, not by its operation
     if kind != sc.KIND_LLM:
         for key in LEAF_USAGE_KEYS.intersection(out):
             del out[key]

@@ -13,6 +13,13 @@ Roll-ups: Pydantic AI writes the sum of a run's usage on its ``invoke_agent`` sp
 ``gen_ai.aggregated_usage.*`` (its own namespace, so that backends summing ``gen_ai.usage.*`` do not count it
 twice). On a ``run`` it moves to our roll-up keys (``agentdiag.usage.*``), never to leaf usage; on any other kind
 it stays where it is (the redactor drops it: no policy names it).
+
+Conversations: ``session.id`` (the general conventions' session, which frameworks such as Strands put on every span
+of a run from their trace attributes) fills a missing ``gen_ai.conversation.id`` (a digest once exported).
+
+Loop steps: the conventions have no operation for one. A span that carries a framework's own loop-step key is an
+iteration (``agent.iteration``; its ``agentdiag.iteration.index`` kept when an instrumentor of ours set one):
+Strands' ``execute_event_loop_cycle`` spans, marked by its ``event_loop.cycle_id`` (:data:`LOOP_STEP_KEYS`).
 """
 
 from __future__ import annotations
@@ -30,7 +37,10 @@ from otel_agentdiag.pipeline.adapters._common import (
 )
 from otel_agentdiag.redaction import keys as _keys
 
-__all__ = ["AGGREGATED_USAGE", "OLD_USAGE", "adapt", "recognises"]
+__all__ = ["AGGREGATED_USAGE", "LOOP_STEP_KEYS", "OLD_USAGE", "adapt", "recognises"]
+
+LOOP_STEP_KEYS: dict[str, str] = {"execute_event_loop_cycle": "event_loop.cycle_id"}
+"""A framework's loop-step operation → the key of its own that marks the span as one (Strands' event-loop cycle)."""
 
 OLD_USAGE: tuple[tuple[str, str], ...] = (
     ("gen_ai.usage.prompt_tokens", sc.GEN_AI_USAGE_INPUT_TOKENS),
@@ -62,6 +72,11 @@ def adapt(attributes: Mapping[str, Any]) -> Mapped:
     kind = OPERATION_KINDS.get(operation, sc.KIND_OTHER) if type(operation) is str else sc.KIND_OTHER
     out: dict[str, Any] = {}
     copy_if_absent(attributes, out, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME)
+    copy_if_absent(attributes, out, sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID)
+    if kind == sc.KIND_OTHER and type(operation) is str:
+        marker = LOOP_STEP_KEYS.get(operation)
+        if marker is not None and marker in attributes:
+            return Mapped(sc.KIND_ITERATION, out, name=sc.ITERATION_SPAN_NAME)
     if kind == sc.KIND_LLM:
         copy_tokens(attributes, out, OLD_USAGE)
     elif kind == sc.KIND_RUN:
