@@ -65,10 +65,13 @@ def env_python(name: str) -> Path:
 def run_in(
     name: str, args: list[str], *, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python ARGS`` in environment ``name`` with this checkout first on ``PYTHONPATH`` (so the script
-    imports this otel-agentdiag), ``env`` added to a copy of this process's environment."""
+    """Run ``python ARGS`` in environment ``name`` with this checkout on ``PYTHONPATH`` (so the script imports
+    this otel-agentdiag), ``env`` added to a copy of this process's environment. A ``PYTHONPATH`` in ``env`` comes
+    first: a folder of metadata a test writes (a ``.dist-info`` with this checkout's entry points) must win over
+    the ``.egg-info`` an editable install leaves in the checkout, which may be older than ``pyproject.toml``."""
     python = env_python(name)
     child = dict(os.environ)
+    child.pop("PYTHONPATH", None)  # this process's path is the dev venv's business, not the environment's
     child.update(env or {})
-    child["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [child.get("PYTHONPATH")])])
+    child["PYTHONPATH"] = os.pathsep.join([*filter(None, [child.get("PYTHONPATH")]), str(ROOT)])
     return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=timeout, env=child, cwd=ROOT)
