@@ -13,7 +13,7 @@ A pure ASGI middleware, outermost, in this order:
 
 Every response gets ``X-Content-Type-Options: nosniff``, ``X-Frame-Options: DENY``, ``Referrer-Policy:
 no-referrer``, a Content-Security-Policy (``frame-ancestors 'none'``; for HTML also ``default-src 'self'``) and,
-for the API, ``Cache-Control: no-store``. No CORS header is ever sent.
+for the API and the viewer's JSON, ``Cache-Control: no-store``. No CORS header is ever sent.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ class _Guard:
             return
         path = str(scope.get("path", ""))
         api = path.startswith("/api/")
+        no_store = api or path.startswith("/ui/api/")  # the viewer's JSON may hold content: never cached either
         headers = Headers(scope=scope)
         refusal = self._refusal(scope, headers)
         if refusal is not None:
@@ -95,7 +96,7 @@ class _Guard:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                message["headers"] = _secured(list(message.get("headers", [])), api=api)
+                message["headers"] = _secured(list(message.get("headers", [])), api=no_store)
             await send(message)
 
         try:

@@ -70,14 +70,16 @@ def test_loopback_names_are_accepted_on_a_loopback_bind(demo: Path, host: str) -
 def test_security_headers_and_no_cors(demo: Path) -> None:
     with client(demo) as http:
         api = http.get("/api/services", headers={"origin": "http://evil.example"})
+        viewer = http.get("/ui/api/runs", headers={"origin": "http://evil.example"})
         missing = http.get("/nothing-here", headers={"origin": "http://evil.example"})
-    for response in (api, missing):
+    for response in (api, viewer, missing):
         assert response.headers["x-content-type-options"] == "nosniff"
         assert response.headers["x-frame-options"] == "DENY"
         assert response.headers["referrer-policy"] == "no-referrer"
         assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
         assert not [name for name in response.headers if name.lower().startswith("access-control-")]
     assert api.headers["cache-control"] == "no-store"
+    assert viewer.status_code == 200 and viewer.headers["cache-control"] == "no-store"  # may hold content
 
 
 def test_remote_needs_the_token(demo: Path) -> None:
