@@ -18,6 +18,8 @@ from otel_agentdiag import environment_variables as env
 from otel_agentdiag.cli._common import CliError, open_reader, resolve_store_path, store_option
 
 MIN_TOKEN_LENGTH = 16
+_WILDCARDS = frozenset({"", "0.0.0.0", "::", "0:0:0:0:0:0:0:0"})
+"""Bind-everything addresses: refused (the Host check needs the address clients name)."""
 _EXTRA = "pip install -e '.[serve]'"
 
 
@@ -149,6 +151,11 @@ def serve(
         raise CliError(
             "--host is not a loopback address: other machines could read your traces; add --allow-remote (which"
             f" requires a bearer token from {env.AGENTDIAG_SERVE_TOKEN} or --token-file)"
+        )
+    if host.strip().strip("[]") in _WILDCARDS:
+        raise CliError(
+            "--host: a wildcard address cannot be checked against the Host header (DNS rebinding); give the one"
+            " address your clients use (e.g. 172.17.0.1 for Docker's bridge)"
         )
     token = _token(token_file) if remote else None
     open_reader(store_path).close()  # a missing or foreign store is one line; an older schema is upgraded once

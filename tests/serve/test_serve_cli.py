@@ -71,6 +71,9 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(demo: Path) -> None:
     assert "Traceback" not in err
 
 
+REMOTE = "192.0.2.10"  # TEST-NET-1: not loopback (never bound: each check below comes before binding)
+
+
 def _one_error_line(*args: str) -> str:
     result = CliRunner().invoke(cli, ["serve", *args], catch_exceptions=False)
     assert result.exit_code == 2, result.output
@@ -84,17 +87,22 @@ def test_a_missing_store_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_remote_host_needs_the_flag_and_a_token(demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "--allow-remote" in _one_error_line("--store", str(demo), "--host", "0.0.0.0")
-    assert "AGENTDIAG_SERVE_TOKEN" in _one_error_line("--store", str(demo), "--host", "0.0.0.0", "--allow-remote")
+    assert "--allow-remote" in _one_error_line("--store", str(demo), "--host", REMOTE)
+    assert "AGENTDIAG_SERVE_TOKEN" in _one_error_line("--store", str(demo), "--host", REMOTE, "--allow-remote")
     monkeypatch.setenv("AGENTDIAG_SERVE_TOKEN", "short")
-    assert "at least 16" in _one_error_line("--store", str(demo), "--host", "0.0.0.0", "--allow-remote")
+    assert "at least 16" in _one_error_line("--store", str(demo), "--host", REMOTE, "--allow-remote")
     token_file = tmp_path / "token"
     token_file.write_text("a-long-enough-token-0123456789\n")
     token_file.chmod(0o644)
-    message = _one_error_line(
-        "--store", str(demo), "--host", "0.0.0.0", "--allow-remote", "--token-file", str(token_file)
-    )
+    message = _one_error_line("--store", str(demo), "--host", REMOTE, "--allow-remote", "--token-file", str(token_file))
     assert "readable by group or others" in message
+
+
+@pytest.mark.parametrize("wildcard", ["0.0.0.0", "::", "[::]"])
+def test_a_wildcard_host_is_refused(demo: Path, wildcard: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every address at once cannot be matched against the Host header: refused even with the flag and a token."""
+    monkeypatch.setenv("AGENTDIAG_SERVE_TOKEN", "a-long-enough-token-0123456789")
+    assert "wildcard" in _one_error_line("--store", str(demo), "--host", wildcard, "--allow-remote")
 
 
 def test_a_port_in_use_is_one_line(demo: Path) -> None:
