@@ -85,6 +85,7 @@ BENCHMARKS: dict[str, Runner] = {
     "read_path": _module("read_path"),
     "startup": _module("startup"),
     "push_throughput": _module("push_throughput"),
+    "serve": _module("serve"),
 }
 OPTIONAL = {"phoenix_ingest": _module("phoenix_ingest")}
 

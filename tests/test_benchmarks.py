@@ -25,6 +25,7 @@ EXPECTED = {
     "read_path",
     "startup",
     "push_throughput",
+    "serve",
 }
 
 
@@ -84,6 +85,10 @@ def test_the_quick_benchmark_run_completes_and_reports_every_goal(tmp_path: Path
         "push_spans_per_s",
         "export_otlp_json_spans_per_s",
         "push_vs_sdk_encode",
+        "serve_search_1m_vs_1k",
+        "serve_trace_1m_vs_1k",
+        "serve_trace_v3_1m_vs_1k",
+        "serve_trace_rps_vs_direct",
     } <= ids
     # The goal table is printed for a reader of the CI log.
     assert "verdict" in completed.stdout and "results:" in completed.stdout
