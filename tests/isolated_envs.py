@@ -7,6 +7,9 @@ installed there: a test runs its script with the checkout on ``PYTHONPATH`` (:fu
 requirements file lists the runtime dependencies the script needs (``opentelemetry-sdk`` and the rest).
 
 Building needs the package index (CI has it); a build that fails fails the test with pip's last lines.
+
+Zero-code in such an environment: :func:`entry_points_folder` writes a ``.dist-info`` holding this checkout's
+entry points, so that ``opentelemetry-instrument`` there finds our distro, configurator and instrumentors.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ import venv
 from pathlib import Path
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the dev venv is 3.11+
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ROOT / "tests" / "envs"
@@ -75,3 +83,26 @@ def run_in(
     child.update(env or {})
     child["PYTHONPATH"] = os.pathsep.join([*filter(None, [child.get("PYTHONPATH")]), str(ROOT)])
     return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=timeout, env=child, cwd=ROOT)
+
+
+def entry_points_folder(folder: Path) -> Path:
+    """``folder``, made to hold an ``otel_agentdiag-0.0.0.dist-info`` with this checkout's entry points (read from
+    ``pyproject.toml``): with ``folder`` first on ``PYTHONPATH`` (``run_in(env={"PYTHONPATH": ...})``),
+    ``importlib.metadata`` finds them, as ``opentelemetry-instrument`` does, though the checkout is not installed."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    info = folder / "otel_agentdiag-0.0.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: otel-agentdiag\nVersion: 0.0.0\n")
+    groups = [
+        f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in points.items())
+        for group, points in project["entry-points"].items()
+    ]
+    (info / "entry_points.txt").write_text("\n".join(groups))
+    return folder
+
+
+def instrument_args(name: str, args: list[str]) -> list[str]:
+    """The arguments of :func:`run_in` that run ``opentelemetry-instrument python ARGS`` with environment
+    ``name``'s interpreter (its console script may not exist: the launcher is imported instead)."""
+    launcher = "from opentelemetry.instrumentation.auto_instrumentation import run; run()"
+    return ["-c", launcher, str(env_python(name)), *args]

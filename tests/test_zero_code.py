@@ -10,7 +10,8 @@ Every run sets ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai,openai_agents,lang
 venv also has OpenInference's, OpenLLMetry's and the official GenAI instrumentors registered under those entry
 point names (the first three would trace the same calls twice; the last two, OpenInference's smolagents and
 LiteLLM instrumentors of the ``dev`` extras, import their libraries at start-up, several seconds with LiteLLM,
-for apps that use neither). Ours are named ``agentdiag_openai``, ``agentdiag_anthropic``,
+for apps that use neither; ``e2e/test_zero_code_frameworks.py`` runs smolagents and LiteLLM apps with them on).
+Ours are named ``agentdiag_openai``, ``agentdiag_anthropic``,
 ``agentdiag_openai_agents`` and ``agentdiag_langchain``, so they still run.
 
 The in-process tests at the end drive the distro and the configurator directly; none of them installs a
@@ -118,7 +119,8 @@ def run_app(base: Path, extra_env: Mapping[str, str] | None = None, app: Path = 
                 "ZERO_CODE_ANTHROPIC_URL": server.anthropic_base_url,
                 "OTEL_SERVICE_NAME": SERVICE,
                 # The peers' instrumentors (OpenInference, OpenLLMetry, the official GenAI ones) of the same
-                # libraries would add their own spans; ours are named agentdiag_* and keep running.
+                # libraries would add their own spans; ours are named agentdiag_* and keep running. smolagents and
+                # litellm: only start-up time here (these apps use neither).
                 "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai,openai_agents,langchain,smolagents,litellm",
                 "AGENTDIAG_STORE": str(store_path),
                 **(extra_env or {}),

@@ -6,6 +6,10 @@ made global, as ADK needs), :class:`~otel_agentdiag.instrumentation.google_adk.G
 ``InMemorySessionService`` and ADK's ``LiteLlm`` model (``openai/gpt-4o-mini``) posting to the fake model server on
 127.0.0.1. The server asks for ``get_weather`` twice, then ``lookup_city``, which raises: ADK fails the run with
 the tool's exception. Prints one JSON line: per agent, the type of the exception the run raised.
+
+MODE ``zero-code``: one agent, and no tracing code at all (otel_agentdiag is not imported): the script runs under
+``opentelemetry-instrument``, whose configurator builds the pipeline from the environment and whose entry point
+``agentdiag_google_adk`` loads the instrumentor; STORE, OTLP_ENDPOINT and HASH_KEY_HEX are then ignored.
 """
 
 from __future__ import annotations
@@ -21,9 +25,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the fakes' sentinels
 
 from fakes import openai_server as fake
-
-import otel_agentdiag
-from otel_agentdiag.instrumentation.google_adk import GoogleADKInstrumentor
 
 AGENTS = ("weather_agent", "travel_agent")
 FAILING_TOOL_ERROR = f"lookup failed for {fake.SENTINEL_USER} in /home/alice"
@@ -61,7 +62,7 @@ async def run_agent(name: str, session_id: str, base_url: str) -> str:
 
 
 async def main(mode: str, base_url: str) -> list[str]:
-    if mode == "single":
+    if mode in ("single", "zero-code"):
         return [await run_agent(AGENTS[0], fake.SENTINEL_CONVERSATION, base_url)]
     return list(
         await asyncio.gather(
@@ -70,16 +71,27 @@ async def main(mode: str, base_url: str) -> list[str]:
     )
 
 
-if __name__ == "__main__":
-    mode, store, endpoint, base_url, key = sys.argv[1:6]
+def traced(mode: str, store: str, endpoint: str, base_url: str, key: str) -> list[str]:
+    """Run ``mode`` with the pipeline and the instrumentor set up in code."""
+    import otel_agentdiag
+    from otel_agentdiag.instrumentation.google_adk import GoogleADKInstrumentor
+
     diag = otel_agentdiag.configure(
         service_name="google-adk-test", store=store, otlp_endpoint=endpoint, hash_key=bytes.fromhex(key)
     )
     instrumentor = GoogleADKInstrumentor()
     instrumentor.instrument()
     try:
-        outcomes = asyncio.run(main(mode, base_url))
+        return asyncio.run(main(mode, base_url))
     finally:
         instrumentor.uninstrument()
         diag.shutdown()
+
+
+if __name__ == "__main__":
+    mode, store, endpoint, base_url, key = sys.argv[1:6]
+    if mode == "zero-code":
+        outcomes = asyncio.run(main(mode, base_url))
+    else:
+        outcomes = traced(mode, store, endpoint, base_url, key)
     print(json.dumps({"outcomes": outcomes}))

@@ -13,6 +13,13 @@ results, the tool call ids, the session and user ids and the failing tool's mess
 ``invoke_workflow`` → ``invoke_agent`` → three iterations → one ``generate_content`` and one ``execute_tool``
 each, tokens on the LLM leaves only, a valid receipt, and no sentinel in the store or on the wire; under
 ``asyncio.gather`` (two agents at once) each run keeps its own trace.
+
+Zero-code (mode ``zero-code``): the same agent with no tracing code, run under ``opentelemetry-instrument`` in that
+environment, the pipeline built from the environment (``AGENTDIAG_STORE``, ``AGENTDIAG_HASH_KEY``,
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) and ``GoogleADKInstrumentor`` loaded by its entry point
+``agentdiag_google_adk`` (from a ``.dist-info`` written beside the checkout, :func:`isolated_envs.entry_points_folder`):
+the same tree, iterations included (only our instrumentor makes them). Our ``agentdiag_openai`` instrumentor runs too
+and adds nothing: ADK's ``LiteLlm`` posts through the ``openai`` client's low-level ``post()``.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any
 import pytest
 from fakes import openai_server as fake
 from fakes.openai_server import FakeModelServer
-from isolated_envs import ROOT, run_in
+from isolated_envs import ROOT, entry_points_folder, instrument_args, run_in
 from leak_search import Surfaces
 from otlp_receiver import OTLPReceiver, ReceivedSpan
 
@@ -68,17 +75,26 @@ class Run:
     stderr: str
 
 
-@pytest.fixture(scope="module", params=["single", "gather"])
+@pytest.fixture(scope="module", params=["single", "gather", "zero-code"])
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     mode = request.param
     store = tmp_path_factory.mktemp(f"adk_{mode}") / "traces.db"
     with OTLPReceiver() as receiver, ScriptedServer() as server:
-        done = run_in(
-            "google_adk", [str(APP), mode, str(store), receiver.endpoint, server.base_url, HASH_KEY], timeout=600
-        )
+        args = [str(APP), mode, str(store), receiver.endpoint, server.base_url, HASH_KEY]
+        env = None
+        if mode == "zero-code":  # `opentelemetry-instrument python google_adk_app.py zero-code ...`
+            args = instrument_args("google_adk", args)
+            env = {
+                "PYTHONPATH": str(entry_points_folder(tmp_path_factory.mktemp("adk_entry_points") / "site")),
+                "AGENTDIAG_STORE": str(store),
+                "AGENTDIAG_HASH_KEY": HASH_KEY,
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.endpoint}/v1/traces",
+                "OTEL_SERVICE_NAME": "google-adk-zero-code",
+            }
+        done = run_in("google_adk", args, env=env, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         assert receiver.errors == []
-        agents = 1 if mode == "single" else len(AGENTS)
+        agents = len(AGENTS) if mode == "gather" else 1
         assert len(server.requests_to("/v1/chat/completions")) == STEPS * agents
         received = receiver.spans()
         raw_bodies = list(receiver.raw_bodies)
@@ -104,7 +120,7 @@ def _traces(run: Run) -> dict[str, list[StoredSpan]]:
 
 
 def test_each_run_fails_with_its_tools_exception(run: Run) -> None:
-    assert run.outcomes == ["LookupError"] * (1 if run.mode == "single" else len(AGENTS))
+    assert run.outcomes == ["LookupError"] * (len(AGENTS) if run.mode == "gather" else 1)
 
 
 def test_workflow_run_iterations_llm_and_tool_spans(run: Run) -> None:

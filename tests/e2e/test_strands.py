@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,18 +28,13 @@ from typing import Any
 import pytest
 from fakes import openai_server as fake
 from fakes.openai_server import FakeModelServer
-from isolated_envs import ROOT, env_python, run_in
+from isolated_envs import entry_points_folder, instrument_args, run_in
 from leak_search import Surfaces
 from otlp_receiver import OTLPReceiver, ReceivedSpan
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.diagnostics.receipt import session_receipt
 from otel_agentdiag.storage import SpanStore, StoredSpan
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - the dev venv is 3.11+
-    import tomli as tomllib
 
 APP = Path(__file__).with_name("strands_app.py")
 HASH_KEY = b"5b2e0c6f1d8a4b7e9c3f2a1d0e6b8c4f7a9d2e1c3b5f8a0d6e4c2b9f1a7d3e5c"
@@ -81,21 +75,6 @@ class Run:
     requests: int
 
 
-def _entry_points(folder: Path) -> Path:
-    """A folder holding a ``.dist-info`` with this checkout's entry points (from ``pyproject.toml``), so that
-    ``importlib.metadata`` finds them with the folder on ``PYTHONPATH``."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    info = folder / "otel_agentdiag-0.0.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: otel-agentdiag\nVersion: 0.0.0\n")
-    groups = [
-        f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in points.items())
-        for group, points in project["entry-points"].items()
-    ]
-    (info / "entry_points.txt").write_text("\n".join(groups))
-    return folder
-
-
 def _run(mode: str, folder: Path) -> Run:
     store = folder / "store" / "traces.db"  # its own folder: the leak search reads every file there
     with OTLPReceiver() as receiver, ScriptedServer() as server:
@@ -103,15 +82,13 @@ def _run(mode: str, folder: Path) -> Run:
         env = None
         if mode == "zero-code":
             env = {
-                "PYTHONPATH": str(_entry_points(folder / "entry-points")),
+                "PYTHONPATH": str(entry_points_folder(folder / "entry-points")),
                 "AGENTDIAG_STORE": str(store),
                 "AGENTDIAG_HASH_KEY": HASH_KEY.decode(),
                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.endpoint}/v1/traces",
                 "OTEL_SERVICE_NAME": "strands-zero-code",
             }
-            # `opentelemetry-instrument python strands_app.py ...`, with that environment's python
-            launcher = "from opentelemetry.instrumentation.auto_instrumentation import run; run()"
-            args = ["-c", launcher, str(env_python("strands")), *args]
+            args = instrument_args("strands", args)  # `opentelemetry-instrument python strands_app.py ...`
         done = run_in("strands", args, env=env, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         assert receiver.errors == []
