@@ -264,6 +264,12 @@ def test_pydantic_ai_run_iterations_llm_and_tool_spans(pydantic_ai_run: Run) -> 
         total_out,
     )
     assert _summaries(run.store) == [(len(tokens), len(SCRIPT), total_in, total_out)]
+    # Our OpenAI instrumentor's chat spans are numbered in the run's session too: the iteration carries the run's
+    # conversation in the context (Pydantic AI sets it on its own spans only).
+    assert {s.session for s in run.spans} == {agent.session}
+    assert {s.attributes.get(sc.GEN_AI_CONVERSATION_ID) for s in run.spans} == {
+        agent.attributes[sc.GEN_AI_CONVERSATION_ID]
+    }
 
 
 @pytest.mark.parametrize("name", ["smolagents_run", "litellm_run", "pydantic_ai_run"])

@@ -30,6 +30,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.context import CONVERSATION_ID_KEY
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag.instrumentation._base import error_type_of
@@ -132,7 +133,7 @@ class Iterations:
             span = self.enter(ctx, node)
             if span is None or trace.get_current_span() is span:
                 return
-            token = otel_context.attach(trace.set_span_in_context(span))
+            token = otel_context.attach(_step_context(span, ctx))
             with self._lock:
                 current = self._open.get(self._key(ctx))
                 if current is not None and current.span is span:
@@ -206,6 +207,18 @@ class Iterations:
         item.token = None
 
 
+def _step_context(span: trace.Span, ctx: Any) -> otel_context.Context:
+    """The context a step runs in: its iteration current, and the run's conversation id as the context's
+    conversation (as :func:`otel_agentdiag.agent_run` carries it), so spans of other instrumentations inside the
+    step (our OpenAI client's ``chat``) are numbered in the run's session: Pydantic AI sets
+    ``gen_ai.conversation.id`` on its own spans only."""
+    context = trace.set_span_in_context(span)
+    conversation = getattr(ctx, "conversation_id", None)
+    if type(conversation) is str:
+        context = otel_context.set_value(CONVERSATION_ID_KEY, conversation, context)
+    return context
+
+
 def before_node_wrapper(iterations: Iterations) -> Any:
     """A wrapt wrapper for ``Instrumentation.before_node_run(ctx, *, node)``: the hook runs first (it may
     replace the node), then :meth:`Iterations.before` sees the node that will run. Returns what the hook
@@ -239,7 +252,7 @@ def node_run_wrapper(iterations: Iterations) -> Any:
             result = await wrapped(*args, **kwargs)
             _safely(iterations.leave, ctx, node, result)
             return result
-        token = otel_context.attach(trace.set_span_in_context(span))
+        token = otel_context.attach(_step_context(span, ctx))
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
