@@ -86,6 +86,20 @@ def traced(mode: str, store: str, endpoint: str, base_url: str, key: str) -> lis
     finally:
         instrumentor.uninstrument()
         diag.shutdown()
+        still = still_wrapped()
+        if still:  # uninstrument() must take every wrapper of ours off
+            raise SystemExit(f"still wrapped after uninstrument(): {still}")
+
+
+def still_wrapped() -> list[str]:
+    """The ADK methods a wrapt wrapper is still on after ``uninstrument()`` (none, when it reverts)."""
+    from google.adk.flows.llm_flows.base_llm_flow import BaseLlmFlow
+    from google.adk.runners import Runner
+    from wrapt import FunctionWrapper
+
+    places = {"Runner.run_async": vars(Runner).get("run_async")}
+    places["BaseLlmFlow._run_one_step_async"] = vars(BaseLlmFlow).get("_run_one_step_async")
+    return [name for name, value in places.items() if isinstance(value, FunctionWrapper)]
 
 
 if __name__ == "__main__":

@@ -104,7 +104,17 @@ def main() -> None:
     finally:
         instrumentor.uninstrument()
         diag.shutdown()
-    print(json.dumps({"answers": answers}))
+    print(json.dumps({"answers": answers, "still_wrapped": still_wrapped()}))
+
+
+def still_wrapped() -> list[str]:
+    """The Strands tracer methods a wrapt wrapper is still on after ``uninstrument()`` (none, when it reverts)."""
+    from strands.telemetry import Tracer
+    from wrapt import FunctionWrapper
+
+    from otel_agentdiag.instrumentation.strands.patch import CUSTOM_ATTRIBUTES_AT
+
+    return [name for name in CUSTOM_ATTRIBUTES_AT if isinstance(vars(Tracer).get(name), FunctionWrapper)]
 
 
 if __name__ == "__main__":

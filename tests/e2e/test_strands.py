@@ -95,7 +95,9 @@ def _run(mode: str, folder: Path) -> Run:
         requests = len(server.requests_to("/v1/chat/completions"))
         received = receiver.spans()
         raw_bodies = list(receiver.raw_bodies)
-    answers = json.loads(done.stdout.strip().splitlines()[-1])["answers"]
+    printed = json.loads(done.stdout.strip().splitlines()[-1])
+    answers = printed["answers"]
+    assert printed.get("still_wrapped", []) == []  # uninstrument() took every wrapper of ours off
     with SpanStore(store, create=False) as reader:
         spans = [span for t in reader.list_traces() for span in reader.get_trace(t.trace_id)]
         receipts = {}

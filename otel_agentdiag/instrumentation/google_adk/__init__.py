@@ -38,10 +38,10 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
 from otel_agentdiag.instrumentation._provider import tracer_for, tracer_provider_in_use
+from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.google_adk.package import _instruments
 from otel_agentdiag.instrumentation.google_adk.patch import Steps, run_wrapper, step_wrapper
 
@@ -62,7 +62,8 @@ class GoogleADKInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     that is not the global one gets a warning (its runs would be split across two pipelines).
     """
 
-    _wrapped = False
+    _wrapped: Any = None
+    """Our step wrapper while it is on (None: off)."""
     _run_wrapped = False
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -82,22 +83,23 @@ class GoogleADKInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         else:
             self._run_wrapped = True
         try:
-            wrap_function_wrapper(_FLOW_MODULE, _STEP, step_wrapper(Steps(tracer_for(__name__, provider))))
+            wrapper = step_wrapper(Steps(tracer_for(__name__, provider)))
+            wrap_function_wrapper(_FLOW_MODULE, _STEP, wrapper)
         except Exception as exc:  # noqa: BLE001 - an unknown layout leaves runs without iterations, never fails
             _logger.warning("otel-agentdiag: no Google ADK iteration spans (%s)", type(exc).__name__)
             return
-        self._wrapped = True
+        self._wrapped = wrapper
 
     def _uninstrument(self, **kwargs: Any) -> None:
         if self._run_wrapped:
             from google.adk.runners import Runner  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
-            unwrap(Runner, "run_async")
+            unwrap_ours(Runner, "run_async", run_wrapper)
             self._run_wrapped = False
-        if self._wrapped:
+        if self._wrapped is not None:
             from google.adk.flows.llm_flows.base_llm_flow import (  # type: ignore[import-untyped,import-not-found,unused-ignore]
                 BaseLlmFlow,
             )
 
-            unwrap(BaseLlmFlow, "_run_one_step_async")
-            self._wrapped = False
+            unwrap_ours(BaseLlmFlow, "_run_one_step_async", self._wrapped)
+            self._wrapped = None

@@ -30,10 +30,10 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
 from otel_agentdiag.instrumentation._provider import tracer_provider_in_use
+from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.strands.package import _instruments
 from otel_agentdiag.instrumentation.strands.patch import CUSTOM_ATTRIBUTES_AT, CycleIndexes, span_start_wrapper
 
@@ -53,7 +53,7 @@ class StrandsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
     _previous: tuple[Any, Any, Any] | None = None
-    _wrapped = False
+    _wrapped: tuple[tuple[str, Any], ...] = ()
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -66,18 +66,21 @@ class StrandsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._previous = (strands_tracer, strands_tracer.tracer_provider, strands_tracer.tracer)
         strands_tracer.tracer_provider = provider
         strands_tracer.tracer = provider.get_tracer(_TRACER_NAME)
+        wrapped: list[tuple[str, Any]] = []
         try:
             indexes = CycleIndexes()
             for method in CUSTOM_ATTRIBUTES_AT:
-                wrap_function_wrapper(Tracer, method, span_start_wrapper(method, indexes))
+                wrapper = span_start_wrapper(method, indexes)
+                wrap_function_wrapper(Tracer, method, wrapper)
+                wrapped.append((method, wrapper))
         except Exception as exc:  # noqa: BLE001 - an unknown layout: spans as Strands makes them, never a failure
             _logger.warning(
                 "otel-agentdiag: Strands spans traced without sessions at start, names or cycle indexes (%s)",
                 type(exc).__name__,
             )
-            self._unwrap(Tracer)
+            self._unwrap(Tracer, wrapped)
         else:
-            self._wrapped = True
+            self._wrapped = tuple(wrapped)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         from strands.telemetry import Tracer  # type: ignore[import-not-found]
@@ -87,12 +90,10 @@ class StrandsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             strands_tracer, provider, tracer = previous
             strands_tracer.tracer_provider = provider
             strands_tracer.tracer = tracer
-        if self._wrapped:
-            self._wrapped = False
-            self._unwrap(Tracer)
+        wrapped, self._wrapped = self._wrapped, ()
+        self._unwrap(Tracer, wrapped)
 
     @staticmethod
-    def _unwrap(tracer_class: Any) -> None:
-        for name in CUSTOM_ATTRIBUTES_AT:
-            if hasattr(getattr(tracer_class, name, None), "__wrapped__"):
-                unwrap(tracer_class, name)
+    def _unwrap(tracer_class: Any, wrapped: Any) -> None:
+        for name, wrapper in reversed(list(wrapped)):
+            unwrap_ours(tracer_class, name, wrapper)
