@@ -220,10 +220,10 @@ def test_smolagents_run_iterations_llm_and_tool_spans(smolagents_run: Run) -> No
     run = smolagents_run
     assert run.done.stdout.splitlines() == ["agent True"], run.done.stderr
     assert run.requests == len(SCRIPT) + 1
-    agent = _assert_loop(run.spans, ["_OTHER"] * (len(SCRIPT) + 1))
-    # Names from OpenInference's spans are data: with no tracing code nothing registers the agent's and its
-    # tools' names (``register_names``), so they leave as _OTHER (the tree and the failing tool stay).
-    assert agent.name == "invoke_agent _OTHER"
+    # Names on OpenInference's spans are data; our agentdiag_smolagents entry point registers the names the
+    # agent's definitions declare (its name, its tools, smolagents' own final_answer) before the run.
+    agent = _assert_loop(run.spans, [*SCRIPT, "final_answer"])
+    assert agent.name == "invoke_agent weather_agent"
     assert _kinds(run.spans, "tool")[2].attributes[sc.ERROR_TYPE] == "LookupError"
     tokens = [*USED, fake.TOOL_CALL_USAGE]  # smolagents answers with its final_answer tool
     llm = _kinds(run.spans, "llm")

@@ -32,6 +32,7 @@ no longer has it, runs are traced without iterations and a warning says so.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Collection
 from typing import Any
@@ -70,6 +71,10 @@ class GoogleADKInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
+        # Not installed: an ImportError here, which opentelemetry-instrument skips quietly (it checks no
+        # dependency of ours before calling this: the wrappers below would only log a warning).
+        importlib.import_module(_RUNNERS_MODULE)
+        importlib.import_module(_FLOW_MODULE)
         provider = kwargs.get("tracer_provider") or tracer_provider_in_use() or trace.get_tracer_provider()
         if provider is not trace.get_tracer_provider():
             _logger.warning(
