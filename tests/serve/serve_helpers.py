@@ -56,6 +56,20 @@ def agent_store(path: Path, *, service: str = UNICODE_SERVICE, tools: int = 3, r
     return path
 
 
+def big_trace_store(path: Path) -> Path:
+    """One run of agent ``big-agent`` (service ``big``): 100 iterations of 99 tool calls, 10,001 spans.
+    Set ``OTEL_BSP_MAX_QUEUE_SIZE`` to 20000 first, so that the whole run is queued and none dropped."""
+    agentdiag.register_names(tools=["lookup"], agents=["big-agent"])
+    with agentdiag.configure(store=path, service_name="big", set_global=False):
+        with agentdiag.agent_run("big-agent"):
+            for n in range(100):
+                with agentdiag.iteration(n):
+                    for _ in range(99):
+                        with agentdiag.tool_call("lookup"):
+                            pass
+    return path
+
+
 @contextmanager
 def client(store: Path, **settings: Any) -> Iterator[TestClient]:
     """The real application in process; requests carry the Host header of its bound address."""
