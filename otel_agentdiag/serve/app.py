@@ -19,7 +19,7 @@ from otel_agentdiag.serve.stores import StoreAccess
 GZIP_MINIMUM_BYTES = 1024
 """Answers at least this long are gzip-compressed for a client that accepts it (smaller gain nothing)."""
 GZIP_LEVEL = 6
-"""gzip's own default: a 10,000-span trace (about 8 MB of Jaeger JSON) shrinks about tenfold; level 9 costs three
+"""gzip's own default: a 10,000-span trace (9.5 MB of Jaeger JSON) leaves as about 0.25 MB; level 9 costs three
 times the CPU for about 1% less."""
 
 

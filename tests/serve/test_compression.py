@@ -56,7 +56,7 @@ def test_a_ten_thousand_span_trace_is_sent_compressed_and_parses(big: tuple[str,
     if path.startswith("/api/") and not path.startswith("/api/v3/"):
         assert headers["cache-control"] == "no-store"
     raw = gzip.decompress(body)
-    assert len(raw) > 5 * len(body)  # tenfold, give or take
+    assert len(raw) > 10 * len(body)  # about 30-fold for these spans
     document: Any = json.loads(raw)
     if path.startswith("/api/v3/"):
         spans = [s for r in document["result"]["resourceSpans"] for ss in r["scopeSpans"] for s in ss["spans"]]
