@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from otel_agentdiag import environment_variables as env
-from otel_agentdiag.cli._common import CliError, open_reader, resolve_store_path, store_option
+from otel_agentdiag.cli._common import CliError, resolve_store_path, store_option
 
 MIN_TOKEN_LENGTH = 16
 _WILDCARDS = frozenset({"", "0.0.0.0", "::", "0:0:0:0:0:0:0:0"})
@@ -77,6 +77,39 @@ def _token(token_file: Path | None) -> str:
             f"the token from {source} must be at least {MIN_TOKEN_LENGTH} printable characters without spaces"
         )
     return token
+
+
+def _ready_store(path: Path) -> None:
+    """The store at ``path`` can be served: it exists, it is ours and a store, and it is of the current schema
+    (an older one is upgraded here, once, as every command does). Otherwise one line says what to do: a missing
+    store names ``agentdiag demo``; an older store that cannot be upgraded here (a folder or medium this user
+    cannot write) is refused rather than served half-readable."""
+    from otel_agentdiag.storage import SpanStore
+    from otel_agentdiag.storage.connection import StoreNeedsUpgrade
+    from otel_agentdiag.storage.migrations import StoreError
+    from otel_agentdiag.storage.reading import ReadOnlyStore
+
+    if not path.exists():
+        raise CliError(
+            f"no trace store at {path}: nothing to serve yet; run 'agentdiag demo' to make one"
+            " (or configure() in your agent), or give --store"
+        )
+    try:
+        ReadOnlyStore(path).close()
+        return
+    except StoreNeedsUpgrade:
+        pass
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        SpanStore(path, create=False).close()  # the one-time upgrade
+    except StoreError as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+        raise CliError(
+            f"cannot serve {path}: it is of an older schema and must be upgraded once, which failed here ({cause});"
+            f" run 'agentdiag status --store {path}' as a user who can write its folder, or serve a copy in a"
+            " folder of yours"
+        ) from None
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -158,7 +191,7 @@ def serve(
             " address your clients use (e.g. 172.17.0.1 for Docker's bridge)"
         )
     token = _token(token_file) if remote else None
-    open_reader(store_path).close()  # a missing or foreign store is one line; an older schema is upgraded once
+    _ready_store(path)
     sock = _bind(host, port)
     bound_port = int(sock.getsockname()[1])
     settings = ServeSettings(store_path=path, host=host, port=bound_port, allow_remote=allow_remote, token=token)

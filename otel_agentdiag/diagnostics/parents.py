@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.storage import SpanStore, StoredSpan
 from otel_agentdiag.storage.provenance import is_imported
+from otel_agentdiag.storage.reading import ReadOnlyStore
 
 __all__ = ["ENTRY_SPAN_KINDS", "spans_elsewhere", "unseen_parents"]
 
@@ -20,7 +21,9 @@ ENTRY_SPAN_KINDS = frozenset({"server", "consumer"})
 """Span kinds whose parent is in another process by definition (a request or a message that came in)."""
 
 
-def spans_elsewhere(store: SpanStore, session: str | None, spans: Sequence[StoredSpan]) -> dict[str, frozenset[str]]:
+def spans_elsewhere(
+    store: SpanStore | ReadOnlyStore, session: str | None, spans: Sequence[StoredSpan]
+) -> dict[str, frozenset[str]]:
     """trace id -> span ids stored in that trace outside ``session``, for the traces where a span of
     ``spans`` names a parent that is not among them: where a missing parent may be after all. Reads only.
 

@@ -26,6 +26,7 @@ from otel_agentdiag.diagnostics.verdict import (
 )
 from otel_agentdiag.storage import OVERFLOW_SESSION, SessionStats, SessionSummary, SpanStore, StoredSpan
 from otel_agentdiag.storage.provenance import OBSERVED
+from otel_agentdiag.storage.reading import ReadOnlyStore
 from otel_agentdiag.storage.receipt_rules import (
     COUNT_KEYS,
     DEGRADED,
@@ -88,7 +89,7 @@ def _consistent(read: Callable[[], Any], fingerprint: Callable[[], Any]) -> Any:
 
 
 def _input_for(
-    store: SpanStore,
+    store: SpanStore | ReadOnlyStore,
     session: str | None,
     summary: SessionSummary | None,
     stats: Sequence[SessionStats],
@@ -135,8 +136,9 @@ def _unattributed(
     return unattributed_of(overflow, observers if observers else None)
 
 
-def session_receipt(store: SpanStore, session: str | None) -> Receipt:
-    """The receipt of one session (its digest; ``None`` = the spans outside any session). Reads only.
+def session_receipt(store: SpanStore | ReadOnlyStore, session: str | None) -> Receipt:
+    """The receipt of one session (its digest; ``None`` = the spans outside any session). Reads only: a
+    :class:`~otel_agentdiag.storage.reading.ReadOnlyStore` serves as well as a ``SpanStore``.
 
     Reads the session's own rows and bookkeeping (through the session index), not the whole store.
     """

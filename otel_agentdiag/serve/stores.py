@@ -12,7 +12,8 @@ from otel_agentdiag.storage.reading import ReadOnlyStore
 
 class StoreAccess:
     """The store a server reads: a :class:`ReadOnlyStore` per request thread (opened on first use, kept; a
-    read-only connection sees each new write transaction), and the store's hash key for strict projections."""
+    read-only connection sees each new write transaction), for every read a request makes, a session's receipt
+    included; and the store's hash key for strict projections."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)

@@ -145,7 +145,7 @@ def run_api(request: Request) -> Response:
     access = request.app.state.access
     local = bool(getattr(request.state, "local", False))
     try:
-        detail = run_detail(access.reader(), access.path, None if local else access.hasher(), trace_id, local=local)
+        detail = run_detail(access.reader(), None if local else access.hasher(), trace_id, local=local)
     except _UNREADABLE:
         return _error(503, "the store cannot be read")
     if detail is None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from otel_agentdiag.diagnostics.projection import strict_projection
-from otel_agentdiag.diagnostics.receipt import Receipt
+from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt
 from otel_agentdiag.diagnostics.status import project
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.serve.viewer_json import ViewSpan, content_by_span, from_readable, from_stored, spans_json
@@ -28,9 +27,9 @@ def page_receipts(reader: ReadOnlyStore, sessions: set[str | None]) -> dict[str 
     return {s: (v.status if (v := verdicts.get(s)) is not None else None) for s in sessions}
 
 
-def _receipt(reader: ReadOnlyStore, path: Path, session: str | None) -> Receipt:
-    """The session's receipt: its settled verdict when that is the whole story, else judged from its rows (a
-    receipt-capable read-only store, opened for this request only)."""
+def _receipt(reader: ReadOnlyStore, session: str | None) -> Receipt:
+    """The session's receipt: its settled verdict when that is the whole story, else judged from its rows
+    through the same read-only store (it has every read a receipt needs)."""
     if not reader.session_stats(OVERFLOW_SESSION):
         verdict = reader.receipt_verdicts([session]).get(session)
         if verdict is not None:
@@ -43,11 +42,7 @@ def _receipt(reader: ReadOnlyStore, path: Path, session: str | None) -> Receipt:
                 provenance=verdict.provenance,
                 unattributed_drops=dict(verdict.unattributed_drops),
             )
-    from otel_agentdiag.diagnostics.receipt import session_receipt
-    from otel_agentdiag.storage import SpanStore
-
-    with SpanStore(path, read_only=True) as store:
-        return session_receipt(store, session)
+    return session_receipt(reader, session)
 
 
 def _session_of(spans: list[StoredSpan]) -> str | None:
@@ -56,16 +51,14 @@ def _session_of(spans: list[StoredSpan]) -> str | None:
     return max(keys) if keys else None
 
 
-def run_detail(
-    reader: ReadOnlyStore, path: Path, hasher: IdHasher | None, trace_id: str, *, local: bool
-) -> dict[str, Any] | None:
+def run_detail(reader: ReadOnlyStore, hasher: IdHasher | None, trace_id: str, *, local: bool) -> dict[str, Any] | None:
     """One run for the run page, None when the store has no span of ``trace_id``. A loopback client (``local``)
     gets the spans as stored and their captured content; any other the strict projection and never content."""
     stored = reader.get_trace(trace_id)
     if not stored:
         return None
     session = _session_of(stored)
-    receipt = _receipt(reader, path, session)
+    receipt = _receipt(reader, session)
     # Every span of the trace is here: a parent missing from it is stored nowhere else in the trace.
     health = project(stored, receipt, session=session, as_of_ns=None, elsewhere={})
     omitted = 0

@@ -14,13 +14,16 @@ import os
 
 from otel_agentdiag.storage.connection import DEFAULT_BUSY_TIMEOUT_S
 from otel_agentdiag.storage.queries import StoreReader
+from otel_agentdiag.storage.violation_reads import ViolationReads
 
 __all__ = ["ReadOnlyStore"]
 
 
-class ReadOnlyStore(StoreReader):
+class ReadOnlyStore(StoreReader, ViolationReads):
     """An existing store, opened read-only (see :class:`~otel_agentdiag.storage.store.SpanStore` with
-    ``read_only=True``): every read method of :class:`~otel_agentdiag.storage.queries.StoreReader`, no writes."""
+    ``read_only=True``): every read method of :class:`~otel_agentdiag.storage.queries.StoreReader` and of the
+    violation log (:class:`~otel_agentdiag.storage.violation_reads.ViolationReads`), so a session's receipt can be
+    judged from it; no writes."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
         super().__init__(path, create=False, busy_timeout=busy_timeout, read_only=True)

@@ -4,31 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
-from otel_agentdiag.storage.connection import StoreConnection
-from otel_agentdiag.storage.rows import ALL_SESSIONS, _AllSessions
+from otel_agentdiag.storage.violation_reads import Violation, ViolationReads
 
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    """One durable record of input that was not taken (``agentdiag ingest``: a malformed or rejected line).
-
-    It names what and where, never the content: ``reason`` is a code, ``detail`` a location such as
-    ``line 12``. ``session`` is the digest of the session the input belonged to, None when not known.
-    """
-
-    id: int
-    recorded_ns: int
-    source: str
-    session: str | None
-    reason: str
-    detail: str
+__all__ = ["Violation", "ViolationLog"]
 
 
-class ViolationLog(StoreConnection):
-    """The violations part of ``SpanStore``: :meth:`record_violations`, :meth:`violations`, :meth:`violation_counts`."""
+class ViolationLog(ViolationReads):
+    """The violations part of ``SpanStore``: :meth:`record_violations`, and the reads of :class:`ViolationReads`."""
 
     Violation: TypeAlias = Violation
     """One violation record (also ``SpanStore.Violation``)."""
@@ -79,30 +63,3 @@ class ViolationLog(StoreConnection):
                 "INSERT INTO violations (recorded_ns, source, session, reason, detail) VALUES (?, ?, ?, ?, ?)", rows
             )
         return len(rows)
-
-    def violations(self, session: str | _AllSessions | None = ALL_SESSIONS) -> list[Violation]:
-        """Recorded violations, oldest first: of one session (None: those whose session is not known), or all."""
-        sql = "SELECT id, recorded_ns, source, session, reason, detail FROM violations"
-        args: tuple[Any, ...] = ()
-        if not isinstance(session, _AllSessions):
-            sql += " WHERE session = ?"
-            args = (session or "",)
-        with self._lock:
-            rows = self._conn.execute(sql + " ORDER BY id", args).fetchall()
-        return [
-            Violation(
-                id=int(row[0]),
-                recorded_ns=int(row[1]),
-                source=str(row[2]),
-                session=str(row[3]) or None,
-                reason=str(row[4]),
-                detail=str(row[5]),
-            )
-            for row in rows
-        ]
-
-    def violation_counts(self) -> dict[str | None, int]:
-        """Violations per session digest (None: session not known); sessions without any are absent."""
-        with self._lock:
-            rows = self._conn.execute("SELECT session, COUNT(*) FROM violations GROUP BY session").fetchall()
-        return {(str(session) or None): int(n) for session, n in rows}

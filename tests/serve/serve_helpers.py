@@ -56,6 +56,24 @@ def agent_store(path: Path, *, service: str = UNICODE_SERVICE, tools: int = 3, r
     return path
 
 
+def big_trace_store(path: Path) -> Path:
+    """One run of agent ``big-agent`` (service ``big``): 100 iterations of 99 tool calls, 10,001 spans.
+    Set ``OTEL_BSP_MAX_QUEUE_SIZE`` to 20000 first, so that the whole run is queued and none dropped. The
+    default retention keeps 10,000 spans a session (it would prune the run's root, counted): room for all."""
+    from otel_agentdiag.storage import RetentionLimits
+
+    agentdiag.register_names(tools=["lookup"], agents=["big-agent"])
+    retention = RetentionLimits(max_session_spans=20_000)
+    with agentdiag.configure(store=path, service_name="big", set_global=False, retention=retention):
+        with agentdiag.agent_run("big-agent"):
+            for n in range(100):
+                with agentdiag.iteration(n):
+                    for _ in range(99):
+                        with agentdiag.tool_call("lookup"):
+                            pass
+    return path
+
+
 @contextmanager
 def client(store: Path, **settings: Any) -> Iterator[TestClient]:
     """The real application in process; requests carry the Host header of its bound address."""

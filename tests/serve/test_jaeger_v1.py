@@ -14,13 +14,12 @@ from serve_helpers import (
     UNICODE_AGENT,
     UNICODE_SERVICE,
     agent_store,
+    big_trace_store,
     client,
     demo_store,
     export_jaeger,
     only_trace_id,
 )
-
-import otel_agentdiag as agentdiag
 
 _TAG_TYPES = {"string": str, "bool": bool, "int64": int, "float64": (int, float), "binary": str}
 
@@ -241,19 +240,7 @@ def test_short_ids_are_left_padded_as_jaeger_does(tmp_path: Path) -> None:
 
 def test_a_ten_thousand_span_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "20000")  # the whole run queued, none dropped
-    path = tmp_path / "big" / "traces.db"
-    agentdiag.register_names(tools=["lookup"], agents=["big-agent"])
-    # The default retention keeps 10,000 spans a session (it would prune the run's root, counted): room for all.
-    from otel_agentdiag.storage import RetentionLimits
-
-    retention = RetentionLimits(max_session_spans=20_000)
-    with agentdiag.configure(store=path, service_name="big", set_global=False, retention=retention):
-        with agentdiag.agent_run("big-agent"):
-            for n in range(100):
-                with agentdiag.iteration(n):
-                    for _ in range(99):
-                        with agentdiag.tool_call("lookup"):
-                            pass
+    path = big_trace_store(tmp_path / "big" / "traces.db")
     trace_id = only_trace_id(path)
     with client(path) as http:
         (trace,) = check_envelope(http.get(f"/api/traces/{trace_id}").json())

@@ -3,22 +3,29 @@ and its one-line errors (exit 2)."""
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import sysconfig
+import tempfile
+import urllib.request
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from serve_helpers import demo_store
+from serve_helpers import demo_store, served
 
 from otel_agentdiag.cli import cli
 
 DEADLINE_S = 20.0
+NOBODY = 65534
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +118,115 @@ def test_a_port_in_use_is_one_line(demo: Path) -> None:
         taken.listen(1)
         port = taken.getsockname()[1]
         assert "in use" in _one_error_line("--store", str(demo), "--port", str(port))
+
+
+def test_before_any_store_exists_one_line_names_the_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh machine: no ``--store``, no ``AGENTDIAG_STORE``, no store at the default path."""
+    monkeypatch.delenv("AGENTDIAG_STORE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    message = _one_error_line()
+    assert "no trace store at" in message and "'agentdiag demo'" in message
+    assert list(tmp_path.iterdir()) == []  # nothing made
+
+
+def _downgrade(store: Path) -> None:
+    """Make ``store`` a store of schema 10, as it was before migration 11 (the ``operations`` summary)."""
+    from otel_agentdiag.storage import SpanStore
+
+    with SpanStore(store) as writer:
+        writer._conn.execute("DROP TABLE operations")
+        writer._conn.execute("DELETE FROM schema_migrations WHERE version = 11")
+
+
+def _schema_versions(store: Path) -> set[int]:
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return {int(v) for (v,) in conn.execute("SELECT version FROM schema_migrations")}
+    finally:
+        conn.close()
+
+
+def test_an_older_store_is_upgraded_once_and_served(tmp_path: Path) -> None:
+    store = demo_store(tmp_path)
+    _downgrade(store)
+    assert 11 not in _schema_versions(store)
+    with served(store) as url:
+        with urllib.request.urlopen(f"{url}/api/services", timeout=DEADLINE_S) as response:
+            assert json.loads(response.read())["data"] == ["agentdiag-demo"]
+    assert 11 in _schema_versions(store)
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {entry.name: hashlib.sha256(entry.read_bytes()).hexdigest() for entry in folder.iterdir()}
+
+
+def _site_packages() -> list[str]:
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+
+
+def _interpreter_as(uid: int, env: dict[str, str]) -> str | None:
+    """This Python (the running one, or the system's of the same version) if ``uid`` can run it with our packages:
+    the running one may sit in a folder only root can enter."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for python in dict.fromkeys([sys.executable, f"/usr/bin/{version}", f"/usr/local/bin/{version}"]):
+        try:
+            done = subprocess.run(
+                [python, "-c", "import starlette, uvicorn, otel_agentdiag.cli"],
+                env=env,
+                user=uid,
+                group=uid,
+                capture_output=True,
+                timeout=120,
+            )
+        except OSError:
+            continue
+        if done.returncode == 0:
+            return python
+    return None
+
+
+def test_an_older_store_it_cannot_upgrade_is_one_line(tmp_path: Path) -> None:
+    """An older store in a 0555 folder (as root: one owned by, and served as, an unprivileged user, since root
+    ignores folder modes): refused with one line saying why and what to do, exit 2, nothing written."""
+    base = Path(tempfile.mkdtemp(prefix="agentdiag-serve-ro-"))
+    try:
+        store = demo_store(base)
+        _downgrade(store)
+        folder = store.parent
+        for name in ("traces.db-wal", "traces.db-shm"):
+            assert not (folder / name).exists()
+        user: int | None = None
+        python = sys.executable
+        env = {**_environment(), "HOME": str(base)}
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], *_site_packages()])
+        if os.geteuid() == 0:
+            user = NOBODY
+            python = _interpreter_as(NOBODY, env) or pytest.skip("no interpreter the unprivileged user can run")
+            for entry in (base, folder.parent):
+                os.chmod(entry, 0o755)
+            for entry in (folder, *folder.iterdir()):
+                os.chown(entry, NOBODY, NOBODY)
+        os.chmod(folder, 0o555)
+        before = _digests(folder)
+        try:
+            done = subprocess.run(
+                [python, "-m", "otel_agentdiag", "serve", "--store", str(store), "--port", "0"],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=base,
+                timeout=120,
+                user=user,
+                group=user,
+            )
+        finally:
+            os.chmod(folder, 0o700)
+        assert done.returncode == 2, done.stderr
+        assert done.stdout == ""
+        (line,) = done.stderr.splitlines()
+        assert line.startswith(f"agentdiag: error: cannot serve {store}: it is of an older schema"), line
+        assert "agentdiag status --store" in line and "Traceback" not in done.stderr
+        assert _digests(folder) == before  # nothing written, no -wal or -shm made
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -82,3 +82,21 @@ def test_it_refuses_a_planted_store(tmp_path: Path) -> None:
     os.chown(path, OTHER_UID, OTHER_GID)
     with pytest.raises(UntrustedPathError, match=r"store database .*: owned by uid 12345"):
         ReadOnlyStore(path)
+
+
+def test_it_judges_a_session_s_receipt_as_a_full_reader_does_violations_included(tmp_path: Path) -> None:
+    from otel_agentdiag.diagnostics.receipt import session_receipt
+
+    path = tmp_path / "s" / "traces.db"
+    with SpanStore(path) as writer:
+        writer.write_spans([row(i) for i in range(3)])
+        writer.record_violations("ingest", [("sess-a", "malformed_json", "line 2"), (None, "malformed_json", "line 9")])
+    before = digest(path)
+    with SpanStore(path, read_only=True) as full, ReadOnlyStore(path) as reader:
+        assert reader.violation_counts() == full.violation_counts() == {"sess-a": 1, None: 1}
+        assert reader.violations("sess-a") == full.violations("sess-a")
+        mine, theirs = session_receipt(reader, "sess-a"), session_receipt(full, "sess-a")
+        assert mine.to_json() == theirs.to_json()
+        assert mine.counts["ingest_violations"] == 1 and "ingest_violation" in mine.reasons
+        assert session_receipt(reader, None).to_json() == session_receipt(full, None).to_json()
+    assert digest(path) == before
