@@ -50,8 +50,9 @@ def _catalog(store: ReadOnlyStore, sql: str, args: tuple[Any, ...]) -> list[tupl
     before it, the same rows computed from the spans (a full read, as such a store allows)."""
     with store._lock:
         conn = store._conn
-        if _has_operations(conn):
-            return conn.execute(sql.format(source="operations"), args).fetchall()
+        if _has_operations(conn):  # entries with spans left (a count reaches 0 just before it is removed)
+            source = "(SELECT service, name, span_kind FROM operations WHERE span_count > 0)"
+            return conn.execute(sql.format(source=source), args).fetchall()
         source = (
             f"(SELECT DISTINCT {_SERVICE_SQL} AS service, s.name AS name, s.span_kind AS span_kind"
             " FROM spans s LEFT JOIN resources r ON r.id = s.resource_id)"
@@ -60,7 +61,7 @@ def _catalog(store: ReadOnlyStore, sql: str, args: tuple[Any, ...]) -> list[tupl
 
 
 def list_services(store: ReadOnlyStore) -> list[str]:
-    """Every service with spans (ever written: an operation is not forgotten when its spans are pruned), sorted."""
+    """Every service with spans, sorted."""
     return [str(r[0]) for r in _catalog(store, "SELECT DISTINCT service FROM {source} ORDER BY service", ())]
 
 

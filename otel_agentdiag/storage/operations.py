@@ -1,16 +1,20 @@
-"""The ``operations`` summary: each (service, span name, span kind) the store has held, kept at write time.
+"""The ``operations`` summary: each (service, span name, span kind) the store holds, with its span count.
 
 What the Jaeger APIs of ``agentdiag serve`` list as services and operations, read from this small table instead
-of the spans. Migration 11 made it and filled it from the rows; the writer adds each batch's distinct triples in
-its transaction (:func:`record_operations`, called by :func:`~otel_agentdiag.storage.summaries.record_batch`).
-Like Jaeger's own operation index, an entry outlives its spans: retention and ``clear`` do not remove it (a
-search for it then finds no trace). The service is the resource's ``service.name`` when it is non-empty text,
-else :data:`UNKNOWN_SERVICE`, the name the Jaeger-JSON encoder gives such a span's process.
+of the spans. Migration 11 made it and filled it from the rows. The writer adds each batch's counts in its
+transaction (:func:`record_operations`, called by :func:`~otel_agentdiag.storage.summaries.record_batch`); a
+trigger takes one off for each span row deleted (retention, ``clear``, raw SQL), and the deleting transaction's
+:func:`~otel_agentdiag.storage.summaries.flush_deleted` removes the entries no span is left of: a cleared or
+pruned span's name leaves no byte here either (``scrub``'s promise). Both are additions, so their order in a
+transaction does not matter (a row pruned in the batch that wrote it nets to zero). Readers take entries with a
+positive count only. The service is the resource's ``service.name`` when it is non-empty text, else
+:data:`UNKNOWN_SERVICE`, the name the Jaeger-JSON encoder gives such a span's process.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Sequence
 
 from otel_agentdiag.storage.rows import SpanRow
@@ -25,17 +29,25 @@ SERVICE_SQL = (
 """SQL: a span's service (``r`` is its ``resources`` row)."""
 
 _FROM_ROWS = (
-    f"INSERT OR IGNORE INTO operations (service, name, span_kind) SELECT DISTINCT {SERVICE_SQL}, s.name, s.span_kind"
-    " FROM spans s LEFT JOIN resources r ON r.id = s.resource_id"
+    f"INSERT INTO operations (service, name, span_kind, span_count) SELECT {SERVICE_SQL}, s.name, s.span_kind,"
+    " COUNT(*) FROM spans s LEFT JOIN resources r ON r.id = s.resource_id GROUP BY 1, 2, 3"
 )
+
+_SERVICE_OF_OLD = f"coalesce((SELECT {SERVICE_SQL} FROM resources r WHERE r.id = old.resource_id), '{UNKNOWN_SERVICE}')"
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE operations (
         service TEXT NOT NULL,
         name TEXT NOT NULL,
         span_kind TEXT NOT NULL,
+        span_count INTEGER NOT NULL,
         PRIMARY KEY (service, name, span_kind)
     ) WITHOUT ROWID""",
+    f"""CREATE TRIGGER spans_deleted_operations AFTER DELETE ON spans BEGIN
+        INSERT INTO operations (service, name, span_kind, span_count)
+        VALUES ({_SERVICE_OF_OLD}, old.name, old.span_kind, -1)
+        ON CONFLICT (service, name, span_kind) DO UPDATE SET span_count = span_count - 1;
+    END""",
     _FROM_ROWS,
 )
 """Migration 11: the table, filled from the rows."""
@@ -47,10 +59,19 @@ def service_of(row: SpanRow) -> str:
 
 
 def record_operations(conn: sqlite3.Connection, written: Sequence[SpanRow]) -> None:
-    """Add the (service, name, span kind) triples of a batch's rows; call in the writer's transaction."""
-    triples = {(service_of(row), row.name, row.span_kind) for row in written}
-    if triples:
-        conn.executemany("INSERT OR IGNORE INTO operations (service, name, span_kind) VALUES (?, ?, ?)", triples)
+    """Add a batch's rows to their (service, name, span kind) counts; call in the writer's transaction."""
+    counts = Counter((service_of(row), row.name, row.span_kind) for row in written)
+    if counts:
+        conn.executemany(
+            "INSERT INTO operations (service, name, span_kind, span_count) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (service, name, span_kind) DO UPDATE SET span_count = span_count + excluded.span_count",
+            [(*triple, n) for triple, n in counts.items()],
+        )
+
+
+def forget_empty(conn: sqlite3.Connection) -> None:
+    """Remove the entries no span is left of (after deletes, in the deleting transaction)."""
+    conn.execute("DELETE FROM operations WHERE span_count <= 0")
 
 
 def rebuild_operations(conn: sqlite3.Connection) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.storage import receipt_figures
-from otel_agentdiag.storage.operations import rebuild_operations, record_operations
+from otel_agentdiag.storage.operations import forget_empty, rebuild_operations, record_operations
 from otel_agentdiag.storage.receipt_reads import has_tables as has_receipt_tables
 from otel_agentdiag.storage.rows import SpanRow
 
@@ -367,5 +367,7 @@ def flush_deleted(conn: sqlite3.Connection) -> None:
     if change:
         conn.execute("UPDATE store_stats SET session_count = session_count + ? WHERE id = 1", (change,))
     receipt_figures.flush_deleted(conn, dirty)
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'operations'").fetchone():
+        forget_empty(conn)
     conn.execute("UPDATE store_stats SET deleted_since_scrub = 1 WHERE id = 1")
     conn.execute("DELETE FROM summary_dirty")

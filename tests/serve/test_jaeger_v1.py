@@ -154,15 +154,12 @@ def test_unicode_names_and_process_agree_with_the_service_list(unicode_store: Pa
 
 def test_spans_without_a_service_name_are_listed_as_their_process_says(tmp_path: Path) -> None:
     from otel_agentdiag.storage import SpanStore
+    from otel_agentdiag.storage.operations import rebuild_operations
 
     path = agent_store(tmp_path / "traces.db", tools=1)
     with SpanStore(path) as store:  # a resource without service.name (an imported span, say)
         store._conn.execute("UPDATE resources SET attributes = '{}'")
-        store._conn.execute("DELETE FROM operations")
-        store._conn.execute(
-            "INSERT INTO operations (service, name, span_kind) SELECT DISTINCT 'unknown_service', name, span_kind"
-            " FROM spans"
-        )
+        rebuild_operations(store._conn)  # the summary as the rows now say
     with client(path) as http:
         services = http.get("/api/services").json()["data"]
         assert services == ["unknown_service"]

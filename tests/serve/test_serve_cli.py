@@ -135,6 +135,7 @@ def _downgrade(store: Path) -> None:
 
     with SpanStore(store) as writer:
         writer._conn.execute("DROP TABLE operations")
+        writer._conn.execute("DROP TRIGGER spans_deleted_operations")
         writer._conn.execute("DELETE FROM schema_migrations WHERE version = 11")
 
 
