@@ -43,7 +43,6 @@ import argparse
 import json
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,14 +50,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
 from benchmarks._bigstore import BigStore, build_store, seed_runs_for
 from benchmarks._common import save_results
-from otel_agentdiag.cli.serve import _bind as bind_socket
 from otel_agentdiag.diagnostics.projection import load_store_hasher
 from otel_agentdiag.serve import queries
-from otel_agentdiag.serve.app import create_app
+from otel_agentdiag.serve.server import running
 from otel_agentdiag.serve.settings import ServeSettings
 from otel_agentdiag.storage.reading import ReadOnlyStore
 from otel_agentdiag.testing import TEST_HASH_KEY
@@ -71,42 +68,16 @@ SERVICE = "store-bench"
 """The service name of :func:`benchmarks._bigstore.build_corpus`'s spans."""
 LIMIT = 20
 ITEMS = ("search", "trace", "trace_v3")
-START_TIMEOUT_S = 10.0
-
 Timing = tuple[float, float]
 """(wall seconds, CPU seconds of this process) of one call or block."""
 
 
 @contextmanager
 def running_server(path: Path) -> Iterator[str]:
-    """The serve application for the store at ``path`` in a Uvicorn server on a thread; yields its base URL."""
-    sock = bind_socket("127.0.0.1", 0)  # as agentdiag serve binds (a TCP socket: asyncio sets TCP_NODELAY)
-    port = int(sock.getsockname()[1])
-    settings = ServeSettings(store_path=path, host="127.0.0.1", port=port)
-    config = uvicorn.Config(
-        create_app(settings),
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        lifespan="on",
-        timeout_graceful_shutdown=2,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"serve-{path.name}", daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not server.started:  # set by Uvicorn once it serves the socket
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the server for {path.name} did not start within {START_TIMEOUT_S:g} s")
-            thread.join(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(START_TIMEOUT_S)
-        sock.close()
-        if thread.is_alive():
-            raise RuntimeError(f"the server for {path.name} did not stop")
+    """The serve application for the store at ``path`` as ``agentdiag serve`` runs it (its socket, its Uvicorn
+    configuration), on a thread of this process; yields its base URL."""
+    with running(ServeSettings(store_path=path, host="127.0.0.1", port=0)) as url:
+        yield url
 
 
 class Target:

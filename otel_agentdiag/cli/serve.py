@@ -6,9 +6,7 @@ a port in use is one error line and ``--port 0`` picks a free port; the URL is p
 
 from __future__ import annotations
 
-import errno
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -112,27 +110,6 @@ def _ready_store(path: Path) -> None:
         ) from None
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host``:``port`` (an IPv6 address too), or one error line."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror:
-        raise CliError("--host: not an address this machine can bind (give an IP address or localhost)") from None
-    family, kind, proto, _name, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise CliError(f"port {port} on {host} is in use; give another with --port (0: any free port)") from None
-        raise CliError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
-    sock.set_inheritable(True)
-    return sock
-
-
 def _url(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
     return f"http://{shown}:{port}/"
@@ -192,22 +169,16 @@ def serve(
         )
     token = _token(token_file) if remote else None
     _ready_store(path)
-    sock = _bind(host, port)
+    from otel_agentdiag.serve.server import BindError, listen, uvicorn_server
+
+    try:
+        sock = listen(host, port)
+    except BindError as exc:
+        raise CliError(str(exc)) from None
     bound_port = int(sock.getsockname()[1])
     settings = ServeSettings(store_path=path, host=host, port=bound_port, allow_remote=allow_remote, token=token)
 
-    import uvicorn
-
-    from otel_agentdiag.serve.app import create_app
-
-    config = uvicorn.Config(
-        create_app(settings),
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        lifespan="on",
-        timeout_graceful_shutdown=2,
-    )
+    server = uvicorn_server(settings)
     url = _url(host, bound_port)
     click.echo(f"agentdiag serve: {url} (store {path}; Ctrl-C stops)")
     sys.stdout.flush()
@@ -216,7 +187,7 @@ def serve(
 
         webbrowser.open(url)
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        server.run(sockets=[sock])
     except KeyboardInterrupt:  # Uvicorn re-raises the Ctrl-C it handled, after a clean shutdown
         pass
     finally:

@@ -348,6 +348,17 @@ def overview_from_rows(store: SpanStore, *, limit: int | None = None, since_ns: 
     return result
 
 
+def settled_session_receipt(store: SpanStore | ReadOnlyStore, session: str | None) -> Receipt:
+    """One session's receipt, from the verdict the writer settled for it when that is the whole story (no drop
+    filed under no session: no overflow to share out), else judged from its rows (:func:`session_receipt`). For
+    a reader that wants a page's receipts cheaply (the viewer's run page)."""
+    if not store.session_stats(OVERFLOW_SESSION):
+        verdict = store.receipt_verdicts([session]).get(session)
+        if verdict is not None:
+            return _from_verdict(session, verdict)
+    return session_receipt(store, session)
+
+
 def session_receipts(store: SpanStore) -> tuple[list[Receipt], int]:
     """Every session's receipt (newest activity first; the no-session bucket as ``None``) from one consistent
     reading, and the store's count of malformed rows. Reads only (see :func:`store_overview`)."""

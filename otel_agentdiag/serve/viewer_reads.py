@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from otel_agentdiag.diagnostics.projection import strict_projection
-from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt
+from otel_agentdiag.diagnostics.receipt import settled_session_receipt
 from otel_agentdiag.diagnostics.status import project
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.serve.viewer_json import ViewSpan, content_by_span, from_readable, from_stored, spans_json
@@ -27,24 +27,6 @@ def page_receipts(reader: ReadOnlyStore, sessions: set[str | None]) -> dict[str 
     return {s: (v.status if (v := verdicts.get(s)) is not None else None) for s in sessions}
 
 
-def _receipt(reader: ReadOnlyStore, session: str | None) -> Receipt:
-    """The session's receipt: its settled verdict when that is the whole story, else judged from its rows
-    through the same read-only store (it has every read a receipt needs)."""
-    if not reader.session_stats(OVERFLOW_SESSION):
-        verdict = reader.receipt_verdicts([session]).get(session)
-        if verdict is not None:
-            return Receipt(
-                verdict.status,
-                list(verdict.reasons),
-                dict(verdict.counts),
-                list(verdict.observers),
-                session,
-                provenance=verdict.provenance,
-                unattributed_drops=dict(verdict.unattributed_drops),
-            )
-    return session_receipt(reader, session)
-
-
 def _session_of(spans: list[StoredSpan]) -> str | None:
     """The session a trace belongs to: the largest session key among its spans (as the store lists traces)."""
     keys = [s.session for s in spans if s.session]
@@ -58,7 +40,7 @@ def run_detail(reader: ReadOnlyStore, hasher: IdHasher | None, trace_id: str, *,
     if not stored:
         return None
     session = _session_of(stored)
-    receipt = _receipt(reader, session)
+    receipt = settled_session_receipt(reader, session)
     # Every span of the trace is here: a parent missing from it is stored nowhere else in the trace.
     health = project(stored, receipt, session=session, as_of_ns=None, elsewhere={})
     omitted = 0
