@@ -41,7 +41,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -53,6 +57,7 @@ import httpx
 
 from benchmarks._bigstore import BigStore, build_store, seed_runs_for
 from benchmarks._common import save_results
+from benchmarks.startup import agentdiag_command
 from otel_agentdiag.diagnostics.projection import load_store_hasher
 from otel_agentdiag.serve import queries
 from otel_agentdiag.serve.server import running
@@ -62,6 +67,8 @@ from otel_agentdiag.testing import TEST_HASH_KEY
 
 LATENCY_GOAL = 2.0
 RPS_GOAL = 0.5
+START_GOAL_S = 1.0
+"""The issue's own goal: ``agentdiag serve`` answers within a second of being started."""
 SMALL = 1_000
 SHAPE = "runs25"
 SERVICE = "store-bench"
@@ -149,6 +156,37 @@ class Direct:
         self.reader.close()
 
 
+def _start_times(store: Path, rounds: int) -> dict[str, list[float]]:
+    """Seconds from spawning ``agentdiag serve --store STORE --port 0`` to its first answer (the URL line, then
+    ``GET /api/services``), then Ctrl-C; and, alternating with it, of ``python -c pass`` to its exit (the
+    baseline run beside it). One unmeasured round first (bytecode caches)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTDIAG_", "OTEL_"))}
+    command = [*agentdiag_command(), "serve", "--store", str(store), "--port", "0"]
+    times: dict[str, list[float]] = {"serve": [], "python": []}
+    for r in range(rounds + 1):
+        for way in ("serve", "python") if r % 2 == 0 else ("python", "serve"):
+            started = time.perf_counter()
+            if way == "python":
+                subprocess.run([sys.executable, "-c", "pass"], check=True, env=env)
+                elapsed = time.perf_counter() - started
+            else:
+                with subprocess.Popen(
+                    command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+                ) as process:
+                    assert process.stdout is not None
+                    line = process.stdout.readline()  # blocks until the URL line: the socket listens
+                    url = line.split(" ")[2].rstrip("/") if line.startswith("agentdiag serve: http://") else ""
+                    answered = bool(url) and httpx.get(f"{url}/api/services", timeout=30).status_code == 200
+                    elapsed = time.perf_counter() - started  # to its first answer
+                    process.send_signal(signal.SIGINT)
+                    _out, err = process.communicate(timeout=30)
+                if not answered or process.returncode != 0:
+                    raise RuntimeError(f"agentdiag serve did not start and stop cleanly: {line!r} {err[-500:]!r}")
+            if r:
+                times[way].append(elapsed)
+    return times
+
+
 def _block(call: Any, n: int) -> Timing:
     wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(n):
@@ -223,6 +261,11 @@ def run(quick: bool) -> dict[str, Any]:
                         throughput[way].append(_block(call, per_block))
             finally:
                 direct.close()
+        starts = _start_times(stores["big"].path, 5 if quick else 11)
+    results["start_seconds"] = {way: _figures(ts) for way, ts in starts.items()}
+    start_median = results["start_seconds"]["serve"]["median"]
+    pairs = zip(starts["serve"], starts["python"], strict=True)
+    results["start_over_python"] = statistics.median(serve / python for serve, python in pairs)
     results["seconds"] = {
         item: {
             clock: {size: _figures([t[c] for t in by_size[size]]) for size in ("small", "big")}
@@ -270,6 +313,17 @@ def run(quick: bool) -> dict[str, Any]:
             "cpu": rps_cpu,
         }
     )
+    results["goals"].append(
+        {
+            "id": "serve_start_seconds",
+            "what": f"agentdiag serve --port 0 on the {big_n:,}-span store: spawn to its first answer, median seconds",
+            "value": start_median,
+            "target": START_GOAL_S,
+            "op": "<=",
+            "met": start_median <= START_GOAL_S,
+            "over_python": results["start_over_python"],
+        }
+    )
     results["total_seconds"] = time.perf_counter() - started
     return results
 
@@ -293,6 +347,11 @@ def print_report(results: dict[str, Any], output: Path) -> None:
         f"trace-by-id requests/s, big store: HTTP {rps['http']['wall']['median']:.0f}, direct"
         f" {rps['direct']['wall']['median']:.0f} (wall); HTTP/direct {results['http_over_direct']['wall']:.2f}"
         f" [CPU {results['http_over_direct']['cpu']:.2f}]"
+    )
+    start = results["start_seconds"]
+    print(
+        f"agentdiag serve to its first answer: median {start['serve']['median'] * 1e3:.0f} ms (python -c pass:"
+        f" {start['python']['median'] * 1e3:.0f} ms; ratio {results['start_over_python']:.1f}x)"
     )
     for goal in results["goals"]:
         verdict = "met" if goal["met"] else "MISSED"

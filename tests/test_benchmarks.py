@@ -89,6 +89,7 @@ def test_the_quick_benchmark_run_completes_and_reports_every_goal(tmp_path: Path
         "serve_trace_1m_vs_1k",
         "serve_trace_v3_1m_vs_1k",
         "serve_trace_rps_vs_direct",
+        "serve_start_seconds",
     } <= ids
     # The goal table is printed for a reader of the CI log.
     assert "verdict" in completed.stdout and "results:" in completed.stdout

@@ -180,15 +180,15 @@ def serve(
 
     server = uvicorn_server(settings)
     url = _url(host, bound_port)
-    click.echo(f"agentdiag serve: {url} (store {path}; Ctrl-C stops)")
-    sys.stdout.flush()
-    if open_browser:
-        import webbrowser
+    try:  # a Ctrl-C at any moment from here on is a clean stop (exit 0), before Uvicorn takes over SIGINT too
+        click.echo(f"agentdiag serve: {url} (store {path}; Ctrl-C stops)")
+        sys.stdout.flush()
+        if open_browser:
+            import webbrowser
 
-        webbrowser.open(url)
-    try:
+            webbrowser.open(url)
         server.run(sockets=[sock])
-    except KeyboardInterrupt:  # Uvicorn re-raises the Ctrl-C it handled, after a clean shutdown
+    except KeyboardInterrupt:  # also re-raised by Uvicorn for the Ctrl-C it handled, after a clean shutdown
         pass
     finally:
         sock.close()

@@ -81,6 +81,26 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(demo: Path) -> None:
 REMOTE = "192.0.2.10"  # TEST-NET-1: not loopback (never bound: each check below comes before binding)
 
 
+def test_a_ctrl_c_right_after_the_url_line_is_a_clean_stop(demo: Path) -> None:
+    """Ctrl-C before Uvicorn has taken over SIGINT (just after the URL line) still exits 0, quietly."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "otel_agentdiag", "serve", "--store", str(demo), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_environment(),
+    ) as process:
+        try:
+            assert _first_line(process).startswith("agentdiag serve: http://127.0.0.1:")
+            process.send_signal(signal.SIGINT)
+            _out, err = process.communicate(timeout=DEADLINE_S)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 0, err
+    assert "aborted" not in err and "Traceback" not in err
+
+
 def _one_error_line(*args: str) -> str:
     result = CliRunner().invoke(cli, ["serve", *args], catch_exceptions=False)
     assert result.exit_code == 2, result.output
