@@ -132,6 +132,9 @@ def test_the_agent_answers_as_without_tracing(run: Run) -> None:
 def test_each_run_is_run_iterations_chat_and_tools(run: Run) -> None:
     traces = run.traces()
     assert len(traces) == 3  # the concurrent runs never share a trace
+    a, b = (next(s for s in spans if s.kind == "run") for spans in traces[1:])
+    assert a.end_ns is not None and b.end_ns is not None
+    assert a.start_ns < b.end_ns and b.start_ns < a.end_ns  # the gathered runs did overlap
     for spans in traces:
         root, leaves = shape(spans)
         assert root.name == f"invoke_agent {AGENT}"
