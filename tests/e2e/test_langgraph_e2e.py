@@ -13,6 +13,7 @@ tool's message, the answer and the API key. One run goes through ``invoke``, two
 ``chat`` or ``execute_tool`` span, one LLM span per model call, usage on the leaves only with roll-ups equal to
 their sums, a valid receipt per session, and no sentinel in the store or on the wire.
 """
+
 from __future__ import annotations
 
 import asyncio
