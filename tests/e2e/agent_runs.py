@@ -1,5 +1,6 @@
-"""What the framework end-to-end tests read back after a run: the stored spans per trace, the receipts per
-session, the roll-ups the store keeps, and the tree as ``agentdiag show`` prints it.
+"""What the framework end-to-end tests share: the scripted model server their real clients talk to, and what they
+read back after a run (the stored spans per trace, the receipts per session, the roll-ups the store keeps, and the
+tree as ``agentdiag show`` prints it).
 
 Shared by ``test_openai_agents_e2e`` and ``test_langgraph_e2e``: each runs its framework through ``configure()``
 to a SQLite store and a real OTLP receiver, then hands the store here.
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fakes import openai_server as fake
+from fakes.openai_server import FakeModelServer
 from otlp_receiver import OTLPReceiver, ReceivedSpan
 
 import otel_agentdiag
@@ -22,6 +25,22 @@ from otel_agentdiag.diagnostics.receipt import session_receipt
 from otel_agentdiag.storage import SpanStore, StoredSpan
 
 USAGE_KEYS = ("input_tokens", "output_tokens")
+SCRIPT = ("get_weather", "get_weather", "lookup_city")  # the model's tool call per turn; then it answers
+
+
+class ScriptedServer(FakeModelServer):
+    """The fake server answering the agent's loop from the request alone (so concurrent runs can share it): with
+    ``n`` tool results in the conversation so far, the answer calls ``SCRIPT[n]``, and once every call has its
+    result, the text answer."""
+
+    def chat_completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        done = sum(1 for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "tool")
+        if done >= len(SCRIPT):
+            return super().chat_completion(body)  # the last message is a tool result: the text answer
+        asking = super().chat_completion({**body, "messages": [{"role": "user", "content": "?"}]})
+        (call,) = asking["choices"][0]["message"]["tool_calls"]  # its id carries the call-id sentinel
+        call["function"] = {"name": SCRIPT[done], "arguments": fake.TOOL_ARGUMENTS}
+        return asking
 
 
 @dataclass

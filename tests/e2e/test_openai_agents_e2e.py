@@ -25,7 +25,9 @@ import pytest
 pytest.importorskip("agents", reason="the openai-agents package (the `openai-agents` extra) is not installed")
 
 from agent_runs import (
+    SCRIPT,
     Run,
+    ScriptedServer,
     assert_export_is_the_same_tree,
     assert_usage_on_leaves_and_roll_ups,
     pipeline,
@@ -48,7 +50,6 @@ from otel_agentdiag.redaction import IdHasher
 HASH_KEY = b"9d41c7a2e05b8f3361a4d2c9e7b05f18c3a6e9d2b7f41c08e5a3d6b9c2f7e014"
 AGENT = "weather_agent"
 MODEL = "gpt-4o-mini"
-SCRIPT = ("get_weather", "get_weather", "lookup_city")  # the model's tool call per turn; then it answers
 TURNS = len(SCRIPT) + 1
 FAILING_TOOL_ERROR = f"lookup failed for {fake.SENTINEL_USER}"
 SENTINELS = (*fake.SENTINELS, "/home/alice")
@@ -61,21 +62,6 @@ TREE = [
     ["llm:chat gpt-4o-mini", "tool:execute_tool lookup_city"],
     ["llm:chat gpt-4o-mini"],
 ]
-
-
-class ScriptedServer(FakeModelServer):
-    """The fake server answering the agent's loop from the request alone (so concurrent runs can share it): with
-    ``n`` tool results in the conversation so far, the answer calls ``SCRIPT[n]``, and once every call has its
-    result, the text answer."""
-
-    def chat_completion(self, body: dict[str, Any]) -> dict[str, Any]:
-        done = sum(1 for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "tool")
-        if done >= len(SCRIPT):
-            return super().chat_completion(body)  # the last message is a tool result: the text answer
-        asking = super().chat_completion({**body, "messages": [{"role": "user", "content": "?"}]})
-        (call,) = asking["choices"][0]["message"]["tool_calls"]  # its id carries the call-id sentinel
-        call["function"] = {"name": SCRIPT[done], "arguments": fake.TOOL_ARGUMENTS}
-        return asking
 
 
 @function_tool(description_override=f"The weather in a city. {fake.SENTINEL_TOOL_DESCRIPTION}")
