@@ -9,7 +9,7 @@ to a SQLite store and a real OTLP receiver, then hands the store here.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,14 +145,18 @@ def assert_usage_on_leaves_and_roll_ups(run: Run) -> None:
 
 
 def assert_export_is_the_same_tree(run: Run) -> None:
-    """The strict OTLP export holds every stored span, with the same kinds, names and parents, and speaks
-    OpenInference's span kinds."""
-    assert sorted((str(r.attributes.get(sc.AGENTDIAG_KIND)), r.name) for r in run.received) == sorted(
-        (s.kind, s.name) for s in run.spans
+    """The strict OTLP export holds every stored span (see :func:`assert_same_tree`)."""
+    assert_same_tree(run.received, run.spans)
+
+
+def assert_same_tree(received: Sequence[Any], stored: Sequence[StoredSpan]) -> None:
+    """The strict OTLP export (``received``) holds every stored span, with the same kinds, names and parents, and
+    speaks OpenInference's span kinds (so Phoenix draws our tree)."""
+    assert sorted((str(r.attributes.get(sc.AGENTDIAG_KIND)), r.name) for r in received) == sorted(
+        (s.kind, s.name) for s in stored
     )
-    stored_parents = {(s.span_id, s.parent_span_id) for s in run.spans}
-    assert {(r.span_id, r.parent_span_id) for r in run.received} == stored_parents
-    spoken = {r.attributes.get(sc.AGENTDIAG_KIND): r.attributes.get(sc.OPENINFERENCE_SPAN_KIND) for r in run.received}
+    assert {(r.span_id, r.parent_span_id) for r in received} == {(s.span_id, s.parent_span_id) for s in stored}
+    spoken = {r.attributes.get(sc.AGENTDIAG_KIND): r.attributes.get(sc.OPENINFERENCE_SPAN_KIND) for r in received}
     assert spoken == {"run": "AGENT", "iteration": "CHAIN", "llm": "LLM", "tool": "TOOL"}
 
 
