@@ -16,6 +16,7 @@ import sys
 import sysconfig
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,9 @@ def _get(port: int, path: str) -> tuple[int, dict[str, object]]:
         connection.close()
 
 
-def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(demo: Path) -> None:
+def _serve_then_ctrl_c(demo: Path, between: Callable[[int], None]) -> str:
+    """Run ``agentdiag serve --port 0`` on ``demo``, call ``between(port)`` once its URL line is out, then Ctrl-C;
+    returns its stderr after checking it stopped with exit 0 and no traceback."""
     with subprocess.Popen(
         [sys.executable, "-m", "otel_agentdiag", "serve", "--store", str(demo), "--port", "0"],
         stdout=subprocess.PIPE,
@@ -66,9 +69,7 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(demo: Path) -> None:
         try:
             line = _first_line(process)
             assert line.startswith("agentdiag serve: http://127.0.0.1:"), line
-            port = int(line.split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
-            status, body = _get(port, "/api/services")
-            assert status == 200 and body["data"] == ["agentdiag-demo"]
+            between(int(line.split("http://127.0.0.1:", 1)[1].split("/", 1)[0]))
             process.send_signal(signal.SIGINT)
             _out, err = process.communicate(timeout=DEADLINE_S)
         finally:
@@ -76,6 +77,15 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(demo: Path) -> None:
                 process.kill()
     assert process.returncode == 0, err
     assert "Traceback" not in err
+    return err
+
+
+def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(demo: Path) -> None:
+    def answers(port: int) -> None:
+        status, body = _get(port, "/api/services")
+        assert status == 200 and body["data"] == ["agentdiag-demo"]
+
+    _serve_then_ctrl_c(demo, answers)
 
 
 REMOTE = "192.0.2.10"  # TEST-NET-1: not loopback (never bound: each check below comes before binding)
@@ -83,22 +93,7 @@ REMOTE = "192.0.2.10"  # TEST-NET-1: not loopback (never bound: each check below
 
 def test_a_ctrl_c_right_after_the_url_line_is_a_clean_stop(demo: Path) -> None:
     """Ctrl-C before Uvicorn has taken over SIGINT (just after the URL line) still exits 0, quietly."""
-    with subprocess.Popen(
-        [sys.executable, "-m", "otel_agentdiag", "serve", "--store", str(demo), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_environment(),
-    ) as process:
-        try:
-            assert _first_line(process).startswith("agentdiag serve: http://127.0.0.1:")
-            process.send_signal(signal.SIGINT)
-            _out, err = process.communicate(timeout=DEADLINE_S)
-        finally:
-            if process.poll() is None:
-                process.kill()
-    assert process.returncode == 0, err
-    assert "aborted" not in err and "Traceback" not in err
+    assert "aborted" not in _serve_then_ctrl_c(demo, lambda _port: None)
 
 
 def _one_error_line(*args: str) -> str:
