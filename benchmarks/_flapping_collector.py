@@ -140,6 +140,14 @@ class _Server(ThreadingHTTPServer):
             with self.connections_lock:
                 self.connections.discard(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection this collector cut on purpose (going down mid-request) or its sender dropped ends its
+        handler with an ``OSError`` (or a ``ValueError`` on a closed file): expected, not printed. Anything else
+        is printed as socketserver does."""
+        if isinstance(sys.exc_info()[1], (OSError, ValueError)):
+            return
+        super().handle_error(request, client_address)
+
     def close_everything(self) -> None:
         """Stop accepting, close the port, and cut every open connection (keep-alive ones included)."""
         self.shutdown()
