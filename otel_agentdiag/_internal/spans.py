@@ -33,11 +33,37 @@ def span_attributes(span: Any) -> Mapping[str, Any]:
     return own if isinstance(own, Mapping) else (span.attributes or {})
 
 
-def with_attributes(span: ReadableSpan, attributes: Mapping[str, Any], name: str | None = None) -> ReadableSpan:
-    """A copy of ``span`` (through its public properties) with ``attributes``, and ``name`` when given."""
-    from opentelemetry.sdk.trace import ReadableSpan
+_SDK: tuple[type, ...] = ()
+"""The SDK's span classes (``ReadableSpan``, ``Span``), once :func:`with_attributes` has imported them."""
 
-    return ReadableSpan(
+
+def with_attributes(span: ReadableSpan, attributes: Mapping[str, Any], name: str | None = None) -> ReadableSpan:
+    """A copy of ``span`` with ``attributes``, and ``name`` when given. An SDK span's own fields are read (never
+    written): its public properties copy events and links into new tuples, which a copy per span need not pay.
+    Any other span is read through its public properties."""
+    global _SDK
+    if not _SDK:
+        from opentelemetry.sdk.trace import ReadableSpan as Readable
+        from opentelemetry.sdk.trace import Span
+
+        _SDK = (Readable, Span)
+    readable = _SDK[0]
+    if span.__class__ in _SDK:
+        return readable(  # type: ignore[no-any-return]
+            name=span._name if name is None else name,
+            context=span._context,
+            parent=span._parent,
+            resource=span._resource,
+            attributes=attributes,
+            events=span._events,
+            links=span._links,
+            kind=span._kind,
+            status=span._status,
+            start_time=span._start_time,
+            end_time=span._end_time,
+            instrumentation_scope=span._instrumentation_scope,
+        )
+    return readable(  # type: ignore[no-any-return]
         name=span.name if name is None else name,
         context=span.context,
         parent=span.parent,

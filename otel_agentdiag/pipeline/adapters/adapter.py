@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
@@ -49,7 +49,6 @@ _TL_KIND = openllmetry.SPAN_KIND
 _TL_REQUEST = openllmetry.REQUEST_TYPE
 _OPERATION = sc.GEN_AI_OPERATION_NAME
 _SPAN_TYPE = sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE
-_SDK_SPANS = frozenset({ReadableSpan, Span})
 
 
 def map_span(attributes: Mapping[str, Any], name: str, scope: str | None = None) -> Mapped | None:
@@ -181,20 +180,4 @@ def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, 
         error_type = _exception_type(span)
         if error_type is not None:
             out[sc.ERROR_TYPE] = error_type  # what our spans say of a failure, from the span's own exception event
-    if span.__class__ in _SDK_SPANS:
-        # The SDK's own fields, read (never written): its properties copy events and links into new tuples.
-        return ReadableSpan(
-            name=name if name is not None else span._name,
-            context=span._context,
-            parent=span._parent,
-            resource=span._resource,
-            attributes=out,
-            events=span._events,
-            links=span._links,
-            kind=span._kind,
-            status=span._status,
-            start_time=span._start_time,
-            end_time=span._end_time,
-            instrumentation_scope=span._instrumentation_scope,
-        )
     return with_attributes(span, out, name)
