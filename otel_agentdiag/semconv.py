@@ -280,3 +280,7 @@ CORRELATION_ID_KINDS: dict[str, str] = {
     GEN_AI_RESPONSE_ID: ID_KIND_RESPONSE,
     MCP_SESSION_ID: ID_KIND_MCP_SESSION,
 }
+
+UNKNOWN_SERVICE = "unknown_service"
+"""The service of a span whose resource has no non-empty ``service.name``: its Jaeger process's name, and the
+service the trace server lists it under (Jaeger's own convention)."""

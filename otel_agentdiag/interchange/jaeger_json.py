@@ -36,6 +36,7 @@ from typing import IO, Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
+from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.files import write_private_file
 
 __all__ = ["jaeger_document", "write_jaeger_json"]
@@ -139,7 +140,7 @@ def _span(span: ReadableSpan, process_id: str) -> dict[str, Any]:
 def _process(attributes: Mapping[str, Any]) -> dict[str, Any]:
     service = attributes.get("service.name")
     return {
-        "serviceName": service if isinstance(service, str) and service else "unknown_service",
+        "serviceName": service if isinstance(service, str) and service else sc.UNKNOWN_SERVICE,
         "tags": [_tag(key, value) for key, value in attributes.items() if key != "service.name"],
     }
 

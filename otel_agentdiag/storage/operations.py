@@ -17,9 +17,10 @@ import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 
+from otel_agentdiag import semconv as sc
 from otel_agentdiag.storage.rows import SpanRow
 
-UNKNOWN_SERVICE = "unknown_service"
+UNKNOWN_SERVICE = sc.UNKNOWN_SERVICE
 
 SERVICE_SQL = (
     "CASE WHEN json_valid(r.attributes) AND json_type(r.attributes, '$.\"service.name\"') = 'text'"
