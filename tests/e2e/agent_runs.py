@@ -88,14 +88,20 @@ def read_back(store: Path, receiver: OTLPReceiver, outcome: Any) -> Run:
         for session in sorted({str(s.attributes.get(sc.GEN_AI_CONVERSATION_ID)) for s in spans if s.kind == "run"}):
             receipt = session_receipt(reader, session)
             receipts[session] = "valid" if receipt.status == "valid" else f"{receipt.status} {receipt.reasons}"
+    summaries = trace_summaries(store, "trace_id, kind, llm_calls, tool_calls, input_tokens, output_tokens")
+    return Run(store, spans, receiver.spans(), list(receiver.raw_bodies), receipts, summaries, outcome)
+
+
+def trace_summaries(
+    store: Path, columns: str = "kind, llm_calls, tool_calls, input_tokens, output_tokens"
+) -> list[tuple[Any, ...]]:
+    """The per-trace roll-ups ``agentdiag traces`` and ``sessions`` read (``trace_summaries`` rows, these
+    columns), from the store opened read-only: the sums of each run's leaves, counted once."""
     conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:
-        summaries = conn.execute(
-            "SELECT trace_id, kind, llm_calls, tool_calls, input_tokens, output_tokens FROM trace_summaries"
-        ).fetchall()
+        return conn.execute(f"SELECT {columns} FROM trace_summaries").fetchall()
     finally:
         conn.close()
-    return Run(store, spans, receiver.spans(), list(receiver.raw_bodies), receipts, summaries, outcome)
 
 
 def children(spans: list[StoredSpan], parent: StoredSpan) -> list[StoredSpan]:

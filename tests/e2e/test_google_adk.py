@@ -25,14 +25,13 @@ and adds nothing: ADK's ``LiteLlm`` posts through the ``openai`` client's low-le
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_runs import assert_same_tree
+from agent_runs import assert_same_tree, trace_summaries
 from fakes import openai_server as fake
 from fakes.openai_server import FakeModelServer
 from isolated_envs import ROOT, entry_points_folder, instrument_args, run_in
@@ -160,13 +159,7 @@ def test_tokens_on_the_llm_leaves_only(run: Run) -> None:
     for span in run.spans:
         if span.kind != "llm":
             assert not [k for k in span.attributes if k.startswith("gen_ai.usage.")], span.name
-    conn = sqlite3.connect(f"file:{run.store}?mode=ro", uri=True)
-    try:  # the roll-ups `traces` and `sessions` read: the sums of the leaves
-        summary = conn.execute(
-            "SELECT kind, llm_calls, tool_calls, input_tokens, output_tokens FROM trace_summaries"
-        ).fetchall()
-    finally:
-        conn.close()
+    summary = trace_summaries(run.store)  # the roll-ups `traces` and `sessions` read
     tokens_in = STEPS * fake.TOOL_CALL_USAGE.prompt_tokens
     tokens_out = STEPS * fake.TOOL_CALL_USAGE.completion_tokens
     assert summary == [("run", STEPS, STEPS, tokens_in, tokens_out)] * len(run.outcomes)

@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_runs import trace_summaries
 from fakes import openai_server as fake
 from fakes.openai_server import FakeModelServer
 from leak_search import Surfaces
@@ -222,13 +222,7 @@ def test_tokens_on_the_llm_leaves_only_and_once(run: Run) -> None:
         if span.kind != "llm":
             assert not [k for k in span.attributes if k.startswith(("gen_ai.usage.", "llm.token_count."))], span.name
     assert not [s for s in run.spans if s.attributes.get(sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE) == "duplicate_llm_call"]
-    conn = sqlite3.connect(f"file:{run.store}?mode=ro", uri=True)
-    try:  # the roll-ups `traces` and `sessions` read: the sums of each run's leaves
-        summary = conn.execute(
-            "SELECT kind, llm_calls, tool_calls, input_tokens, output_tokens FROM trace_summaries"
-        ).fetchall()
-    finally:
-        conn.close()
+    summary = trace_summaries(run.store)  # the roll-ups `traces` and `sessions` read
     assert summary == [("run", 2, 3, TOKENS_IN, TOKENS_OUT)] * agents
 
 

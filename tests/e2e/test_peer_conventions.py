@@ -23,6 +23,7 @@ from typing import Any
 
 import openai
 import pytest
+from agent_runs import trace_summaries
 from fakes import openai_server as fake
 from fakes.openai_server import FakeModelServer
 from leak_search import Surfaces
@@ -271,13 +272,7 @@ def test_tokens_on_the_llm_leaves_only_and_never_twice(run: Run) -> None:
     if run.ours_too:  # ours owns the calls, whichever wrapper is outside
         assert {s.attributes.get("agentdiag.sequence") is not None for s in llm} == {True}
         assert all(s.scope is not None and s.scope["name"].startswith("otel_agentdiag") for s in llm), llm
-    conn = sqlite3.connect(f"file:{run.store}?mode=ro", uri=True)
-    try:  # the summaries `traces` and `sessions` read: a run, its calls and its tokens, counted once
-        summary = conn.execute(
-            "SELECT kind, llm_calls, tool_calls, input_tokens, output_tokens FROM trace_summaries"
-        ).fetchall()
-    finally:
-        conn.close()
+    summary = trace_summaries(run.store)  # the roll-ups `traces` and `sessions` read
     assert summary == [("run", 2, 3, TOKENS_IN, TOKENS_OUT)]
 
 

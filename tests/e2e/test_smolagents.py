@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_runs import assert_same_tree
+from agent_runs import assert_same_tree, trace_summaries
 from fakes import openai_server as fake
 from fakes.openai_server import FakeModelServer
 from leak_search import Surfaces
@@ -195,13 +195,7 @@ def test_tokens_on_the_llm_leaves_only(run: Run) -> None:
     for span in run.spans:
         if span.kind != "llm":
             assert not [k for k in span.attributes if k.startswith(("gen_ai.usage.", "llm.token_count."))], span.name
-    conn = sqlite3.connect(f"file:{run.store}?mode=ro", uri=True)
-    try:  # the roll-ups `traces` and `sessions` read: the sums of the leaves
-        summary = conn.execute(
-            "SELECT kind, llm_calls, tool_calls, input_tokens, output_tokens FROM trace_summaries"
-        ).fetchall()
-    finally:
-        conn.close()
+    summary = trace_summaries(run.store)  # the roll-ups `traces` and `sessions` read
     tokens_in = CALLS * fake.TOOL_CALL_USAGE.prompt_tokens
     tokens_out = CALLS * fake.TOOL_CALL_USAGE.completion_tokens
     assert summary == [("run", CALLS, CALLS, tokens_in, tokens_out)]

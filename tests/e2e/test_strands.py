@@ -19,14 +19,13 @@ agents under ``asyncio.gather`` (Strands' latest conventions, content as span at
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_runs import assert_same_tree
+from agent_runs import assert_same_tree, trace_summaries
 from fakes import openai_server as fake
 from fakes.openai_server import FakeModelServer
 from isolated_envs import entry_points_folder, instrument_args, run_in
@@ -171,13 +170,7 @@ def test_tokens_on_the_llm_leaves_only(one: Run) -> None:
     for span in one.spans:
         if span.kind != "llm":  # Strands' run span carries the agent's accumulated usage: not leaf usage
             assert not [k for k in span.attributes if k.startswith("gen_ai.usage.")], span.name
-    conn = sqlite3.connect(f"file:{one.store}?mode=ro", uri=True)
-    try:  # the roll-ups `traces` and `sessions` read: the sums of the leaves
-        summary = conn.execute(
-            "SELECT kind, llm_calls, tool_calls, input_tokens, output_tokens FROM trace_summaries"
-        ).fetchall()
-    finally:
-        conn.close()
+    summary = trace_summaries(one.store)  # the roll-ups `traces` and `sessions` read
     tokens_in = sum(u.prompt_tokens for u in used)
     tokens_out = sum(u.completion_tokens for u in used)
     assert summary == [("run", CYCLES, len(SCRIPT), tokens_in, tokens_out)]

@@ -21,7 +21,6 @@ import importlib.util
 import itertools
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_runs import trace_summaries
 from fakes import openai_server as fake
 from fakes.openai_server import FakeModelServer
 from leak_search import Surfaces
@@ -135,13 +135,8 @@ def _kinds(spans: list[StoredSpan], kind: str) -> list[StoredSpan]:
 
 
 def _summaries(store: Path) -> list[tuple[Any, ...]]:
-    """The roll-ups ``traces`` and ``sessions`` read, per trace."""
-    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    try:
-        query = "SELECT llm_calls, tool_calls, input_tokens, output_tokens FROM trace_summaries"
-        return sorted(conn.execute(query).fetchall())
-    finally:
-        conn.close()
+    """The roll-ups ``traces`` and ``sessions`` read, per trace, sorted."""
+    return sorted(trace_summaries(store, "llm_calls, tool_calls, input_tokens, output_tokens"))
 
 
 def _assert_loop(spans: list[StoredSpan], tools: list[str]) -> StoredSpan:
