@@ -42,6 +42,16 @@ GEN_AI_AGENT_NAME = "gen_ai.agent.name"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
+"""Metric attribute of :data:`GEN_AI_CLIENT_TOKEN_USAGE`: which tokens a measurement counts (``input``, ``output``)."""
+
+# --- GenAI metrics (the conventions' names and units; agentdiag's cost metric beside them) ---------------------
+GEN_AI_CLIENT_TOKEN_USAGE = "gen_ai.client.token.usage"
+GEN_AI_CLIENT_OPERATION_DURATION = "gen_ai.client.operation.duration"
+GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
+GEN_AI_CLIENT_COST = "gen_ai.client.cost"
+"""Not (yet) a convention: what each model call cost, unit ``{USD}``, recorded beside the token usage with the
+same attributes. Its sum over time is the spend."""
 
 
 # --- captured content (``configure(capture_content=True)``) ---------------------------------------------
@@ -213,6 +223,26 @@ AGENTDIAG_GUARDRAIL_TRIGGERED = "agentdiag.guardrail.triggered"
 """On a guardrail span: whether its tripwire triggered."""
 AGENTDIAG_FRAMEWORK_SPAN_TYPE = "agentdiag.framework.span_type"
 """On a span mapped from a framework step with no GenAI equivalent: the framework's type for that step."""
+AGENTDIAG_COST_USD = "agentdiag.cost.usd"
+"""On an LLM leaf: what the call cost in US dollars, from its provider, model and token usage and the price table
+(:mod:`otel_agentdiag.cost`). Absent, never 0, when the model has no known price or the call reported no usage."""
+AGENTDIAG_USAGE_COST_USD = "agentdiag.usage.cost.usd"
+"""On a run or iteration: the sum of the :data:`AGENTDIAG_COST_USD` of the LLM leaves below it that have one (a
+roll-up, beside the token roll-ups; a key no backend adds to the leaves' cost)."""
+AGENTDIAG_BUDGET_EXCEEDED = "agentdiag.budget.exceeded"
+"""On a run whose roll-ups passed a limit of the configured budget: ``True``. Also the name of the event added to
+the run when it first passed one (its attributes: :data:`AGENTDIAG_BUDGET_LIMIT` and the limit's value)."""
+AGENTDIAG_BUDGET_LIMIT = "agentdiag.budget.limit"
+"""On an ``agentdiag.budget.exceeded`` event: which limit of the budget the run passed, one of :data:`BUDGET_LIMITS`."""
+AGENTDIAG_BUDGET_LIMITS = "agentdiag.budget.limits"
+"""On a run that passed limits of its budget: which ones (:data:`BUDGET_LIMITS`), in the order they were passed."""
+AGENTDIAG_BUDGET_THRESHOLD = "agentdiag.budget.threshold"
+"""On an ``agentdiag.budget.exceeded`` event: the value of the limit that was passed (US dollars or tokens)."""
+BUDGET_LIMIT_COST = "cost_usd"
+BUDGET_LIMIT_TOKENS = "total_tokens"
+BUDGET_LIMIT_INPUT_TOKENS = "input_tokens"
+BUDGET_LIMIT_OUTPUT_TOKENS = "output_tokens"
+BUDGET_LIMITS = (BUDGET_LIMIT_COST, BUDGET_LIMIT_TOKENS, BUDGET_LIMIT_INPUT_TOKENS, BUDGET_LIMIT_OUTPUT_TOKENS)
 TOMBSTONE_SPAN_NAME = "agentdiag.redaction_error"
 """The name of the span that replaces one the redactor could not rebuild."""
 

@@ -52,6 +52,8 @@ HOST_NAME = token(r"[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\]", 253)
 
 _INT64 = 2**63 - 1
 _TOKENS = IntRange(0, 10**12)
+_COST = FloatRange(0.0, 1e9)
+"""US dollars: a call's cost or a roll-up's, finite and never negative."""
 
 OPENINFERENCE_SPAN_KINDS = frozenset(
     {"LLM", "CHAIN", "TOOL", "AGENT", "RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL", "EVALUATOR", "PROMPT"}
@@ -118,6 +120,13 @@ def _strict() -> Policy:
         sc.AGENTDIAG_STREAM_END: Enum(frozenset(sc.STREAM_ENDS)),
         # Framework integrations: roll-ups, why a run stopped, handoffs, guardrails
         **{key: _TOKENS for key in _keys.AGENTDIAG_USAGE_KEYS},
+        # Cost: a leaf's, and its roll-up on runs and iterations; a run's budget, when one was set and passed
+        sc.AGENTDIAG_COST_USD: _COST,
+        sc.AGENTDIAG_USAGE_COST_USD: _COST,
+        sc.AGENTDIAG_BUDGET_EXCEEDED: Boolean(),
+        sc.AGENTDIAG_BUDGET_LIMITS: ClosedSet(frozenset(sc.BUDGET_LIMITS), len(sc.BUDGET_LIMITS)),
+        sc.AGENTDIAG_BUDGET_LIMIT: ClosedSet(frozenset(sc.BUDGET_LIMITS)),
+        sc.AGENTDIAG_BUDGET_THRESHOLD: FloatRange(0.0, 1e15),
         sc.AGENTDIAG_STOP_REASON: Enum(frozenset(sc.STOP_REASONS)),
         sc.AGENTDIAG_HANDOFF_SOURCE_AGENT: RegisteredName("agent"),
         sc.AGENTDIAG_HANDOFF_TARGET_AGENT: RegisteredName("agent"),
@@ -164,6 +173,8 @@ def _strict() -> Policy:
             sc.AGENTDIAG_HTTP_ATTEMPT_EVENT: frozenset(
                 {sc.HTTP_REQUEST_RESEND_COUNT, sc.HTTP_RESPONSE_STATUS_CODE, sc.ERROR_TYPE}
             ),
+            # A run passing a limit of its budget: which limit, and its value.
+            sc.AGENTDIAG_BUDGET_EXCEEDED: frozenset({sc.AGENTDIAG_BUDGET_LIMIT, sc.AGENTDIAG_BUDGET_THRESHOLD}),
         },
         resource_keys={
             "service.name": resource,
