@@ -320,6 +320,8 @@ def test_prometheus_is_pinned_local_and_keeps_exemplars(compose: dict[str, Any])
     assert re.fullmatch(r"prom/prometheus:v3\.\d+\.\d+", service["image"])
     assert service["ports"] and all(port.startswith("127.0.0.1:") for port in service["ports"])
     assert "--enable-feature=exemplar-storage" in service["command"]
+    # Without it, increase() misses the first run of every new process (its series starts at 1, not 0).
+    assert "--enable-feature=created-timestamp-zero-ingestion" in service["command"]
     config = next(arg.split("=", 1)[1] for arg in service["command"] if arg.startswith("--config.file="))
     assert host_path(compose, "prometheus", config) == PROMETHEUS.resolve()
     assert compose["services"]["grafana"]["depends_on"]["prometheus"]["condition"] == "service_healthy"
