@@ -40,8 +40,8 @@ PIPELINE_SECTIONS = {"receivers": "receivers", "processors": "processors", "expo
 # is the deprecated alias of `otlp_grpc` since v0.144.0 and must not come back.
 KNOWN_TYPES = {
     "receivers": {"otlp"},
-    "processors": {"memory_limiter", "redaction", "batch"},
-    "exporters": {"otlp_grpc", "debug"},
+    "processors": {"memory_limiter", "redaction", "transform", "batch"},
+    "exporters": {"otlp_grpc", "debug", "prometheus"},
     "extensions": {"health_check"},
 }
 VERSION_TAG = re.compile(r"^v?\d+(\.\d+){1,3}$")
@@ -80,7 +80,7 @@ def test_yaml_parses_to_a_mapping(path: Path) -> None:
 def test_every_pipeline_component_is_defined_and_every_defined_component_is_used(otelcol: dict[str, Any]) -> None:
     service = otelcol["service"]
     pipelines = service["pipelines"]
-    assert set(pipelines) == {"traces"}
+    assert set(pipelines) == {"traces", "metrics"}, "the metrics pipeline: tests/collector/test_dashboard.py"
     used: dict[str, set[str]] = {section: set() for section in PIPELINE_SECTIONS}
     for name, pipeline in pipelines.items():
         assert pipeline.get("receivers") and pipeline.get("exporters"), f"pipeline {name} needs receivers and exporters"
@@ -370,7 +370,7 @@ def test_tempo_is_a_single_binary_with_local_storage() -> None:
 
 def test_grafana_has_a_tempo_and_a_jaeger_data_source(compose: dict[str, Any]) -> None:
     sources = {source["uid"]: source for source in load(DATASOURCES)["datasources"]}
-    assert set(sources) == {"tempo", "jaeger", "agentdiag-serve"}
+    assert set(sources) == {"tempo", "jaeger", "prometheus", "agentdiag-serve"}
     assert (sources["tempo"]["type"], sources["tempo"]["url"]) == ("tempo", "http://tempo:3200")
     assert (sources["jaeger"]["type"], sources["jaeger"]["url"]) == ("jaeger", "http://jaeger:16686")
     for uid in ("tempo", "jaeger"):

@@ -6,6 +6,10 @@ against the local store of the same run: every span arrived, with its parent, it
 ids that are still the SDK's ``hmac-sha256:<key id>:<hex>`` digests (the Collector neither removed, masked nor
 re-hashed anything of ours), and none of the demo's raw ids or content.
 
+The metrics path too: GenAI histograms sent over OTLP to the Collector are scraped by Prometheus under the names
+the dashboard queries (with a trace id as exemplar), and Grafana serves the provisioned dashboard and reaches
+Prometheus through its data source.
+
 The images are the ones ``docker/docker-compose.yml`` pins. Every test here is marked ``docker`` (run only these
 with ``pytest -m docker``) and skips, with the reason, where no Docker engine answers.
 """
@@ -21,6 +25,7 @@ import re
 import secrets
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import warnings
 from collections.abc import Iterator
@@ -34,6 +39,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 OTELCOL_CONFIG = ROOT / "collector-config" / "otelcol.yaml"
 TEMPO_CONFIG = ROOT / "collector-config" / "tempo.yaml"
+PROMETHEUS_CONFIG = ROOT / "collector-config" / "prometheus.yaml"
+GRAFANA = ROOT / "collector-config" / "grafana"
+DASHBOARD = GRAFANA / "dashboards" / "agentdiag-agents.json"
 COMPOSE = ROOT / "docker" / "docker-compose.yml"
 
 SKIP_REASON = (
@@ -87,9 +95,15 @@ RAW = (
 )
 
 
-def compose_images() -> dict[str, str]:
+def compose_services() -> dict[str, Any]:
     services = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]
-    return {name: services[name]["image"] for name in ("collector", "jaeger", "tempo")}
+    assert isinstance(services, dict)
+    return services
+
+
+def compose_images() -> dict[str, str]:
+    services = compose_services()
+    return {name: services[name]["image"] for name in ("collector", "jaeger", "tempo", "prometheus", "grafana")}
 
 
 # --- reading OTLP JSON back -------------------------------------------------------------------------------------
@@ -194,6 +208,8 @@ class Backends:
     collector_otlp_http: str
     jaeger_api: str
     tempo_api: str
+    prometheus_api: str
+    grafana_api: str
 
 
 def _loopback_only() -> bool:
@@ -248,20 +264,48 @@ def backends() -> Iterator[Backends]:
         collector = (
             DockerContainer(images["collector"])
             .with_network(network)
+            .with_network_aliases("collector")  # Prometheus scrapes collector:8889
             .with_copy_into_container(OTELCOL_CONFIG, "/etc/otelcol-contrib/config.yaml")
             .with_command(["--config=/etc/otelcol-contrib/config.yaml"])
             .with_env(COLLECTOR_HASH_KEY_ENV, secrets.token_hex(32))
             .waiting_for(HttpWaitStrategy(13133, "/").with_startup_timeout(STARTUP_S))
         )
+        services = compose_services()
+        prometheus = (
+            DockerContainer(images["prometheus"])
+            .with_network(network)
+            .with_network_aliases("prometheus")
+            .with_copy_into_container(PROMETHEUS_CONFIG, "/etc/prometheus/prometheus.yml")
+            .with_command(services["prometheus"]["command"])
+            .waiting_for(HttpWaitStrategy(9090, "/-/ready").with_startup_timeout(STARTUP_S))
+        )
+        grafana = DockerContainer(images["grafana"]).with_network(network)
+        for name, value in services["grafana"]["environment"].items():
+            grafana = grafana.with_env(name, value)
+        # The local-store data source points at no `agentdiag serve` here (its own tests are in tests/serve/).
+        grafana = grafana.with_env("AGENTDIAG_SERVE_URL", "http://127.0.0.1:16687").with_env(
+            "AGENTDIAG_SERVE_TOKEN", ""
+        )
+        for source, target in (
+            (GRAFANA / "provisioning" / "datasources" / "datasources.yaml", "/etc/grafana/provisioning/datasources/"),
+            (GRAFANA / "provisioning" / "dashboards" / "dashboards.yaml", "/etc/grafana/provisioning/dashboards/"),
+            (DASHBOARD, "/var/lib/grafana/dashboards/agentdiag/"),
+        ):
+            grafana = grafana.with_copy_into_container(source, target + source.name)
+        grafana = grafana.waiting_for(HttpWaitStrategy(3000, "/api/health").with_startup_timeout(STARTUP_S))
         _publish(jaeger, 16686)
         _publish(tempo, 3200)
         _publish(collector, 4318, 13133)
+        _publish(prometheus, 9090)
+        _publish(grafana, 3000)
         # The exporters address the back ends by their network aliases (jaeger:4317, tempo:4317): start them first.
-        with jaeger, tempo, collector:
+        with jaeger, tempo, collector, prometheus, grafana:
             yield Backends(
                 collector_otlp_http=_url(collector, 4318),
                 jaeger_api=_url(jaeger, 16686),
                 tempo_api=_url(tempo, 3200),
+                prometheus_api=_url(prometheus, 9090),
+                grafana_api=_url(grafana, 3000),
             )
 
 
@@ -358,3 +402,154 @@ def test_jaeger_lists_the_service(backends: Backends, demo_run: DemoRun) -> None
     with urllib.request.urlopen(f"{backends.jaeger_api}/api/v3/services", timeout=10) as response:
         services = json.loads(response.read().decode("utf-8"))
     assert SERVICE in services.get("services", [])
+
+
+# --- the metrics path: Collector -> Prometheus -> Grafana ---------------------------------------------------------
+METRICS_SERVICE = "agentdiag-metrics-e2e"
+CHAT = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": "demo",
+    "gen_ai.request.model": "demo-model-1",
+    "gen_ai.agent.name": "trip-planner",
+}
+
+
+def send_metrics(collector_otlp_http: str) -> str:
+    """Record one model call's GenAI histograms inside a sampled span (so they carry its trace id as exemplar),
+    export them once over OTLP/HTTP and return the trace id. Names and units are the SDK's (semconv).
+
+    One export only: a second one (a periodic reader's at shutdown) would repeat the points without exemplars,
+    and the Collector's exporter serves the latest point of a series."""
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricExportResult
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_agentdiag import semconv as sc
+
+    reader = InMemoryMetricReader()
+    resource = Resource.create({"service.name": METRICS_SERVICE, "service.instance.id": "e2e-1"})
+    meters = MeterProvider(metric_readers=[reader], resource=resource)
+    traces = TracerProvider(resource=resource)
+    try:
+        meter = meters.get_meter("agentdiag-e2e")
+        tokens = meter.create_histogram(sc.GEN_AI_CLIENT_TOKEN_USAGE, unit="{token}")
+        duration = meter.create_histogram(sc.GEN_AI_CLIENT_OPERATION_DURATION, unit="s")
+        cost = meter.create_histogram(sc.GEN_AI_CLIENT_COST, unit="{USD}")
+        with traces.get_tracer("agentdiag-e2e").start_as_current_span("chat demo-model-1") as span:
+            tokens.record(42, {**CHAT, sc.GEN_AI_TOKEN_TYPE: "input"})
+            tokens.record(7, {**CHAT, sc.GEN_AI_TOKEN_TYPE: "output"})
+            duration.record(0.25, CHAT)
+            # A key outside the closed set, as a foreign sender might add: the Collector drops it.
+            cost.record(0.0125, {**CHAT, "user.id": "alice"})
+            trace_id = format(span.get_span_context().trace_id, "032x")
+        data = reader.get_metrics_data()
+        assert data is not None
+    finally:
+        meters.shutdown()
+        traces.shutdown()
+    exporter = OTLPMetricExporter(endpoint=f"{collector_otlp_http}/v1/metrics")
+    try:
+        assert exporter.export(data, timeout_millis=30_000) is MetricExportResult.SUCCESS, "the Collector refused"
+    finally:
+        exporter.shutdown()
+    return trace_id
+
+
+def prometheus_get(api: str, path: str, **params: str) -> Any:
+    with urllib.request.urlopen(f"{api}{path}?{urllib.parse.urlencode(params)}", timeout=10) as response:
+        body = json.loads(response.read().decode("utf-8"))
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+def poll_prometheus(api: str, query: str, expected: int) -> list[dict[str, Any]]:
+    """Query until ``expected`` series answer (Prometheus scrapes the Collector every 10 s)."""
+    deadline = time.monotonic() + POLL_S
+    last: Any = "no answer yet"
+    while True:
+        try:
+            result = prometheus_get(api, "/api/v1/query", query=query)["result"]
+            if len(result) >= expected:
+                assert isinstance(result, list)
+                return result
+            last = result
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            last = repr(exc)
+        if time.monotonic() > deadline:
+            pytest.fail(f"{query}: {expected} series did not arrive within {POLL_S:.0f}s (last: {last})")
+        time.sleep(1.0)
+
+
+@pytest.fixture(scope="module")
+def metrics_trace_id(backends: Backends) -> str:
+    return send_metrics(backends.collector_otlp_http)
+
+
+def test_prometheus_has_the_metrics_under_the_dashboards_names(backends: Backends, metrics_trace_id: str) -> None:
+    job = f'job="{METRICS_SERVICE}"'
+    counts = poll_prometheus(backends.prometheus_api, f"gen_ai_client_token_usage_count{{{job}}}", 2)
+    by_type = {series["metric"]["gen_ai_token_type"]: series for series in counts}
+    assert set(by_type) == {"input", "output"}
+    for series in counts:
+        labels = series["metric"]
+        assert labels["job"] == METRICS_SERVICE and labels["instance"] == "e2e-1"
+        assert labels["gen_ai_request_model"] == "demo-model-1" and labels["gen_ai_agent_name"] == "trip-planner"
+        assert float(series["value"][1]) == 1.0
+    (tokens,) = poll_prometheus(backends.prometheus_api, f"sum(gen_ai_client_token_usage_sum{{{job}}})", 1)
+    assert float(tokens["value"][1]) == 49.0
+    poll_prometheus(backends.prometheus_api, f"gen_ai_client_operation_duration_seconds_count{{{job}}}", 1)
+    (cost,) = poll_prometheus(backends.prometheus_api, f"gen_ai_client_cost_sum{{{job}}}", 1)
+    assert "user_id" not in cost["metric"], "the Collector keeps only the metrics' closed attribute set"
+    assert float(cost["value"][1]) == pytest.approx(0.0125)
+
+
+def test_prometheus_keeps_the_trace_id_as_exemplar(backends: Backends, metrics_trace_id: str) -> None:
+    query = f'gen_ai_client_token_usage_bucket{{job="{METRICS_SERVICE}"}}'
+    poll_prometheus(backends.prometheus_api, query, 1)
+    deadline = time.monotonic() + POLL_S
+    while True:
+        now = time.time()
+        found = prometheus_get(
+            backends.prometheus_api, "/api/v1/query_exemplars", query=query, start=str(now - 3600), end=str(now + 60)
+        )
+        trace_ids = {e["labels"].get("trace_id") for series in found for e in series["exemplars"]}
+        if metrics_trace_id in trace_ids:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"no exemplar with trace id {metrics_trace_id} (saw {sorted(map(str, trace_ids))})")
+        time.sleep(1.0)
+
+
+def test_the_dashboards_queries_return_data(backends: Backends, metrics_trace_id: str) -> None:
+    poll_prometheus(backends.prometheus_api, f'gen_ai_client_cost_count{{job="{METRICS_SERVICE}"}}', 1)
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    answered = 0
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            if "gen_ai_client_token_usage_sum" not in target["expr"] and "gen_ai_client_cost_sum" not in target["expr"]:
+                continue
+            query = re.sub(r"\$__(rate_interval|range)", "1h", target["expr"])
+            query = query.replace('job=~"$job"', f'job=~"{METRICS_SERVICE}"')
+            query = re.sub(r"\$\w+", ".*", query)
+            poll_prometheus(backends.prometheus_api, query, 1)
+            answered += 1
+    assert answered >= 4
+
+
+def test_grafana_serves_the_dashboard_and_reaches_prometheus(backends: Backends) -> None:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    with urllib.request.urlopen(f"{backends.grafana_api}/api/dashboards/uid/{dashboard['uid']}", timeout=10) as r:
+        served = json.loads(r.read().decode("utf-8"))
+    assert served["dashboard"]["title"] == "Agents (otel-agentdiag)"
+    assert served["dashboard"]["version"] >= dashboard["version"]
+    assert served["meta"]["provisioned"] is True
+    # The data source's own health check (it queries Prometheus from inside the network); it needs an admin.
+    request = urllib.request.Request(
+        f"{backends.grafana_api}/api/datasources/uid/prometheus/health",
+        headers={"Authorization": "Basic " + base64.b64encode(b"admin:admin").decode("ascii")},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        health = json.loads(response.read().decode("utf-8"))
+    assert health["status"] == "OK", health
