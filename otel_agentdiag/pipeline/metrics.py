@@ -125,7 +125,7 @@ class _BoundedValues:
         if type(value) is not str or not value or len(value) > _MAX_VALUE_LENGTH:
             return None
         seen = self.seen[key]
-        if value in seen:
+        if value in seen or value == sc.OTHER_VALUE:  # the policy's placeholder takes no slot
             return value
         if len(seen) < self.limit:
             seen.add(value)
