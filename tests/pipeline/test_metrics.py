@@ -98,9 +98,7 @@ def _scripted_run() -> None:
 
 def test_a_scripted_run_gives_exact_token_sums_durations_errors_and_cost(tmp_path: Path, meters: Meters) -> None:
     store = tmp_path / "t.db"
-    with agentdiag.configure(
-        store=store, hash_key=HASH_KEY, set_global=False, meter_provider=meters.provider
-    ) as diag:
+    with agentdiag.configure(store=store, hash_key=HASH_KEY, set_global=False, meter_provider=meters.provider) as diag:
         _scripted_run()
         assert diag.force_flush()
         stats = diag.stats()["metrics"]
@@ -218,9 +216,7 @@ def test_time_to_first_chunk_of_a_stream_through_the_real_openai_client(tmp_path
 
 def test_foreign_spans_are_recorded_after_the_adapters(tmp_path: Path, meters: Meters) -> None:
     store = tmp_path / "t.db"
-    with agentdiag.configure(
-        store=store, hash_key=HASH_KEY, set_global=False, meter_provider=meters.provider
-    ) as diag:
+    with agentdiag.configure(store=store, hash_key=HASH_KEY, set_global=False, meter_provider=meters.provider) as diag:
         tracer = diag.tracer_provider.get_tracer("a-peer-instrumentation")  # type: ignore[union-attr]
         with tracer.start_as_current_span("invoke_agent peer") as run:
             # Pydantic AI's roll-up of the run (the adapter moves it to agentdiag.usage.*): never counted again.
@@ -256,12 +252,8 @@ def test_foreign_spans_are_recorded_after_the_adapters(tmp_path: Path, meters: M
                 tool.set_status(StatusCode.ERROR)
             with tracer.start_as_current_span("retrieve") as other:  # an operation that is no metric
                 other.set_attribute("openinference.span.kind", "RETRIEVER")
-    tokens = {
-        (p.attributes[sc.GEN_AI_PROVIDER_NAME], p.attributes[sc.GEN_AI_REQUEST_MODEL], p.attributes[sc.GEN_AI_TOKEN_TYPE]): (
-            p.sum
-        )
-        for p in meters.points(sc.GEN_AI_CLIENT_TOKEN_USAGE)
-    }
+    keys = (sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_TOKEN_TYPE)
+    tokens = {tuple(p.attributes[k] for k in keys): p.sum for p in meters.points(sc.GEN_AI_CLIENT_TOKEN_USAGE)}
     assert tokens == {
         ("openai", "gpt-4.1", "input"): 50,
         ("openai", "gpt-4.1", "output"): 5,
@@ -320,9 +312,7 @@ def test_thousands_of_tool_names_leave_the_series_bounded(tmp_path: Path, meters
     registered = [f"registered_tool_{i}" for i in range(1500)]
     agentdiag.register_names(tools=registered)
     store = tmp_path / "t.db"
-    with agentdiag.configure(
-        store=store, hash_key=HASH_KEY, set_global=False, meter_provider=meters.provider
-    ) as diag:
+    with agentdiag.configure(store=store, hash_key=HASH_KEY, set_global=False, meter_provider=meters.provider) as diag:
         with agentdiag.agent_run(AGENT):
             for i, name in enumerate(registered + [f"invented_tool_{i}" for i in range(1500)]):
                 with agentdiag.tool_call(name):
