@@ -119,9 +119,10 @@ def process_spans(resource_spans):
 '''
 
 
-# Runs inside rotel's embedded Python too, in the same global namespace as the trace processor (a name defined in both
-# would be the last one loaded in both): so every global here has a name of its own. A metric's data is a tagged union (``MetricData.Histogram(h)``, ...): its
-# class name says which, and ``data[0]`` is the value. {out!r} is the JSONL path.
+# Runs inside rotel's embedded Python too, in the same global namespace as the trace processor (a name defined in
+# both would be the last one loaded in both): so every global here has a name of its own. A metric's data is a
+# tagged union (``MetricData.Histogram(h)``, ...): its class name says which, and ``data[0]`` is the value.
+# {out!r} is the JSONL path.
 _METRICS_PROCESSOR = '''\
 """Written by tests/e2e/rotel_collector.py: append one JSON line per received metric data point to METRICS_OUT."""
 
@@ -165,7 +166,8 @@ def _metric_point(metric, kind, point, resource, scope):
 def process_metrics(resource_metrics):
     lines = []
     try:
-        resource = _metric_attributes(resource_metrics.resource.attributes) if resource_metrics.resource is not None else {{}}
+        found = resource_metrics.resource
+        resource = _metric_attributes(found.attributes) if found is not None else {{}}
         for scope_metrics in resource_metrics.scope_metrics:
             scope = scope_metrics.scope.name if scope_metrics.scope is not None else ""
             for metric in scope_metrics.metrics:
