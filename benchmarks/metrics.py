@@ -145,9 +145,8 @@ def _print(results: dict[str, Any]) -> None:
     ratios = results["ratio_on_vs_off"]
     print(f"on/off: caller {ratios['caller_cpu_us']:.3f}x, all threads {ratios['all_cpu_us']:.3f}x")
     for goal in results["goals"]:
-        print(
-            f"goal {goal['id']}: {goal['value']:.3f} {goal['op']} {goal['target']} ({'met' if goal['met'] else 'MISSED'})"
-        )
+        verdict = "met" if goal["met"] else "MISSED"
+        print(f"goal {goal['id']}: {goal['value']:.3f} {goal['op']} {goal['target']} ({verdict})")
 
 
 def main(argv: list[str] | None = None) -> int:
