@@ -86,6 +86,7 @@ BENCHMARKS: dict[str, Runner] = {
     "startup": _module("startup"),
     "push_throughput": _module("push_throughput"),
     "serve": _module("serve"),
+    "metrics": _module("metrics"),
 }
 OPTIONAL = {"phoenix_ingest": _module("phoenix_ingest")}
 

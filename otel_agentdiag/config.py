@@ -19,6 +19,7 @@ import os
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # imported on first use (below); type checkers see them here
+    from opentelemetry.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
 
     from otel_agentdiag.destinations import (
@@ -113,6 +114,8 @@ def configure(
     otlp_hash_key: str | bytes | None = None,
     retention: RetentionLimits | None = None,
     capture_content: bool | None = None,
+    metrics: bool | None = None,
+    meter_provider: MeterProvider | None = None,
 ) -> AgentDiag:
     """Install the redacting pipeline and return its handle.
 
@@ -156,6 +159,12 @@ def configure(
         sensitive as the data itself. Even then environment variables, headers, cookies, credentials, URL
         query strings and user-info, and base64 media over 16 KiB are left out (markers say what was cut).
         Needs the local store: with ``store=False`` it stays off (a warning says so).
+    :param metrics: record the GenAI metrics (``gen_ai.client.token.usage``, ``gen_ai.client.operation.duration``,
+        ``gen_ai.client.operation.time_to_first_chunk``, ``gen_ai.client.cost``) from the redacted spans, on a
+        batch worker (default: ``AGENTDIAG_METRICS``, else off). They go over OTLP to the trace branch's collector,
+        or to the global ``MeterProvider`` when there is no OTLP branch. See ``docs/metrics.md``.
+    :param meter_provider: record the metrics on this ``MeterProvider`` (implies ``metrics=True``; never flushed
+        or shut down by the handle). ``metrics=False`` with it raises ``ValueError``.
 
     A bad argument raises ``ValueError`` (a :class:`~otel_agentdiag.redaction.PolicyError` for policies)
     before anything is installed; so does a weak ``hash_key``/``otlp_hash_key`` (a
@@ -174,7 +183,13 @@ def configure(
     from otel_agentdiag.redaction import hash_keys
     from otel_agentdiag.storage import RetentionLimits
 
-    options = resolve_options(service_name, store, otlp_endpoint, otlp_protocol, capture_content)
+    if meter_provider is not None:
+        if metrics is False:
+            raise ValueError("meter_provider is given but metrics=False: drop one of them")
+        if not hasattr(meter_provider, "get_meter"):
+            raise ValueError("meter_provider must be an OpenTelemetry MeterProvider")
+        metrics = True
+    options = resolve_options(service_name, store, otlp_endpoint, otlp_protocol, capture_content, metrics)
     if not options.enabled:
         return AgentDiag(options)
     if tracer_provider is not None and not hasattr(tracer_provider, "add_span_processor"):
@@ -199,5 +214,10 @@ def configure(
     if tracer_provider is not None and service_name is not None:
         _logger.warning("otel-agentdiag: service_name is ignored when tracer_provider is given (its resource wins)")
     return build_pipeline(
-        options, destinations, tracer_provider=tracer_provider, set_global=set_global, retention=retention
+        options,
+        destinations,
+        tracer_provider=tracer_provider,
+        set_global=set_global,
+        retention=retention,
+        meter_provider=meter_provider,
     )

@@ -121,6 +121,22 @@ AGENTDIAG_CAPTURE_CONTENT = "AGENTDIAG_CAPTURE_CONTENT"
    the SQLite store only, never to OTLP, a support bundle, ``push`` or ``export``.
 """
 
+AGENTDIAG_METRICS = "AGENTDIAG_METRICS"
+"""
+.. envvar:: AGENTDIAG_METRICS
+
+``true`` (also ``1``, ``yes``, ``on``) records the GenAI metrics (token usage, operation duration, time to first
+chunk, cost) from the spans when ``configure()`` has no ``metrics`` argument (see ``docs/metrics.md``). Default
+off. They go over OTLP beside the trace branch, or to the global ``MeterProvider`` when there is no OTLP branch. A
+malformed value means off, with a warning.
+"""
+
+OTEL_EXPORTER_OTLP_METRICS_ENDPOINT = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
+"""The standard OTLP metrics endpoint (full URL for http/protobuf), read by the SDK's metric exporter when metrics
+are on: it wins over ``OTEL_EXPORTER_OTLP_ENDPOINT`` (which gets ``/v1/metrics`` appended). Without either, metrics
+go where the trace branch sends (its endpoint argument, or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` with
+``/v1/metrics`` in place of ``/v1/traces``)."""
+
 AGENTDIAG_OPENAI_AGENTS_KEEP_SDK_PROCESSORS = "AGENTDIAG_OPENAI_AGENTS_KEEP_SDK_PROCESSORS"
 """
 ``true`` keeps the OpenAI Agents SDK's own trace processors (which send every trace, content included, to

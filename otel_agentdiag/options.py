@@ -45,6 +45,8 @@ class AgentDiagOptions:
     """Where the protocol came from: ``argument``, ``default``, or the environment variable that named it."""
     capture_content: bool = False
     """Whether content (prompts, outputs, tool arguments and results) is captured into the local store."""
+    metrics: bool = False
+    """Whether the GenAI metrics are recorded from the spans (``configure(metrics=...)``, ``AGENTDIAG_METRICS``)."""
     otlp_refused: str | None = None
     """Why the OTLP endpoint from the environment was refused (the OTLP branch is then off, the local store is
     not), in one line that names the variable and shows the endpoint's host and port only; ``None`` if it was
@@ -57,10 +59,13 @@ def resolve_options(
     otlp_endpoint: str | None,
     otlp_protocol: str | None = None,
     capture_content: bool | None = None,
+    metrics: bool | None = None,
 ) -> AgentDiagOptions:
     """The options for ``configure()``'s arguments: a bad argument raises ``ValueError``, a bad variable logs."""
     if capture_content is not None and not isinstance(capture_content, bool):
         raise ValueError("capture_content must be True or False")
+    if metrics is not None and not isinstance(metrics, bool):
+        raise ValueError("metrics must be True or False")
     enabled = is_enabled()
     store_path = _store_path(store)
     # An argument is checked even when there is no OTLP branch: it is a programming error either way.
@@ -91,6 +96,7 @@ def resolve_options(
         otlp_protocol=protocol,
         otlp_protocol_source=protocol_source,
         capture_content=_capture_content(capture_content, store_path, enabled),
+        metrics=enabled and _metrics(metrics),
         otlp_refused=refused,
     )
 
@@ -116,6 +122,13 @@ def _capture_content(argument: bool | None, store_path: Path | None, enabled: bo
         _logger.warning("otel-agentdiag: content capture needs the local store (store=False); it stays off")
         return False
     return wanted and enabled
+
+
+def _metrics(argument: bool | None) -> bool:
+    """Argument > ``AGENTDIAG_METRICS`` > off (a malformed value is off, with a warning)."""
+    if argument is not None:
+        return argument
+    return env.parse_bool(env.AGENTDIAG_METRICS, os.environ.get(env.AGENTDIAG_METRICS), default=False)
 
 
 class BatchSettings(TypedDict):

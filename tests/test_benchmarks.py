@@ -26,6 +26,7 @@ EXPECTED = {
     "startup",
     "push_throughput",
     "serve",
+    "metrics",
 }
 
 

@@ -36,6 +36,7 @@ _CONTENT_SWITCHES: dict[str, frozenset[str]] = {
 
 def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, dict[str, Any]]:
     from otel_agentdiag.options import batch_settings_from_env, resolve_options
+    from otel_agentdiag.pipeline.metrics_setup import describe_metrics
 
     try:
         options = resolve_options(None, store, otlp_endpoint)
@@ -54,6 +55,7 @@ def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, 
         ),
         # AGENTDIAG_CAPTURE_CONTENT: content kept in the local store only (never in any export).
         "capture_content": options.capture_content,
+        "metrics": describe_metrics(options),  # AGENTDIAG_METRICS / configure(metrics=...): on, and where they go
         # OTEL_BSP_MAX_QUEUE_SIZE / _MAX_EXPORT_BATCH_SIZE / _SCHEDULE_DELAY over the defaults, per destination.
         "batch": {
             "max_queue_spans": batch["max_queue_spans"],

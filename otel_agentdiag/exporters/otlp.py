@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -28,9 +29,13 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag._internal.inputs import describe_input
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricExporter
+
 _logger = logging.getLogger(__name__)
 
 _TRACES_PATH = "/v1/traces"
+_METRICS_PATH = "/v1/metrics"
 
 HTTP_PROTOBUF = "http/protobuf"
 GRPC = "grpc"
@@ -193,3 +198,45 @@ def otlp_span_exporter(endpoint: str | None, protocol: str = DEFAULT_PROTOCOL) -
     if endpoint is None:
         return OTLPSpanExporter()
     return OTLPSpanExporter(endpoint=traces_url(endpoint))
+
+
+def metrics_url(endpoint: str) -> str:
+    """The metrics URL beside a traces endpoint (http/protobuf): a base URL, or a ``/v1/traces`` URL, gets
+    ``/v1/metrics`` in place of its traces path."""
+    base = endpoint.rstrip("/")
+    if base.endswith(_TRACES_PATH):
+        base = base[: -len(_TRACES_PATH)]
+    return base if base.endswith(_METRICS_PATH) else base + _METRICS_PATH
+
+
+def _metrics_endpoint(endpoint: str | None, protocol: str) -> str | None:
+    """Where metrics go beside the trace branch: the trace branch's endpoint argument; else the SDK's own variables
+    (``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``, ``OTEL_EXPORTER_OTLP_ENDPOINT``: None, the exporter reads them); else
+    the one ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` names, which the metric exporter would not read."""
+    if endpoint is None:
+        if os.environ.get(env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) or os.environ.get(env.OTEL_EXPORTER_OTLP_ENDPOINT):
+            return None
+        endpoint = os.environ.get(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or None
+        if endpoint is None:
+            return None
+    return endpoint if protocol == GRPC else metrics_url(endpoint)
+
+
+def otlp_metric_exporter(endpoint: str | None, protocol: str = DEFAULT_PROTOCOL) -> MetricExporter:
+    """An OTLP metric exporter beside the trace branch: the same protocol, and the same collector (see
+    :func:`_metrics_endpoint`); headers, TLS, compression and timeout from the ``OTEL_EXPORTER_OTLP_*``
+    variables, as for traces. Raises ``ImportError`` with an install hint when the extra is missing."""
+    target = _metrics_endpoint(endpoint, protocol)
+    if protocol == GRPC:
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as Grpc
+        except ImportError as exc:
+            raise ImportError(INSTALL_HINT) from exc
+        return Grpc() if target is None else Grpc(endpoint=target)
+    if protocol != HTTP_PROTOBUF:
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {describe_input(protocol)}")
+    try:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as Http
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    return Http() if target is None else Http(endpoint=target)

@@ -56,7 +56,14 @@ from otel_agentdiag.pipeline.ledger import (
     PipelineStats,
     copy_deltas,
 )
-from otel_agentdiag.pipeline.worker import BatchWorker, RetryPolicy, SpanAdapter, SpanFinisher, span_session
+from otel_agentdiag.pipeline.worker import (
+    BatchWorker,
+    RetryPolicy,
+    SpanAdapter,
+    SpanFinisher,
+    SpanRecorder,
+    span_session,
+)
 
 _logger = logging.getLogger(__name__)
 
@@ -207,6 +214,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         self._max_drop_sessions = max_drop_sessions
         self._finisher: SpanFinisher | None = None
         self._adapter: SpanAdapter | None = None
+        self._recorder: SpanRecorder | None = None
         self._reset_state()
         reinit_after_fork(self._at_fork_reinit)
         self._start_worker()
@@ -252,6 +260,14 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
             if self._enqueued:
                 raise ValueError("set_adapter() must be called before the first span is queued")
             self._adapter = adapter
+
+    def set_recorder(self, recorder: SpanRecorder) -> None:
+        """Give every finished (redacted) batch to ``recorder`` on the worker thread, once, before its export (the
+        GenAI metrics). Only with a finisher; call it before the first span is queued."""
+        with self._lock:
+            if self._enqueued:
+                raise ValueError("set_recorder() must be called before the first span is queued")
+            self._recorder = recorder
 
     # -- the agent's side ---------------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:

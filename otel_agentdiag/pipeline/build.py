@@ -8,6 +8,7 @@ Pipeline (design.md §2; docs/architecture.md says where the code departs from i
                     │                                          ─ SQLiteSpanExporter
                     └─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(strict)
                                                                ─ OTLPSpanExporter
+                                                               (with metrics on: ─ MetricsRecorder, on one branch)
 
 The provider hands ended spans to the batch processors; each redacts on its worker thread, just before export,
 so the agent's thread only queues the span and no exporter ever receives anything but the redacted copy.
@@ -39,7 +40,10 @@ from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 from otel_agentdiag.storage import RetentionLimits
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+
     from otel_agentdiag.content.recorder import ContentRecorder
+    from otel_agentdiag.pipeline.metrics_setup import Metrics
 
 _logger = logging.getLogger(__name__)
 
@@ -62,6 +66,7 @@ def build_pipeline(
     tracer_provider: TracerProvider | None,
     set_global: bool | None,
     retention: RetentionLimits | None,
+    meter_provider: MeterProvider | None = None,
 ) -> AgentDiag:
     """Build every destination's branch, put them on the provider (built here when none is given) and return
     the handle. Raises only for what an argument asked for (an OTLP endpoint argument without the extra)."""
@@ -76,6 +81,7 @@ def build_pipeline(
     exporters = _exporters(destinations, options, retention)
     branches = _branches(destinations, exporters, sequencer, content)
     installed = bool(branches.processors)
+    metrics = _metrics(options, branches, provider, meter_provider) if options.metrics else None
     if installed:
         _install(provider, sequencer, content, branches, options)
     if not owns_provider and installed:
@@ -91,7 +97,27 @@ def build_pipeline(
         sequencer=sequencer if installed else None,
         batch_processors=tuple(branches.batch_processors),
         content=content if installed else None,
+        metrics=metrics,
     )
+
+
+def _metrics(
+    options: AgentDiagOptions, branches: _Branches, provider: TracerProvider, meter_provider: MeterProvider | None
+) -> Metrics | None:
+    """The GenAI metrics, recorded on one branch's batch worker from its redacted spans (pipeline/metrics.py)."""
+    from otel_agentdiag.pipeline.metrics_setup import build_metrics
+
+    names = [destination.name for destination in branches.installed]
+    if not names:
+        _logger.warning("otel-agentdiag: no destination is installed, so no metrics are recorded")
+        return None
+    index = names.index(OTLP_DESTINATION) if OTLP_DESTINATION in names else 0
+    # The resource as the recording branch's policy lets it out (its resource_keys), never raw.
+    resource = branches.processors[index].redactor.clean_resource(provider.resource)
+    metrics = build_metrics(options, meter_provider=meter_provider, branch=names[index], resource=resource)
+    if metrics is not None:
+        branches.batch_processors[index].set_recorder(metrics.recorder)
+    return metrics
 
 
 def _new_provider(service_name: str | None) -> TracerProvider:

@@ -30,6 +30,7 @@ from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 
 if TYPE_CHECKING:
     from otel_agentdiag.content.recorder import ContentRecorder
+    from otel_agentdiag.pipeline.metrics_setup import Metrics
 
 __all__ = ["AgentDiag"]
 
@@ -51,8 +52,11 @@ class AgentDiag:
         sequencer: SessionSequencer | None = None,
         batch_processors: tuple[AccountingBatchSpanProcessor, ...] = (),
         content: ContentRecorder | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.options = options
+        self.metrics = metrics
+        """The GenAI metrics stage when metrics are on (``None`` otherwise): its recorder, provider and branch."""
         self.content = content
         """The content recorder when ``capture_content`` is on (``None`` otherwise)."""
         self.tracer_provider = tracer_provider
@@ -143,6 +147,9 @@ class AgentDiag:
         }
         if self.content is not None:
             found["content"] = self.content.stats()
+        if self.metrics is not None:
+            # where (meter_provider, otlp, global), branch, spans, measurements, failed, folded_values
+            found["metrics"] = self.metrics.stats()
         return found
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -152,6 +159,9 @@ class AgentDiag:
         ok = True
         for processor in self.processors:
             ok = processor.force_flush(timeout_millis) and ok
+        if self.metrics is not None:  # after the spans: what they recorded goes out too (our own provider only)
+            with handle_internal_errors("flushing metrics"):
+                ok = self.metrics.force_flush(timeout_millis) and ok
         return ok
 
     def shutdown(self, timeout_s: float | None = None) -> None:
@@ -167,8 +177,13 @@ class AgentDiag:
         atexit.unregister(self.shutdown)
         if self.content is not None:
             self.content.uninstall()  # nothing more is captured; what was captured still goes out below
+        started = time.monotonic()
         with handle_internal_errors("shutting down"):
             self._shutdown_batching(timeout_s)
+        if self.metrics is not None:  # after the batch workers recorded their last spans
+            with handle_internal_errors("shutting down metrics"):
+                left = (5.0 if timeout_s is None else max(timeout_s, 0.0)) - (time.monotonic() - started)
+                self.metrics.shutdown(max(left, 1.0) * 1000)
         with handle_internal_errors("shutting down"):
             if self._owns_provider and self.tracer_provider is not None:
                 self.tracer_provider.shutdown()

@@ -38,7 +38,7 @@ from otel_agentdiag.storage import Accounting
 
 _logger = logging.getLogger(__name__)
 
-__all__ = ["BatchWorker", "SpanAdapter", "SpanFinisher", "span_session"]
+__all__ = ["BatchWorker", "SpanAdapter", "SpanFinisher", "SpanRecorder", "span_session"]
 
 _TOMBSTONE_KEY = sc.AGENTDIAG_REDACTION_PREFIX + REDACTOR_ERROR
 
@@ -72,6 +72,15 @@ class SpanAdapter(Protocol):
 
     def adapt_batch(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
         """One span per span, in order: the span itself, or a mapped copy. Never raises."""
+        ...
+
+
+class SpanRecorder(Protocol):
+    """What sees each batch once it is finished (redacted), before its export, on the worker thread: the GenAI
+    metrics (:class:`~otel_agentdiag.pipeline.metrics.MetricsRecorder`). Once per span, whatever the export does."""
+
+    def record_batch(self, spans: Sequence[ReadableSpan]) -> None:
+        """Record the finished spans. Never raises."""
         ...
 
 
@@ -160,6 +169,7 @@ class BatchWorker:
     _max_drop_sessions: int
     _finisher: SpanFinisher | None
     _adapter: SpanAdapter | None
+    _recorder: SpanRecorder | None
     _persists_counts: bool
     _export_with_accounting: Callable[[Sequence[ReadableSpan], Accounting], Any] | None
     _record_accounting: Callable[[Accounting], Any] | None
@@ -332,6 +342,11 @@ class BatchWorker:
                 rejected.append(finisher.session_of(span))
             except Exception:  # noqa: BLE001 - counted without its session
                 rejected.append(None)
+        if self._recorder is not None and finished:
+            try:
+                self._recorder.record_batch([item[0] for item in finished])
+            except Exception as exc:  # noqa: BLE001 - the spans go on to the exporter
+                log_internal_error("recording metrics", exc)
         with self._lock:
             if self._abandoned:
                 return None  # shutdown counted the whole batch as dropped

@@ -10,14 +10,17 @@ Usage::
         spans = rotel.spans()               # one dict per span, as rotel decoded it off the wire
 
 rotel runs in the foreground as our child process (``rotel-agent start``) with its own free gRPC and HTTP ports,
-exporter ``blackhole``, a detailed debug log of every span it receives (captured in ``console.log``), and a Python
+exporter ``blackhole``, a detailed debug log of every span it receives (captured in ``console.log``), a Python
 trace processor (``--otlp-with-trace-processor``) that appends one JSON line per received span to
-``spans.jsonl``. The processor runs in rotel's embedded interpreter, so it uses the standard library only.
+``spans.jsonl``, and a metrics processor (``--otlp-with-metrics-processor``) that appends one JSON line per
+received metric data point to ``metrics.jsonl`` (:meth:`RotelCollector.metric_points`). The processors run in
+rotel's embedded interpreter, so they use the standard library only.
 
 Facts this relies on (rotel 0.0.1a15, whose binary says ``0.0.1-alpha10``):
 
 - The binary links ``libpython3.X.so.1.0``; the child gets ``sysconfig.get_config_var("LIBDIR")`` prepended to
   ``LD_LIBRARY_PATH``. Without a shared libpython it exits 127 at load time: :func:`unavailable_reason` says so.
+- The trace and metrics processors share one global namespace: the metrics processor's globals are named apart.
 - Both ports are bound before the HTTP port accepts connections, about 20 ms after exec.
 - The processor sees the same objects for OTLP/HTTP and OTLP/gRPC: nothing in a span tells the protocol apart.
 - Reading an array attribute in the processor reverses that array in what rotel then exports (the JSON line is
@@ -112,6 +115,68 @@ def process_spans(resource_spans):
     except Exception as exc:  # recorded, so a test fails with the reason instead of waiting for spans
         lines.append(json.dumps({{"processor_error": repr(exc)}}))
     with open(OUT, "a", encoding="utf-8") as out:
+        out.write("".join(line + "\\n" for line in lines))
+'''
+
+
+# Runs inside rotel's embedded Python too, in the same global namespace as the trace processor (a name defined in
+# both would be the last one loaded in both): so every global here has a name of its own. A metric's data is a
+# tagged union (``MetricData.Histogram(h)``, ...): its class name says which, and ``data[0]`` is the value.
+# {out!r} is the JSONL path.
+_METRICS_PROCESSOR = '''\
+"""Written by tests/e2e/rotel_collector.py: append one JSON line per received metric data point to METRICS_OUT."""
+
+import json
+
+METRICS_OUT = {out!r}
+
+
+def _metric_value(any_value):
+    if any_value is None:
+        return None
+    value = any_value.value
+    if type(value).__name__ == "ArrayValue":
+        return [_metric_value(value[i]) for i in range(len(value))]
+    return value
+
+
+def _metric_attributes(key_values):
+    return {{kv.key: _metric_value(kv.value) for kv in key_values}}
+
+
+def _metric_point(metric, kind, point, resource, scope):
+    line = {{
+        "name": metric.name,
+        "unit": metric.unit,
+        "type": kind,
+        "attributes": _metric_attributes(point.attributes),
+        "resource": resource,
+        "scope": scope,
+        "exemplars": [
+            {{"trace_id": bytes(e.trace_id).hex(), "span_id": bytes(e.span_id).hex()}} for e in point.exemplars
+        ],
+    }}
+    for field in ("count", "sum", "explicit_bounds", "bucket_counts"):
+        if hasattr(point, field):
+            found = getattr(point, field)
+            line[field] = list(found) if field in ("explicit_bounds", "bucket_counts") else found
+    return line
+
+
+def process_metrics(resource_metrics):
+    lines = []
+    try:
+        found = resource_metrics.resource
+        resource = _metric_attributes(found.attributes) if found is not None else {{}}
+        for scope_metrics in resource_metrics.scope_metrics:
+            scope = scope_metrics.scope.name if scope_metrics.scope is not None else ""
+            for metric in scope_metrics.metrics:
+                kind = type(metric.data).__name__.rpartition("_")[2]
+                for point in metric.data[0].data_points:
+                    lines.append(json.dumps(_metric_point(metric, kind, point, resource, scope), sort_keys=True))
+    except Exception as exc:  # recorded, so a test fails with the reason instead of waiting for points
+        lines.append(json.dumps({{"processor_error": repr(exc)}}))
+    with open(METRICS_OUT, "a", encoding="utf-8") as out:
         out.write("".join(line + "\\n" for line in lines))
 '''
 
@@ -212,6 +277,10 @@ class RotelCollector:
         self.pid_path = workdir / "rotel.pid"
         self.processor_path = workdir / "jsonl_processor.py"
         self.processor_path.write_text(_PROCESSOR.format(out=str(self.spans_path)))
+        self.metrics_path = workdir / "metrics.jsonl"
+        """One JSON line per metric data point rotel received (written by the metrics processor)."""
+        self.metrics_processor_path = workdir / "jsonl_metrics_processor.py"
+        self.metrics_processor_path.write_text(_METRICS_PROCESSOR.format(out=str(self.metrics_path)))
         self.grpc_port = 0
         self.http_port = 0
         self._process: subprocess.Popen[bytes] | None = None
@@ -245,6 +314,8 @@ class RotelCollector:
             "blackhole",
             "--otlp-with-trace-processor",
             str(self.processor_path),
+            "--otlp-with-metrics-processor",
+            str(self.metrics_processor_path),
             "--debug-log",
             "traces",
             "--debug-log-verbosity",
@@ -327,9 +398,9 @@ class RotelCollector:
         return self.grpc_endpoint if protocol == "grpc" else self.http_endpoint
 
     # -- what arrived ---------------------------------------------------------------------------------
-    def _lines(self) -> list[dict[str, Any]]:
+    def _lines(self, path: Path | None = None) -> list[dict[str, Any]]:
         try:
-            text = self.spans_path.read_text(encoding="utf-8")
+            text = (path or self.spans_path).read_text(encoding="utf-8")
         except FileNotFoundError:
             return []
         complete = text[: text.rfind("\n") + 1]  # a line still being written is not read
@@ -352,6 +423,27 @@ class RotelCollector:
         deadline = time.monotonic() + timeout
         while True:
             if len(self.spans()) >= n:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_S)
+
+    def metric_points(self) -> list[dict[str, Any]]:
+        """Every metric data point received so far, in arrival order (``name``, ``unit``, ``type``, ``attributes``,
+        ``count``, ``sum``, ``explicit_bounds``, ``bucket_counts``, ``exemplars``, ``resource``, ``scope``). Raises
+        if the processor reported an error."""
+        lines = self._lines(self.metrics_path)
+        errors = [line["processor_error"] for line in lines if "processor_error" in line]
+        if errors:
+            raise AssertionError(f"the rotel metrics processor failed: {errors}")
+        return lines
+
+    def wait_for_metric(self, name: str, timeout: float = START_TIMEOUT_S) -> bool:
+        """True once a data point of metric ``name`` was received, False after ``timeout`` seconds (polled, as
+        :meth:`wait_for_spans`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if any(point["name"] == name for point in self.metric_points()):
                 return True
             if time.monotonic() >= deadline:
                 return False
