@@ -45,6 +45,7 @@ from otel_agentdiag._internal.context import (
     ACTIVE_FRAMEWORK_STEP as _ACTIVE,
 )
 from otel_agentdiag._internal.context import (
+    AGENT_NAME_KEY,
     CONVERSATION_ID_KEY,
     active_framework_step,
     current_conversation_id,
@@ -251,6 +252,9 @@ class SpanTree:
             child = trace.set_span_in_context(span, ctx)
             if node.conversation_id is not None:
                 child = otel_context.set_value(CONVERSATION_ID_KEY, node.conversation_id, child)
+            agent = attributes.get(sc.GEN_AI_AGENT_NAME)
+            if node.kind == sc.KIND_RUN and type(agent) is str:
+                child = otel_context.set_value(AGENT_NAME_KEY, agent, child)  # its model and tool calls name it
             node.context = child
             if node.kind == sc.KIND_LLM:
                 node.llm = LLMCallState(span, owns=False, content=False)

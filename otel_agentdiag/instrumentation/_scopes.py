@@ -23,6 +23,7 @@ from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.context import (
     ACTIVE_FRAMEWORK_STEP,
+    AGENT_NAME_KEY,
     CONVERSATION_ID_KEY,
     LLM_CALL_KEY,
     framework_parent,
@@ -154,6 +155,8 @@ class _AgentRun(_SpanScope):
         return f"{sc.OP_INVOKE_AGENT} {name}", attributes
 
     def _context_values(self, ctx: otel_context.Context) -> otel_context.Context:
+        if isinstance(self._name, str):
+            ctx = otel_context.set_value(AGENT_NAME_KEY, self._name, ctx)
         if self._conversation_id is not None:
             ctx = otel_context.set_value(CONVERSATION_ID_KEY, self._conversation_id, ctx)
         return ctx

@@ -106,8 +106,10 @@ def test_a_scripted_run_gives_exact_token_sums_durations_errors_and_cost(tmp_pat
     (run,) = [s for s in spans if s.attributes.get(sc.AGENTDIAG_KIND) == sc.KIND_RUN]
     assert not any(key.startswith(sc.AGENTDIAG_USAGE_PREFIX) for key in run.attributes)  # manual runs: no roll-up
 
-    llm = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}
+    # Model and tool calls name the run's agent (the sequencer, from the context): per-agent tokens and cost.
+    llm = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.agent.name": AGENT}
     models = {"gen_ai.request.model": "gpt-4o-mini", "gen_ai.response.model": "gpt-4o-mini-2024-07-18"}
+    assert {s.attributes.get(sc.GEN_AI_AGENT_NAME) for s in spans} == {AGENT, None}  # iterations name none
     tokens = sc.GEN_AI_CLIENT_TOKEN_USAGE
     input_point = meters.point(tokens, **_keys(llm, models, {"gen_ai.token.type": "input"}))
     output_point = meters.point(tokens, **_keys(llm, models, {"gen_ai.token.type": "output"}))
@@ -122,11 +124,9 @@ def test_a_scripted_run_gives_exact_token_sums_durations_errors_and_cost(tmp_pat
     duration = sc.GEN_AI_CLIENT_OPERATION_DURATION
     chat = meters.point(duration, **_keys(llm, models))
     assert chat.count == 2
-    ok_tool = meters.point(duration, **_keys({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}))
-    failed_tool = meters.point(
-        duration,
-        **_keys({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "explode", "error.type": "ValueError"}),
-    )
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.agent.name": AGENT}
+    ok_tool = meters.point(duration, **_keys(tool, {"gen_ai.tool.name": "lookup"}))
+    failed_tool = meters.point(duration, **_keys(tool, {"gen_ai.tool.name": "explode", "error.type": "ValueError"}))
     agent = meters.point(duration, **_keys({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT}))
     assert (ok_tool.count, failed_tool.count, agent.count) == (1, 1, 1)
     # Durations once per span: 2 model calls, 2 tools, 1 run (iterations are no operation).
@@ -174,7 +174,7 @@ def test_exemplars_link_each_measurement_to_its_span(tmp_path: Path, meters: Met
     assert len(exemplars) == len(points)  # one per bucket hit: each of these points took one span per bucket
     assert {(e.trace_id, e.span_id) for e in exemplars} <= ids
     (run,) = [s for s in spans if s.attributes.get(sc.AGENTDIAG_KIND) == sc.KIND_RUN]
-    (agent_point,) = [p for p in points if p.attributes.get(sc.GEN_AI_AGENT_NAME)]
+    (agent_point,) = [p for p in points if p.attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_INVOKE_AGENT]
     assert [(e.trace_id, e.span_id) for e in agent_point.exemplars] == [(int(run.trace_id, 16), int(run.span_id, 16))]
 
 
