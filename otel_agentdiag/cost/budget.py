@@ -45,7 +45,7 @@ class Budget:
     def limits(self) -> tuple[tuple[str, float], ...]:
         """``(limit name, value)`` of each limit set, in :data:`~otel_agentdiag.semconv.BUDGET_LIMITS` order."""
         values = (self.max_cost_usd, self.max_total_tokens, self.max_input_tokens, self.max_output_tokens)
-        return tuple((name, float(v)) for name, v in zip(sc.BUDGET_LIMITS, values) if v is not None)
+        return tuple((name, float(v)) for name, v in zip(sc.BUDGET_LIMITS, values, strict=True) if v is not None)
 
 
 _active: tuple[tuple[str, float], ...] = ()

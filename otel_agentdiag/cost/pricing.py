@@ -110,7 +110,9 @@ def _count(attributes: Mapping[str, Any], key: str) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
-def cost_usd(attributes: Mapping[str, Any], start_time_ns: int | None, table: PriceTable | None = _UNSET) -> float | None:
+def cost_usd(
+    attributes: Mapping[str, Any], start_time_ns: int | None, table: PriceTable | None = _UNSET
+) -> float | None:
     """What the call these attributes describe cost, in US dollars; None when it cannot be known.
 
     None when cost is off, the call reported no input or output token count, or no entry of the table prices its
