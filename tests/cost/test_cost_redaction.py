@@ -60,9 +60,7 @@ def test_the_presets_keep_cost_and_budget_attributes(policy: p.Policy) -> None:
 @PRESETS
 @pytest.mark.parametrize("hostile", [-0.5, float("nan"), float("inf"), "0.5", "sk-proj-abcdefghijklmnop", 1e12])
 def test_a_hostile_cost_is_dropped(policy: p.Policy, hostile: Any) -> None:
-    out = dict(
-        _redact(policy, {sc.AGENTDIAG_COST_USD: hostile, sc.AGENTDIAG_USAGE_COST_USD: hostile}).attributes or {}
-    )
+    out = dict(_redact(policy, {sc.AGENTDIAG_COST_USD: hostile, sc.AGENTDIAG_USAGE_COST_USD: hostile}).attributes or {})
     assert sc.AGENTDIAG_COST_USD not in out and sc.AGENTDIAG_USAGE_COST_USD not in out
 
 

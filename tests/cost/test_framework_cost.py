@@ -73,7 +73,10 @@ def test_framework_leaves_roll_up_their_cost_and_the_run_checks_the_budget(
     assert inner.attributes[sc.AGENTDIAG_BUDGET_EXCEEDED] is True
     assert tuple(inner.attributes[sc.AGENTDIAG_BUDGET_LIMITS]) == ("output_tokens",)
     (event,) = [e for e in inner.events if e.name == sc.AGENTDIAG_BUDGET_EXCEEDED]
-    assert dict(event.attributes or {}) == {sc.AGENTDIAG_BUDGET_LIMIT: "output_tokens", sc.AGENTDIAG_BUDGET_THRESHOLD: 500.0}
+    assert dict(event.attributes or {}) == {
+        sc.AGENTDIAG_BUDGET_LIMIT: "output_tokens",
+        sc.AGENTDIAG_BUDGET_THRESHOLD: 500.0,
+    }
     # The manual run around the framework's run counts its leaves too (and passes the budget as well).
     outer = _by_name(spans, "invoke_agent outer")
     assert outer.attributes[sc.AGENTDIAG_USAGE_COST_USD] == leaf_a + leaf_b
