@@ -24,6 +24,7 @@ from otel_agentdiag.version import __version__
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
     from otel_agentdiag.config import AgentDiag, AgentDiagOptions, configure
+    from otel_agentdiag.cost import Budget, PriceTableError
     from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
     from otel_agentdiag.instrumentation.manual import (
         LLMCall,
@@ -44,6 +45,8 @@ _LAZY: dict[str, str] = {
     "AgentDiag": "otel_agentdiag.config",
     "AgentDiagOptions": "otel_agentdiag.config",
     "configure": "otel_agentdiag.config",
+    "Budget": "otel_agentdiag.cost",
+    "PriceTableError": "otel_agentdiag.cost",
     "SQLiteSpanExporter": "otel_agentdiag.exporters.sqlite",
     "LLMCall": "otel_agentdiag.instrumentation.manual",
     "agent": "otel_agentdiag.instrumentation.manual",
@@ -69,11 +72,13 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "AgentDiag",
     "AgentDiagOptions",
+    "Budget",
     "ForeignProcessor",
     "IdHasher",
     "LLMCall",
     "Policy",
     "PolicyError",
+    "PriceTableError",
     "RedactingSpanProcessor",
     "SQLiteSpanExporter",
     "SpanStore",

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # imported on first use (below); type checkers see them here
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
 
+    from otel_agentdiag.cost import Budget
     from otel_agentdiag.destinations import (
         LOCAL_DESTINATION,
         OTLP_DESTINATION,
@@ -116,6 +117,8 @@ def configure(
     capture_content: bool | None = None,
     metrics: bool | None = None,
     meter_provider: MeterProvider | None = None,
+    prices: str | os.PathLike[str] | bool | None = None,
+    budget: Budget | None = None,
 ) -> AgentDiag:
     """Install the redacting pipeline and return its handle.
 
@@ -165,6 +168,15 @@ def configure(
         or to the global ``MeterProvider`` when there is no OTLP branch. See ``docs/metrics.md``.
     :param meter_provider: record the metrics on this ``MeterProvider`` (implies ``metrics=True``; never flushed
         or shut down by the handle). ``metrics=False`` with it raises ``ValueError``.
+    :param prices: the price table behind ``agentdiag.cost.usd`` (docs/cost.md): the path of a TOML table whose
+        entries override the bundled table's (same provider and model or pattern) and add the others, ``True``
+        for the bundled table alone, ``False`` to turn cost off (default: ``AGENTDIAG_PRICES``, then the bundled
+        table). A file that cannot be used raises a :class:`~otel_agentdiag.cost.PriceTableError` (a
+        ``ValueError`` naming the file and line); the same in ``AGENTDIAG_PRICES`` logs one error line and the
+        bundled table is used.
+    :param budget: limits per agent run, a :class:`~otel_agentdiag.Budget` (default: ``AGENTDIAG_BUDGET_USD``
+        and ``AGENTDIAG_BUDGET_TOKENS``, else none). A run that passes a limit is marked (the
+        ``agentdiag.budget.exceeded`` event and attributes); what the agent does never changes.
 
     A bad argument raises ``ValueError`` (a :class:`~otel_agentdiag.redaction.PolicyError` for policies)
     before anything is installed; so does a weak ``hash_key``/``otlp_hash_key`` (a
@@ -176,8 +188,9 @@ def configure(
     key file turns off every destination that would have used the key (a refused key is never replaced by
     another). With ``AGENTDIAG_ENABLED=false`` nothing is installed and no file is created; the handle is inert.
     """
+    from otel_agentdiag.cost import install_budget, install_table
     from otel_agentdiag.destinations import OTLP_DESTINATION, resolve_destinations
-    from otel_agentdiag.options import resolve_options
+    from otel_agentdiag.options import resolve_budget, resolve_options, resolve_prices
     from otel_agentdiag.pipeline.build import build_pipeline
     from otel_agentdiag.pipeline.handle import AgentDiag
     from otel_agentdiag.redaction import hash_keys
@@ -190,8 +203,10 @@ def configure(
             raise ValueError("meter_provider must be an OpenTelemetry MeterProvider")
         metrics = True
     options = resolve_options(service_name, store, otlp_endpoint, otlp_protocol, capture_content, metrics)
+    run_budget = resolve_budget(budget)
     if not options.enabled:
         return AgentDiag(options)
+    price_table = resolve_prices(prices)
     if tracer_provider is not None and not hasattr(tracer_provider, "add_span_processor"):
         raise ValueError("tracer_provider must be an opentelemetry-sdk TracerProvider")
     if retention is not None and not isinstance(retention, RetentionLimits):
@@ -213,6 +228,8 @@ def configure(
 
     if tracer_provider is not None and service_name is not None:
         _logger.warning("otel-agentdiag: service_name is ignored when tracer_provider is given (its resource wins)")
+    install_table(price_table)
+    install_budget(run_budget)
     return build_pipeline(
         options,
         destinations,

@@ -144,6 +144,34 @@ OpenAI's tracing backend) next to ours when ``OpenAIAgentsInstrumentor`` instrum
 replace them. Loses to ``instrument(keep_sdk_processors=...)``. A malformed value means ``false``, with a warning.
 """
 
+AGENTDIAG_PRICES = "AGENTDIAG_PRICES"
+"""
+.. envvar:: AGENTDIAG_PRICES
+
+Path of a TOML price table (``docs/cost.md``) whose entries override the bundled table's for the same provider and
+model (or model pattern) and add the others; ``off`` (also ``false``, ``0``, ``no``, ``none``) turns cost off
+(no ``agentdiag.cost.usd``, no cost roll-ups, no cost budget). A file that cannot be used is logged as one error
+line naming the file and the line, and the bundled table is used. Unset: the bundled table.
+"""
+
+AGENTDIAG_BUDGET_USD = "AGENTDIAG_BUDGET_USD"
+"""
+.. envvar:: AGENTDIAG_BUDGET_USD
+
+A budget per agent run, in US dollars (a positive number, e.g. ``0.50``): a run whose cost roll-up goes over it is
+marked ``agentdiag.budget.exceeded`` (an event, and attributes). Never changes what the agent does. A malformed
+value is ignored with a warning. ``configure(budget=...)`` wins over it.
+"""
+
+AGENTDIAG_BUDGET_TOKENS = "AGENTDIAG_BUDGET_TOKENS"
+"""
+.. envvar:: AGENTDIAG_BUDGET_TOKENS
+
+A budget per agent run, in tokens (input plus output, a positive integer): a run whose token roll-ups go over it is
+marked ``agentdiag.budget.exceeded``. Never changes what the agent does. A malformed value is ignored with a
+warning. ``configure(budget=...)`` wins over it.
+"""
+
 DEFAULT_STORE = ".agentdiag/traces.db"
 """Default store path, relative to the current working directory."""
 

@@ -12,16 +12,27 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag.exporters import otlp
 from otel_agentdiag.pipeline.batching import DEFAULT_MAX_EXPORT_BATCH, DEFAULT_MAX_QUEUE_SPANS, DEFAULT_SCHEDULE_DELAY_S
 from otel_agentdiag.storage.store import default_store_path
 
+if TYPE_CHECKING:
+    from otel_agentdiag.cost import Budget, PriceTable
+
 _logger = logging.getLogger(__name__)
 
-__all__ = ["AgentDiagOptions", "BatchSettings", "batch_settings_from_env", "is_enabled", "resolve_options"]
+__all__ = [
+    "AgentDiagOptions",
+    "BatchSettings",
+    "batch_settings_from_env",
+    "is_enabled",
+    "resolve_budget",
+    "resolve_prices",
+    "resolve_options",
+]
 
 
 def is_enabled() -> bool:
@@ -160,3 +171,44 @@ def batch_settings_from_env() -> BatchSettings:
         batch = queue
     delay_ms = positive_int(env.OTEL_BSP_SCHEDULE_DELAY, round(DEFAULT_SCHEDULE_DELAY_S * 1000))
     return BatchSettings(max_queue_spans=queue, max_export_batch=batch, schedule_delay_s=delay_ms / 1000)
+
+
+def resolve_prices(prices: str | os.PathLike[str] | bool | None) -> PriceTable | None:
+    """The price table for ``configure(prices=...)``: argument > ``AGENTDIAG_PRICES`` > the bundled table; None
+    when cost is off. A bad argument (a file that cannot be used) raises ``ValueError``; a bad variable logs one
+    error line and the bundled table is used (:func:`otel_agentdiag.cost.resolve_table`)."""
+    from otel_agentdiag.cost import resolve_table
+
+    return resolve_table(prices, os.environ.get(env.AGENTDIAG_PRICES))
+
+
+def resolve_budget(budget: Budget | None) -> Budget | None:
+    """The budget for ``configure(budget=...)``: argument > ``AGENTDIAG_BUDGET_USD``/``AGENTDIAG_BUDGET_TOKENS`` >
+    none. Not a :class:`~otel_agentdiag.cost.Budget`: ``ValueError``. A malformed variable is ignored, with a
+    warning that names it."""
+    from otel_agentdiag.cost import Budget
+
+    if budget is not None:
+        if not isinstance(budget, Budget):
+            raise ValueError(f"budget must be an otel_agentdiag.Budget, not {type(budget).__name__}")
+        return budget
+    cost = _positive_number(env.AGENTDIAG_BUDGET_USD, integer=False)
+    tokens = _positive_number(env.AGENTDIAG_BUDGET_TOKENS, integer=True)
+    if cost is None and tokens is None:
+        return None
+    return Budget(max_cost_usd=cost, max_total_tokens=None if tokens is None else int(tokens))
+
+
+def _positive_number(variable: str, *, integer: bool) -> float | None:
+    value = os.environ.get(variable)
+    if value is None or not value.strip():
+        return None
+    try:
+        number = int(value.strip()) if integer else float(value.strip())
+    except ValueError:
+        number = 0
+    if number > 0 and number != float("inf"):
+        return number
+    kind = "a positive integer" if integer else "a positive number"
+    _logger.warning("otel-agentdiag: %s is not %s; no budget from it", variable, kind)
+    return None

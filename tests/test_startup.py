@@ -22,6 +22,7 @@ from otel_agentdiag.cli import COMMANDS, _Group, _LazyCommands, cli
 # Where each public name came from when the package imported them all eagerly (the source of truth for the test).
 EAGER_SOURCES = {
     "otel_agentdiag.config": ["AgentDiag", "AgentDiagOptions", "configure"],
+    "otel_agentdiag.cost": ["Budget", "PriceTableError"],
     "otel_agentdiag.exporters.sqlite": ["SQLiteSpanExporter"],
     "otel_agentdiag.instrumentation.manual": [
         "LLMCall",

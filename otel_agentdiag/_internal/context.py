@@ -44,6 +44,11 @@ attempts are recorded. A client instrumentation that finds one already set enric
 second LLM span for the same call."""
 
 
+ROLLUP_KEY = otel_context.create_key("agentdiag-rollup")
+"""The innermost manual run or iteration (an ``otel_agentdiag.cost.Rollup``): an LLM leaf that ends inside it
+adds its usage and cost to it (and to every enclosing one)."""
+
+
 ACTIVE_FRAMEWORK_STEP: ContextVar[Any] = ContextVar("agentdiag_framework_step", default=None)
 """The innermost framework step (an ``instrumentation._framework.Node``) made active in this context. Set
 without a token, so ending a step in another context never fails; ended steps are skipped by readers."""

@@ -30,8 +30,9 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal import ids as _ids
-from otel_agentdiag._internal.context import LLM_CALL_KEY, framework_parent
+from otel_agentdiag._internal.context import LLM_CALL_KEY, ROLLUP_KEY, framework_parent
 from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag.cost.pricing import leaf_cost
 from otel_agentdiag.instrumentation._provider import tracer_for  # re-exported: its home before _provider
 
 __all__ = [
@@ -115,7 +116,8 @@ class LLMCallState:
         framework's privacy switch (the Agents SDK's ``trace_include_sensitive_data``) stays an off switch."""
         self.attempts = 0
         self.rollup: Any = None
-        """The framework step this call's span was started under (its usage rolls up there), or None."""
+        """The framework step (or manual run or iteration) this call's span was started under (its usage and cost
+        roll up there), or None."""
         self._ended = False
         self._lock = threading.Lock()
         self._start_ns = time.monotonic_ns()
@@ -148,7 +150,8 @@ class LLMCallState:
             # The run's conversation id is recorded beside the span by our on_start processors (_internal/ids.py).
             span = _ids.start_span(tracer, name, context=ctx, kind=SpanKind.CLIENT, attributes=attributes)
             state = cls(span, owns=True)
-            state.rollup = step
+            # Its usage and cost roll up into the framework step it is in, else into the manual run or iteration.
+            state.rollup = step if step is not None else otel_context.get_value(ROLLUP_KEY, ctx)
             return state
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("starting an LLM span", exc)
@@ -236,6 +239,8 @@ class LLMCallState:
         return self._ended
 
     def _end_span(self) -> None:
+        if self.span.is_recording():
+            leaf_cost(self.span)  # its agentdiag.cost.usd, when priced, before it rolls up and ends
         if self.rollup is not None:
             self.rollup.add_span_usage(self.span)  # before end(): the span's attributes are still readable
         self.span.end()

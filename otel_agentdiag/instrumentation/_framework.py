@@ -9,7 +9,10 @@ fan-out and callbacks delivered on other threads cannot misparent a span.
 When an LLM node ends, its usage is added to every open ancestor; run and iteration spans carry the sums under
 ``agentdiag.usage.*`` (:data:`~otel_agentdiag.semconv.AGENTDIAG_USAGE_PREFIX`), a namespace no backend sums with
 ``gen_ai.usage.*``. A roll-up is the sum of the usage its leaves *reported*: a leaf with no usage adds nothing,
-and a node none of whose leaves reported usage carries no roll-up (never a made-up 0).
+and a node none of whose leaves reported usage carries no roll-up (never a made-up 0). Cost follows the same
+rule: an LLM leaf gets ``agentdiag.cost.usd`` as it ends (when the price table prices it, :mod:`otel_agentdiag.cost`)
+and its runs and iterations ``agentdiag.usage.cost.usd``, only when at least one leaf below had a cost. A run checks
+the configured budget each time a leaf adds to it.
 
 **Reaching code inside a step.** A framework step is made "active" in a :class:`~contextvars.ContextVar` set
 without a token (so ending it in another context never fails, unlike ``context.detach``). Our client
@@ -47,27 +50,18 @@ from otel_agentdiag._internal.context import (
 from otel_agentdiag._internal.context import (
     AGENT_NAME_KEY,
     CONVERSATION_ID_KEY,
+    ROLLUP_KEY,
     active_framework_step,
     current_conversation_id,
     framework_parent,
 )
 from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag.cost.budget import check_budget
+from otel_agentdiag.cost.pricing import leaf_cost, readable_attributes
+from otel_agentdiag.cost.rollup import ROLLUP_KEYS, USAGE_KEYS, leaf_cost_of, rollup_attributes, usage_of
 from otel_agentdiag.instrumentation._base import LLMCallState
 
-__all__ = ["Node", "SpanTree", "active_framework_step", "framework_parent", "usage_of"]
-
-USAGE_KEYS: tuple[str, ...] = (
-    sc.GEN_AI_USAGE_INPUT_TOKENS,
-    sc.GEN_AI_USAGE_OUTPUT_TOKENS,
-    sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
-    sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
-    sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
-)
-"""The leaf usage attributes that roll up: ``gen_ai.usage.X`` becomes ``agentdiag.usage.X`` on ancestors."""
-
-ROLLUP_KEYS: dict[str, str] = {
-    key: sc.AGENTDIAG_USAGE_PREFIX + key[len(sc.GEN_AI_USAGE_PREFIX) :] for key in USAGE_KEYS
-}
+__all__ = ["ROLLUP_KEYS", "USAGE_KEYS", "Node", "SpanTree", "active_framework_step", "framework_parent", "usage_of"]
 
 _ROLLUP_KINDS = frozenset({sc.KIND_RUN, sc.KIND_ITERATION})
 
@@ -78,14 +72,17 @@ class Node:
     __slots__ = (
         "aliases",
         "ambient",
+        "budget_passed",
         "context",
         "conversation_id",
+        "cost",
         "ended",
         "error_type",
         "extra",
         "key",
         "kind",
         "llm",
+        "outer",
         "parent",
         "prev_active",
         "span",
@@ -116,28 +113,45 @@ class Node:
         self.llm: LLMCallState | None = None
         self.usage: dict[str, int] = {}
         self.usage_reported = False
+        self.cost: float | None = None
+        """The sum of the costs of the LLM leaves below (None: no leaf had one, never a made-up 0)."""
+        self.outer: Any = None
+        """A root node opened inside a manual run or iteration (an ``otel_agentdiag.cost.Rollup``): its leaves'
+        usage and cost count there too."""
+        self.budget_passed: list[str] = []
+        """A run's budget limits passed so far, in order."""
         self.ended = False
         self.error_type: str | None = None
         self.stop_reason: str | None = None
         self.extra: dict[str, Any] = {}
         """Per-integration state (the Agents SDK keeps pending tool call ids here)."""
 
-    def add_usage(self, usage: Mapping[str, int]) -> None:
-        """Count an LLM leaf's usage in this node and every ancestor (their roll-ups)."""
-        if not usage:
+    def add_usage(self, usage: Mapping[str, int], cost: float | None = None) -> None:
+        """Count an LLM leaf's usage (and cost) in this node and every ancestor (their roll-ups); a run checks
+        the budget as it grows."""
+        if not usage and cost is None:
             return
+        outer = None
         with self.tree_lock:
             node: Node | None = self
             while node is not None:
-                node.usage_reported = True
-                for key, value in usage.items():
-                    node.usage[key] = node.usage.get(key, 0) + value
-                node = node.parent
+                if usage:
+                    node.usage_reported = True
+                    for key, value in usage.items():
+                        node.usage[key] = node.usage.get(key, 0) + value
+                if cost is not None:
+                    node.cost = cost if node.cost is None else node.cost + cost
+                if node.kind == sc.KIND_RUN:
+                    check_budget(node.span, node.budget_passed, node.usage, node.cost)
+                outer, node = node.outer, node.parent
+        if outer is not None:
+            outer.add(usage, cost)
 
     def add_span_usage(self, span: Any) -> None:
-        """An LLM span another instrumentation started inside this step (a client call in a tool) is ending:
-        its usage rolls up here too."""
-        self.add_usage(usage_of(getattr(span, "attributes", None)))
+        """An LLM span another instrumentation started inside this step (a client call in a tool) is ending (its
+        cost already set): its usage and cost roll up here too."""
+        attributes = readable_attributes(span)
+        self.add_usage(usage_of(attributes), leaf_cost_of(attributes))
 
     def capture(self, role: str, value: Any) -> None:
         """Record ``value`` as this step's ``role`` content (a ``semconv.CONTENT_*`` name) while its span is
@@ -160,18 +174,6 @@ class Node:
                 return node
             node = node.parent
         return None
-
-
-def usage_of(attributes: Mapping[str, Any] | None) -> dict[str, int]:
-    """The roll-up relevant usage among span attributes."""
-    if not attributes:
-        return {}
-    out = {}
-    for key in USAGE_KEYS:
-        value = attributes.get(key)
-        if type(value) is int and value >= 0:
-            out[key] = value
-    return out
 
 
 class SpanTree:
@@ -241,6 +243,7 @@ class SpanTree:
                 ctx = ambient if step is None else step.context
                 if node.conversation_id is None:
                     node.conversation_id = current_conversation_id(ctx)
+                node.outer = otel_context.get_value(ROLLUP_KEY, ctx)
             attributes[sc.AGENTDIAG_KIND] = node.kind
             if node.conversation_id is not None:
                 attributes.setdefault(sc.GEN_AI_CONVERSATION_ID, node.conversation_id)
@@ -330,11 +333,13 @@ class SpanTree:
         if attributes and recording:
             _ids.set_attributes(span, attributes)  # response and tool call ids beside the span
         if node.kind == sc.KIND_LLM:
+            if recording:
+                leaf_cost(span)  # before it rolls up and ends: its agentdiag.cost.usd, when priced
             if node.parent is not None:
                 node.parent.add_span_usage(span)
-        elif node.kind in _ROLLUP_KINDS and node.usage_reported and recording:
+        elif node.kind in _ROLLUP_KINDS and (node.usage_reported or node.cost is not None) and recording:
             with self._lock:
-                rollups = {ROLLUP_KEYS[key]: value for key, value in node.usage.items()}
+                rollups = rollup_attributes(node.usage, node.cost)
             span.set_attributes(rollups)
         if error_type is None:
             error_type = node.error_type

@@ -26,10 +26,13 @@ from otel_agentdiag._internal.context import (
     AGENT_NAME_KEY,
     CONVERSATION_ID_KEY,
     LLM_CALL_KEY,
+    ROLLUP_KEY,
     framework_parent,
 )
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
+from otel_agentdiag.cost.pricing import leaf_cost
+from otel_agentdiag.cost.rollup import Rollup
 from otel_agentdiag.instrumentation._base import LLMCallState, error_type_of, record_exception
 from otel_agentdiag.instrumentation._provider import manual_tracer
 
@@ -44,8 +47,12 @@ class _SpanScope:
     __slots__ = ("_rollup", "_span", "_token")
 
     _kind = SpanKind.INTERNAL
+    _is_run = False
     _rolls_up = False
-    """True for LLM spans: started inside a framework step, their usage counts in the step's roll-ups."""
+    """True for LLM spans: their usage and cost count in the roll-ups of the framework step (or manual run or
+    iteration) they are started in."""
+    _sums = False
+    """True for runs and iterations: they carry the roll-ups of the LLM leaves that end inside them."""
 
     def __init__(self) -> None:
         self._span: trace.Span = trace.INVALID_SPAN
@@ -68,6 +75,8 @@ class _SpanScope:
                     ctx = step.context
                     if self._rolls_up:
                         self._rollup = step
+            if self._rolls_up and self._rollup is None:
+                self._rollup = otel_context.get_value(ROLLUP_KEY, ctx)  # the manual run or iteration it is in
             name, attributes = self._name_and_attributes()
             # Correlation ids go beside the span, to our redactors only; never onto it (_internal/ids.py). The
             # run's conversation id reaches every span started in its context through our on_start processors.
@@ -83,7 +92,12 @@ class _SpanScope:
             else:
                 span = _ids.start_span(manual_tracer(), name, context=ctx, kind=self._kind, attributes=attributes)
             self._span = span
-            self._token = otel_context.attach(self._context_values(trace.set_span_in_context(span, ctx)))
+            child = self._context_values(trace.set_span_in_context(span, ctx))
+            if self._sums:
+                parent = otel_context.get_value(ROLLUP_KEY, ctx)
+                self._rollup = Rollup(span, parent if isinstance(parent, Rollup) else None, is_run=self._is_run)
+                child = otel_context.set_value(ROLLUP_KEY, self._rollup, child)
+            self._token = otel_context.attach(child)
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("starting a span", exc)
         return self
@@ -101,8 +115,17 @@ class _SpanScope:
                 record_exception(span, exc)
                 # No description: the exception text may hold exactly the data we must not export.
                 span.set_status(Status(StatusCode.ERROR))
-            if self._rollup is not None:
-                self._rollup.add_span_usage(span)
+            rollup = self._rollup
+            if self._sums:
+                if rollup is not None and span.is_recording():
+                    roll = rollup.attributes()
+                    if roll:
+                        span.set_attributes(roll)
+            elif rollup is not None or self._rolls_up:
+                if self._rolls_up and span.is_recording():
+                    leaf_cost(span)  # its agentdiag.cost.usd, when priced, before it rolls up and ends
+                if rollup is not None:
+                    rollup.add_span_usage(span)
             span.end()
         except Exception as internal:  # noqa: BLE001
             log_internal_error("ending a span", internal)
@@ -128,6 +151,9 @@ class _SpanScope:
 
 class _AgentRun(_SpanScope):
     __slots__ = ("_agent_id", "_conversation_id", "_name", "_user_id")
+
+    _sums = True
+    _is_run = True
 
     def __init__(self, name: str, conversation_id: Any, user_id: Any, agent_id: Any) -> None:
         super().__init__()
@@ -174,6 +200,8 @@ class _AgentRun(_SpanScope):
 
 class _Iteration(_SpanScope):
     __slots__ = ("_index",)
+
+    _sums = True
 
     def __init__(self, index: int) -> None:
         super().__init__()

@@ -14,10 +14,11 @@ Usage on leaves only, never twice: a mapped span that is not an LLM call loses i
 ours: ``agentdiag.usage.*`` on our runs and iterations); a peer's LLM span of a call one of our LLM spans owns
 (:mod:`~otel_agentdiag.pipeline.adapters.owners`) becomes a step of kind ``other`` (type
 ``duplicate_llm_call``) without usage. Nothing is ever added that the span did not carry, except closed
-constants (kinds, operation names, span types). With a content recorder (the local branch, with
-``capture_content=True``), the content keys of a mapped LLM or tool span become its captured content, beside
-the span as ours is. Never raises: a span whose mapping fails goes on unmapped (the redactor still applies the
-whole policy to it) and is counted in :attr:`ConventionAdapter.failed`.
+constants (kinds, operation names, span types) and, on a mapped LLM leaf that is not a duplicate, its
+``agentdiag.cost.usd`` when the price table prices its provider, model and usage (:mod:`otel_agentdiag.cost`).
+With a content recorder (the local branch, with ``capture_content=True``), the content keys of a mapped LLM or
+tool span become its captured content, beside the span as ours is. Never raises: a span whose mapping fails goes
+on unmapped (the redactor still applies the whole policy to it) and is counted in :attr:`ConventionAdapter.failed`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from opentelemetry.trace import StatusCode
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.spans import span_attributes, with_attributes
+from otel_agentdiag.cost.pricing import cost_usd
 from otel_agentdiag.pipeline.adapters import genai, openinference, openllmetry
 from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, Mapped
 from otel_agentdiag.pipeline.adapters.owners import Enclosing, LLMCallOwners
@@ -49,6 +51,7 @@ _TL_KIND = openllmetry.SPAN_KIND
 _TL_REQUEST = openllmetry.REQUEST_TYPE
 _OPERATION = sc.GEN_AI_OPERATION_NAME
 _SPAN_TYPE = sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE
+_COST = sc.AGENTDIAG_COST_USD
 
 
 def map_span(attributes: Mapping[str, Any], name: str, scope: str | None = None) -> Mapped | None:
@@ -171,6 +174,10 @@ def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, 
     if kind != sc.KIND_LLM:
         for key in LEAF_USAGE_KEYS.intersection(out):
             del out[key]
+    elif _COST not in out:
+        cost = cost_usd(out, span.start_time)  # a peer's model call, priced from its mapped provider, model, usage
+        if cost is not None:
+            out[_COST] = cost
     if kind == sc.KIND_OTHER and name is None and _OPERATION not in out:
         name = sc.FRAMEWORK_SPAN_NAME
     if span_type is not None and _SPAN_TYPE not in out:
