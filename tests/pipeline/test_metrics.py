@@ -104,7 +104,6 @@ def test_a_scripted_run_gives_exact_token_sums_durations_errors_and_cost(tmp_pat
         stats = diag.stats()["metrics"]
     spans = _trace(store)
     (run,) = [s for s in spans if s.attributes.get(sc.AGENTDIAG_KIND) == sc.KIND_RUN]
-    assert not any(key.startswith(sc.AGENTDIAG_USAGE_PREFIX) for key in run.attributes)  # manual runs: no roll-up
 
     # Model and tool calls name the run's agent (the sequencer, from the context): per-agent tokens and cost.
     llm = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.agent.name": AGENT}
@@ -119,6 +118,9 @@ def test_a_scripted_run_gives_exact_token_sums_durations_errors_and_cost(tmp_pat
     leaves = [s for s in spans if s.attributes.get(sc.AGENTDIAG_KIND) == sc.KIND_LLM]
     assert sum(s.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] for s in leaves) == input_point.sum
     assert sum(s.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] for s in leaves) == output_point.sum
+    # ... and the run's roll-ups: metrics and roll-ups agree.
+    assert run.attributes["agentdiag.usage.input_tokens"] == input_point.sum
+    assert run.attributes["agentdiag.usage.output_tokens"] == output_point.sum
     assert tuple(input_point.explicit_bounds) == TOKEN_BUCKETS
 
     duration = sc.GEN_AI_CLIENT_OPERATION_DURATION
@@ -139,7 +141,11 @@ def test_a_scripted_run_gives_exact_token_sums_durations_errors_and_cost(tmp_pat
     assert failed_tool.sum == pytest.approx(tool_seconds)
 
     cost = meters.point(sc.GEN_AI_CLIENT_COST, **_keys(llm, models))
-    assert (cost.sum, cost.count) == (pytest.approx(0.000036), 1)
+    # One cost set by hand (kept), one from the bundled price table: the metric, the leaves and the roll-up agree.
+    leaf_costs = [s.attributes[sc.AGENTDIAG_COST_USD] for s in leaves]
+    assert leaf_costs[0] == 0.000036 or leaf_costs[1] == 0.000036
+    assert (cost.sum, cost.count) == (pytest.approx(sum(leaf_costs)), 2)
+    assert run.attributes[sc.AGENTDIAG_USAGE_COST_USD] == pytest.approx(cost.sum)
     assert tuple(cost.explicit_bounds) == COST_BUCKETS
     assert meters.points(sc.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK) == []  # nothing streamed
     metrics = meters.metrics()
@@ -150,7 +156,7 @@ def test_a_scripted_run_gives_exact_token_sums_durations_errors_and_cost(tmp_pat
         "where": "meter_provider",
         "branch": "local",
         "spans": 5,
-        "measurements": 5 + 4 + 1,
+        "measurements": 5 + 4 + 2,  # durations, token points (2 calls × in/out), costs
         "failed": 0,
         "folded_values": 0,
     }
