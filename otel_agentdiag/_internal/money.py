@@ -1,4 +1,4 @@
-"""Money in spans: which attribute values are a cost, their exact sum in nano-dollars, and one format for people.
+"""Cost and budgets read from spans: which values are a cost, exact sums, budgets passed, one format for people.
 
 A cost (``agentdiag.cost.usd`` on an LLM leaf) is a finite number from 0 to :data:`MAX_LEAF_USD` (not a bool);
 anything else is no cost at all (unknown, never 0). Sums are kept in whole nano-dollars, saturating at
@@ -10,6 +10,10 @@ figure to the last bit; :data:`NANOS_PER_USD` is the scale. The SQL twin of :fun
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from otel_agentdiag import semconv as sc
 
 MAX_LEAF_USD = 1_000_000.0
 """The largest value read as one model call's cost; a larger one is not a price anyone pays per call."""
@@ -51,7 +55,8 @@ def usd(nanos: int | None) -> float | None:
 
 
 def format_usd(value: object, *, unknown: str = "-") -> str:
-    """A cost for people: ``$1.23`` from a dollar, ``$0.0042`` below, ``<$0.0001`` for a tiny non-zero cost,
+    """A cost for people: ``$1.23`` from a dollar, ``$0.0042`` or ``$0.25`` below (four decimals at most, two at
+    least), ``<$0.0001`` for a tiny non-zero cost,
     ``$0`` for a known zero; ``unknown`` (a dash) when there is none, never ``$0``."""
     if type(value) is not float and type(value) is not int:
         return unknown
@@ -63,5 +68,45 @@ def format_usd(value: object, *, unknown: str = "-") -> str:
     if number < 0.0001:
         return "<$0.0001"
     if number < 1:
-        return f"${number:.4f}"
+        text = f"{number:.4f}"
+        return "$" + (text[:-2] + text[-2:].rstrip("0") if text.endswith("0") else text)
     return f"${number:,.2f}"
+
+
+def budget_of(runs: Iterable[Any]) -> tuple[bool, tuple[str, ...], dict[str, float]]:
+    """Of run spans (anything with ``attributes`` and ``events`` as stored): whether one passed its budget, the
+    limits passed (known names only, first passed first), and their values from the ``agentdiag.budget.exceeded``
+    events."""
+    exceeded = False
+    limits: dict[str, None] = {}
+    thresholds: dict[str, float] = {}
+    for run in runs:
+        if run.attributes.get(sc.AGENTDIAG_BUDGET_EXCEEDED) is not True:
+            continue
+        exceeded = True
+        named = run.attributes.get(sc.AGENTDIAG_BUDGET_LIMITS)
+        for limit in named if isinstance(named, (list, tuple)) else ():
+            if limit in sc.BUDGET_LIMITS:
+                limits.setdefault(limit)
+        for event in run.events:
+            if event.get("name") != sc.AGENTDIAG_BUDGET_EXCEEDED:
+                continue
+            attributes = event.get("attributes") or {}
+            limit, value = attributes.get(sc.AGENTDIAG_BUDGET_LIMIT), attributes.get(sc.AGENTDIAG_BUDGET_THRESHOLD)
+            number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+            if limit in sc.BUDGET_LIMITS and math.isfinite(number):
+                limits.setdefault(limit)
+                thresholds.setdefault(limit, float(number))
+    return exceeded, tuple(limits), thresholds
+
+
+def describe_limit(limit: str, thresholds: Mapping[str, float]) -> str:
+    """``cost_usd over $0.50``, ``total_tokens over 10000``, or the limit alone when its value is not known."""
+    if limit not in thresholds:
+        return limit
+    value = thresholds[limit]
+    if limit == sc.BUDGET_LIMIT_COST:
+        shown = format_usd(value)
+    else:
+        shown = str(int(value)) if value.is_integer() else f"{value:g}"
+    return f"{limit} over {shown}"
