@@ -22,6 +22,14 @@ NANOS_CAP = 2**53
 """Sums of nano-dollars stop here (about 9 million US$): every figure below it is exact in a double too."""
 
 
+def amount(value: object) -> float | None:
+    """``value`` as an amount of US$ (a roll-up, a sum): a finite number from 0 (not a bool), else None."""
+    if type(value) is not float and type(value) is not int:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number >= 0 else None
+
+
 def cost_value(value: object) -> float | None:
     """``value`` as a cost in US$, or None when it is not one (absent, a bool, text, negative, non-finite,
     above :data:`MAX_LEAF_USD`)."""
@@ -58,10 +66,8 @@ def format_usd(value: object, *, unknown: str = "-") -> str:
     """A cost for people: ``$1.23`` from a dollar, ``$0.0042`` or ``$0.25`` below (four decimals at most, two at
     least), ``<$0.0001`` for a tiny non-zero cost,
     ``$0`` for a known zero; ``unknown`` (a dash) when there is none, never ``$0``."""
-    if type(value) is not float and type(value) is not int:
-        return unknown
-    number = float(value)
-    if not (math.isfinite(number) and number >= 0):
+    number = amount(value)
+    if number is None:
         return unknown
     if number == 0:
         return "$0"
@@ -71,6 +77,17 @@ def format_usd(value: object, *, unknown: str = "-") -> str:
         text = f"{number:.4f}"
         return "$" + (text[:-2] + text[-2:].rstrip("0") if text.endswith("0") else text)
     return f"${number:,.2f}"
+
+
+def leaves_cost(spans: Iterable[Any]) -> float | None:
+    """The sum of the LLM leaves' ``agentdiag.cost.usd`` among ``spans`` (anything with ``kind`` and
+    ``attributes`` as stored), never a roll-up, exact as the store's summaries keep it; None when no leaf has
+    one."""
+    nanos: int | None = None
+    for span in spans:
+        if span.kind == sc.KIND_LLM and sc.AGENTDIAG_COST_USD in span.attributes:
+            nanos = add_nanos(nanos, leaf_nanos(span.attributes[sc.AGENTDIAG_COST_USD]))
+    return usd(nanos)
 
 
 def budget_of(runs: Iterable[Any]) -> tuple[bool, tuple[str, ...], dict[str, float]]:

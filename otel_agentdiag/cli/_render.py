@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.money import add_nanos, budget_of, format_usd, leaf_nanos, usd
+from otel_agentdiag._internal.money import budget_of, format_usd, leaves_cost
 from otel_agentdiag.cli._common import can_encode, duration_ms, human_duration, iso_utc, printable
 from otel_agentdiag.storage.rows import StoredSpan, TraceSummary
 
@@ -31,15 +31,6 @@ def trace_summary_json(summary: TraceSummary) -> dict[str, Any]:
         "cost_usd": summary.cost_usd,
         "budget_exceeded": summary.budget_exceeded,
     }
-
-
-def trace_cost(spans: list[StoredSpan]) -> float | None:
-    """The sum of the LLM leaves' ``agentdiag.cost.usd`` (never a roll-up); None when no leaf has one."""
-    nanos: int | None = None
-    for span in spans:
-        if span.kind == sc.KIND_LLM and sc.AGENTDIAG_COST_USD in span.attributes:
-            nanos = add_nanos(nanos, leaf_nanos(span.attributes[sc.AGENTDIAG_COST_USD]))
-    return usd(nanos)
 
 
 def span_json(span: StoredSpan) -> dict[str, Any]:
@@ -77,7 +68,7 @@ def trace_json(
     return {
         "trace_id": trace_id,
         "spans": out,
-        "cost_usd": trace_cost(spans),
+        "cost_usd": leaves_cost(spans),
         "budget_exceeded": exceeded,
         "budget_limits": list(limits),
     }
@@ -237,7 +228,7 @@ def render_tree(trace_id: str, spans: list[StoredSpan], content: dict[str, dict[
     header = f"trace {printable(trace_id)}  {len(spans)} spans  {human_duration(end - start)}"
     if errors:
         header += f"  {errors} error{'s' if errors != 1 else ''}"
-    cost = trace_cost(spans)
+    cost = leaves_cost(spans)
     if cost is not None:
         header += f"  {format_usd(cost)}"
     lines = [click.style(header, bold=True)]

@@ -41,7 +41,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.money import add_nanos, budget_of, leaf_nanos, usd
+from otel_agentdiag._internal.money import budget_of, leaves_cost
 from otel_agentdiag.diagnostics.parents import spans_elsewhere, unseen_parents
 from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt
 from otel_agentdiag.storage import SpanStore, StoredSpan
@@ -200,11 +200,6 @@ def project(
         ),
     }
 
-    nanos: int | None = None
-    for span in ordered:
-        if span.kind == sc.KIND_LLM and sc.AGENTDIAG_COST_USD in span.attributes:
-            nanos = add_nanos(nanos, leaf_nanos(span.attributes[sc.AGENTDIAG_COST_USD]))
-
     # -- errors and recovery ---------------------------------------------------------------------------
     erroring_parents: set[tuple[str, str]] = set()
     for span in ordered:
@@ -283,7 +278,7 @@ def project(
         unrecovered=len(origins) - recovered,
         signals=signals,
         receipt=receipt,
-        cost_usd=usd(nanos),
+        cost_usd=leaves_cost(ordered),
         budget_exceeded=exceeded,
         budget_limits=limits,
         budget_thresholds=thresholds,

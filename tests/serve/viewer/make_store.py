@@ -2,8 +2,8 @@
 
 Kinds: ``content`` (the demo agent with content capture on, plus a run whose captured values are hostile
 markup), ``big`` (one run of ``N`` tool calls through the manual wrappers) and ``cost`` (a run whose LLM leaves
-carry a cost and that passed its budget, and a run without any cost: see :func:`cost_store`). Run in its own process, so the
-tests' process keeps no global tracer provider.
+carry a cost and that passed its budget, and a run without any cost: see :func:`cost_store`). Run in its own
+process, so the tests' process keeps no global tracer provider.
 """
 
 from __future__ import annotations
