@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.money import budget_of, format_usd, leaves_cost
 from otel_agentdiag.cli._common import can_encode, duration_ms, human_duration, iso_utc, printable
 from otel_agentdiag.storage.rows import StoredSpan, TraceSummary
 
@@ -27,6 +28,8 @@ def trace_summary_json(summary: TraceSummary) -> dict[str, Any]:
         "span_count": summary.span_count,
         "session": summary.session,
         "error_count": summary.error_count,
+        "cost_usd": summary.cost_usd,
+        "budget_exceeded": summary.budget_exceeded,
     }
 
 
@@ -61,7 +64,14 @@ def trace_json(
         if content is not None and span.span_id in content:
             entry["content"] = content[span.span_id]
         out.append(entry)
-    return {"trace_id": trace_id, "spans": out}
+    exceeded, limits, _thresholds = budget_of([s for s in spans if s.kind == sc.KIND_RUN])
+    return {
+        "trace_id": trace_id,
+        "spans": out,
+        "cost_usd": leaves_cost(spans),
+        "budget_exceeded": exceeded,
+        "budget_limits": list(limits),
+    }
 
 
 # -- captured content (show --content) ------------------------------------------------------------------------
@@ -158,6 +168,12 @@ def _details(span: StoredSpan) -> list[str]:
         ]
         if totals:
             out.append("total " + "/".join(totals))
+        if sc.AGENTDIAG_USAGE_COST_USD in a:
+            out.append(f"total cost {format_usd(a[sc.AGENTDIAG_USAGE_COST_USD])}")
+        if span.kind == sc.KIND_RUN and a.get(sc.AGENTDIAG_BUDGET_EXCEEDED) is True:
+            _exceeded, limits, _thresholds = budget_of([span])
+            named = f": {', '.join(limits)}" if limits else ""
+            out.append(click.style(f"budget exceeded{named}", fg="red", bold=True))
         if sc.AGENTDIAG_STOP_REASON in a:
             out.append(f"stop={printable(a[sc.AGENTDIAG_STOP_REASON])}")
     elif span.kind == sc.KIND_LLM:
@@ -170,6 +186,8 @@ def _details(span: StoredSpan) -> list[str]:
         ]
         if tokens:
             out.append("tokens " + "/".join(tokens))
+        if sc.AGENTDIAG_COST_USD in a:
+            out.append(f"cost {format_usd(a[sc.AGENTDIAG_COST_USD])}")
         reasons = a.get(sc.GEN_AI_RESPONSE_FINISH_REASONS)
         if reasons:
             out.append("finish=" + ",".join(printable(r) for r in reasons))
@@ -210,6 +228,9 @@ def render_tree(trace_id: str, spans: list[StoredSpan], content: dict[str, dict[
     header = f"trace {printable(trace_id)}  {len(spans)} spans  {human_duration(end - start)}"
     if errors:
         header += f"  {errors} error{'s' if errors != 1 else ''}"
+    cost = leaves_cost(spans)
+    if cost is not None:
+        header += f"  {format_usd(cost)}"
     lines = [click.style(header, bold=True)]
 
     def mark(span: StoredSpan) -> str:
@@ -242,12 +263,19 @@ def render_tree(trace_id: str, spans: list[StoredSpan], content: dict[str, dict[
 
 def render_traces_table(summaries: list[TraceSummary]) -> list[str]:
     glyphs = _Glyphs()
-    lines = [click.style(f"{'TRACE':<32}  {'START (UTC)':<19}  {'DURATION':>10}  {'SPANS':>5}  NAME", bold=True)]
+    lines = [
+        click.style(f"{'TRACE':<32}  {'START (UTC)':<19}  {'DURATION':>10}  {'SPANS':>5}  {'COST':>9}  NAME", bold=True)
+    ]
     for s in summaries:
         start = (iso_utc(s.start_ns) or "")[:19].replace("T", " ")
         mark = click.style(glyphs.error, fg="red") if s.status == "error" else click.style(glyphs.ok, fg="green")
         errors = f"  ({s.error_count} error{'s' if s.error_count != 1 else ''})" if s.error_count else ""
         duration = human_duration(s.duration_ns)
         name = printable(s.name)
-        lines.append(f"{printable(s.trace_id)}  {start:<19}  {duration:>10}  {s.span_count:>5}  {mark} {name}{errors}")
+        cost = format_usd(s.cost_usd)
+        budget = click.style("  (budget exceeded)", fg="red") if s.budget_exceeded else ""
+        lines.append(
+            f"{printable(s.trace_id)}  {start:<19}  {duration:>10}  {s.span_count:>5}  {cost:>9}  {mark} {name}{errors}"
+            f"{budget}"
+        )
     return lines

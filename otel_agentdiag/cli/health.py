@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from otel_agentdiag._internal.money import describe_limit, format_usd
 from otel_agentdiag.cli._common import (
     CliError,
     CliIncomplete,
@@ -33,7 +34,12 @@ from otel_agentdiag.cli._common import (
 from otel_agentdiag.cli._duration import Duration, format_duration
 from otel_agentdiag.cli._sessions import _short, resolve_session
 from otel_agentdiag.diagnostics.receipt import Receipt, nothing_to_judge, session_receipt, store_overview, store_receipt
-from otel_agentdiag.diagnostics.status import DEFAULT_STALL_THRESHOLD_S, REPETITION_THRESHOLD, Status, session_status
+from otel_agentdiag.diagnostics.status import (
+    DEFAULT_STALL_THRESHOLD_S,
+    REPETITION_THRESHOLD,
+    Status,
+    session_status,
+)
 from otel_agentdiag.storage import RetentionLimits, ScrubIncomplete, SpanStore, StoreError
 from otel_agentdiag.storage.provenance import (
     provenance_of,
@@ -164,17 +170,23 @@ def _status_lines(status: Status) -> list[str]:
         flag = "SUSPECTED" if status.repetition_suspected else "no"
         repetition = f"{flag}: longest run {status.repetition_longest} x {printable(status.repetition_tool)}"
         repetition += f" (suspected from {REPETITION_THRESHOLD})"
-    return [
+    lines = [
         f"session {printable(status.session) if status.session is not None else '(no session)'}",
         f"  stage: {click.style(printable(status.stage), bold=True)} ({active})",
         f"  runs {c['runs']}, iterations {c['iterations']}, LLM calls {c['llm_calls']}, tool calls {c['tool_calls']},"
-        f" errors {c['errors']}, tokens in {c['input_tokens']} / out {c['output_tokens']}",
+        f" errors {c['errors']}, tokens in {c['input_tokens']} / out {c['output_tokens']},"
+        f" cost {format_usd(status.cost_usd, unknown='unknown')}",
         f"  last event: {iso_utc(status.last_event_ns) or 'none'}; as of {as_of}",
         f"  stall: {stall}",
         f"  repetition: {repetition}",
         f"  recovery: {status.errors} errors, {status.recovered} recovered, {status.unrecovered} unrecovered",
         f"  signals: {printable(', '.join(status.signals)) if status.signals else 'none'}",
     ]
+    if status.budget_exceeded:
+        passed = [describe_limit(limit, status.budget_thresholds) for limit in status.budget_limits]
+        why = f": {', '.join(passed)}" if passed else ""
+        lines.insert(3, "  budget: " + click.style("EXCEEDED", fg="red", bold=True) + why)
+    return lines
 
 
 # -- commands ---------------------------------------------------------------------------------------------------

@@ -24,18 +24,24 @@ belongs to never ended (a writer killed mid-run) or was lost, and the rows canno
 - ``repetition``: the longest run of consecutive tool calls (in start order, other steps ignored) of one tool;
   suspected from :data:`REPETITION_THRESHOLD` calls.
 - ``recovery``: error origins followed by a later successful LLM or tool call are recovered; the rest are not.
+- ``cost_usd``: the sum of the LLM leaves' ``agentdiag.cost.usd`` (never a roll-up), None when no leaf has one.
+- ``budget``: whether a run of the session passed a limit of its budget (``agentdiag.budget.exceeded``), which
+  limits (``agentdiag.budget.limits``, in the order passed, over the runs) and each limit's value as the run's
+  ``agentdiag.budget.exceeded`` event gives it.
 - ``signals``: ``stall_suspected``, ``repetition_suspected``, ``unrecovered_error``, ``event_loss`` (the
-  receipt found gaps or drops), ``integrity_not_valid`` (the receipt is not ``valid``), in that order.
+  receipt found gaps or drops), ``integrity_not_valid`` (the receipt is not ``valid``), ``budget_exceeded``, in
+  that order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.money import budget_of, leaves_cost
 from otel_agentdiag.diagnostics.parents import spans_elsewhere, unseen_parents
 from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt
 from otel_agentdiag.storage import SpanStore, StoredSpan
@@ -53,7 +59,14 @@ __all__ = [
 DEFAULT_STALL_THRESHOLD_S = 300.0
 REPETITION_THRESHOLD = 3
 STAGES = ("idle", "running", "llm_running", "tool_running", "unfinished", "errored", "finished")
-SIGNALS = ("stall_suspected", "repetition_suspected", "unrecovered_error", "event_loss", "integrity_not_valid")
+SIGNALS = (
+    "stall_suspected",
+    "repetition_suspected",
+    "unrecovered_error",
+    "event_loss",
+    "integrity_not_valid",
+    "budget_exceeded",
+)
 AS_OF_ARGUMENT = "argument"
 AS_OF_LAST_EVENT = "last_event"
 
@@ -85,6 +98,11 @@ class Status:
     unrecovered: int
     signals: list[str]
     receipt: Receipt
+    cost_usd: float | None = None
+    budget_exceeded: bool = False
+    budget_limits: tuple[str, ...] = ()
+    budget_thresholds: Mapping[str, float] = field(default_factory=dict)
+    """Limit -> its value, from the runs' ``agentdiag.budget.exceeded`` events (a limit without one is absent)."""
 
     def to_json(self, *, with_receipt: bool = False) -> dict[str, Any]:
         """The documented JSON shape; ``receipt`` only with ``with_receipt``."""
@@ -109,6 +127,10 @@ class Status:
             "recovery": {"errors": self.errors, "recovered": self.recovered, "unrecovered": self.unrecovered},
             "signals": list(self.signals),
             "provenance": self.receipt.provenance,
+            "cost_usd": self.cost_usd,
+            "budget_exceeded": self.budget_exceeded,
+            "budget_limits": list(self.budget_limits),
+            "budget_thresholds": dict(self.budget_thresholds),
         }
         if with_receipt:
             out["receipt"] = self.receipt.to_json()
@@ -201,6 +223,7 @@ def project(
 
     # -- activity and stage -----------------------------------------------------------------------------
     runs = [s for s in ordered if s.kind == sc.KIND_RUN]
+    exceeded, limits, thresholds = budget_of(runs)
     active = receipt.counts.get("unfinished_spans", 0) > 0 or any(r.end_ns is None for r in runs)
     lost_on_purpose = receipt.counts.get("pruned_spans", 0) > 0 or receipt.counts.get("cleared_spans", 0) > 0
     top_unseen = not active and not lost_on_purpose and unseen_parents(ordered, elsewhere or {}) > 0
@@ -234,6 +257,8 @@ def project(
         signals.append("event_loss")
     if receipt.status != "valid":
         signals.append("integrity_not_valid")
+    if exceeded:
+        signals.append("budget_exceeded")
     return Status(
         session=session,
         stage=stage,
@@ -253,6 +278,10 @@ def project(
         unrecovered=len(origins) - recovered,
         signals=signals,
         receipt=receipt,
+        cost_usd=leaves_cost(ordered),
+        budget_exceeded=exceeded,
+        budget_limits=limits,
+        budget_thresholds=thresholds,
     )
 
 

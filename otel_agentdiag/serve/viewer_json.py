@@ -16,6 +16,7 @@ from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.jsonsafe import finite
+from otel_agentdiag._internal.money import amount, budget_of, cost_value, leaves_cost
 from otel_agentdiag.diagnostics.status import iso_utc
 from otel_agentdiag.storage.rows import ConversationSummary, RunSummary, StoredContent, StoredSpan
 
@@ -25,6 +26,7 @@ __all__ = [
     "conversation_json",
     "from_readable",
     "from_stored",
+    "run_cost",
     "run_json",
     "spans_json",
 ]
@@ -115,6 +117,8 @@ def run_json(run: RunSummary, receipt: str | None) -> dict[str, Any]:
         "span_count": run.span_count,
         "error_count": run.error_count,
         "receipt": receipt,
+        "cost_usd": run.cost_usd,
+        "budget_exceeded": run.budget_exceeded,
     }
 
 
@@ -133,6 +137,8 @@ def conversation_json(conversation: ConversationSummary) -> dict[str, Any]:
         "tool_calls": conversation.tool_calls,
         "input_tokens": conversation.input_tokens,
         "output_tokens": conversation.output_tokens,
+        "cost_usd": conversation.cost_usd,
+        "budget_exceeded_runs": conversation.budget_exceeded_runs,
     }
 
 
@@ -188,16 +194,31 @@ def _span_json(span: ViewSpan, depth: int, origin: int, children: int) -> dict[s
         "error_type": attributes.get(sc.ERROR_TYPE),
         "model": _model(attributes),
         "tokens": {"own": _usage(attributes, _OWN_USAGE), "rollup": _usage(attributes, _ROLLUP_USAGE)},
+        # A leaf's own cost (an LLM call) and a run's or iteration's roll-up; None when there is none.
+        "cost": {
+            "own": cost_value(attributes.get(sc.AGENTDIAG_COST_USD)) if span.kind == sc.KIND_LLM else None,
+            "rollup": amount(attributes.get(sc.AGENTDIAG_USAGE_COST_USD)),
+        },
         "stream_end": attributes.get(sc.AGENTDIAG_STREAM_END),
         "http_attempts": [e for e in events if e["name"] == sc.AGENTDIAG_HTTP_ATTEMPT_EVENT],
         "events": [e for e in events if e["name"] != sc.AGENTDIAG_HTTP_ATTEMPT_EVENT],
         "attributes": dict(attributes),
     }
+    if span.kind == sc.KIND_RUN:
+        exceeded, limits, thresholds = budget_of([span])
+        out["budget"] = {"exceeded": exceeded, "limits": list(limits), "thresholds": thresholds}
     if span.corrupt:
         out["corrupt"] = True
     if span.imported:
         out["imported"] = True
     return out
+
+
+def run_cost(spans: Sequence[ViewSpan]) -> dict[str, Any]:
+    """A run's ``cost_usd`` (its LLM leaves' cost summed, never a roll-up; None when no leaf has one),
+    ``budget_exceeded`` and ``budget_limits`` (over its run spans)."""
+    exceeded, limits, _thresholds = budget_of([s for s in spans if s.kind == sc.KIND_RUN])
+    return {"cost_usd": leaves_cost(spans), "budget_exceeded": exceeded, "budget_limits": list(limits)}
 
 
 def spans_json(spans: Sequence[ViewSpan], content: Mapping[str, list[dict[str, Any]]] | None) -> dict[str, Any]:

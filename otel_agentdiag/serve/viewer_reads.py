@@ -8,7 +8,14 @@ from otel_agentdiag.diagnostics.projection import strict_projection
 from otel_agentdiag.diagnostics.receipt import settled_session_receipt
 from otel_agentdiag.diagnostics.status import project
 from otel_agentdiag.redaction.hashing import IdHasher
-from otel_agentdiag.serve.viewer_json import ViewSpan, content_by_span, from_readable, from_stored, spans_json
+from otel_agentdiag.serve.viewer_json import (
+    ViewSpan,
+    content_by_span,
+    from_readable,
+    from_stored,
+    run_cost,
+    spans_json,
+)
 from otel_agentdiag.storage import OVERFLOW_SESSION
 from otel_agentdiag.storage.reading import ReadOnlyStore
 from otel_agentdiag.storage.rows import StoredSpan
@@ -61,6 +68,7 @@ def run_detail(reader: ReadOnlyStore, hasher: IdHasher | None, trace_id: str, *,
         "has_content": content is not None,
         "omitted_spans": omitted,
         **body,
+        **run_cost(spans),
         "health": health.to_json(),
         "receipt": receipt.to_json(),
     }

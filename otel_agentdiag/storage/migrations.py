@@ -222,7 +222,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "summaries",
         # Per trace (run), per session and per store figures the writer keeps current in its transaction, so
         # whole-store reads follow their page, not the store (see storage/summaries.py); backfilled from the rows.
-        (*summaries.SCHEMA, *summaries.REBUILD),
+        summaries.MIGRATION_7,
     ),
     Migration(
         8,
@@ -277,6 +277,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         # Each (service, span name, span kind) the store holds, kept at write time (storage/operations.py), so the
         # Jaeger APIs' service and operation lists read a small table instead of the spans; filled from the rows.
         operations.SCHEMA,
+    ),
+    Migration(
+        12,
+        "cost and budgets",
+        # Per trace: the sum of its LLM leaves' cost (agentdiag.cost.usd) and whether a run of it passed a budget
+        # (agentdiag.budget.exceeded), kept by the writer like the tokens (see storage/summaries.py); filled from
+        # each trace's own rows.
+        summaries.COST_SCHEMA,
     ),
 )
 

@@ -116,6 +116,10 @@ class TraceSummary:
     span_count: int
     error_count: int
     session: str | None
+    cost_usd: float | None = None
+    """The sum of its LLM leaves' ``agentdiag.cost.usd`` (never a roll-up); None when no leaf has a cost."""
+    budget_exceeded: bool = False
+    """Whether a run span of it carries ``agentdiag.budget.exceeded``."""
 
     @property
     def duration_ns(self) -> int | None:
@@ -145,6 +149,10 @@ class RunSummary:
     service: str | None
     agent: str | None
     stop_reason: str | None
+    cost_usd: float | None = None
+    """The sum of its LLM leaves' ``agentdiag.cost.usd`` (never a roll-up); None when no leaf has a cost."""
+    budget_exceeded: bool = False
+    """Whether a run span of it carries ``agentdiag.budget.exceeded``."""
 
     @property
     def duration_ns(self) -> int | None:
@@ -175,6 +183,10 @@ class ConversationSummary:
     tool_calls: int
     input_tokens: int
     output_tokens: int
+    cost_usd: float | None = None
+    """The sum of its traces' cost; None when no LLM leaf of them has a cost."""
+    budget_exceeded_runs: int = 0
+    """Traces of it a run of which passed its budget."""
 
     @property
     def cursor(self) -> tuple[int, str]:

@@ -12,6 +12,11 @@ figures through their indexes instead of grouping, scanning or decoding every sp
   one: its name) and the stop reason (``agentdiag.stop_reason``). A trace whose root is an agent span
   (kind ``run``) is a *run*. Children usually end (and arrive) before their root: the root fields change when
   a better root arrives.
+- Migration 12 added to ``trace_summaries`` the cost: ``cost_nanos``, the sum of the LLM leaves'
+  ``agentdiag.cost.usd`` (leaves only, like the tokens; never the roll-ups) in whole nano-dollars, exact in any
+  order of addition (see :mod:`otel_agentdiag._internal.money`), NULL when no leaf has a cost, and
+  ``cost_usd`` = ``cost_nanos / 1e9``; and ``budget_exceeded``, 1 when a run span of the trace carries
+  ``agentdiag.budget.exceeded = true``.
 - ``session_traces``: which traces have rows in which session (``''``: outside any session).
 - ``sessions`` gained ``first_start_ns`` and ``last_activity_ns`` (None exactly when the session has no rows),
   beside the writer's running ``span_count`` and ``bytes``; ``store_stats`` gained ``session_count`` (named
@@ -33,6 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.money import MAX_LEAF_USD, NANOS_CAP, add_nanos, leaf_nanos, usd
 from otel_agentdiag.storage import receipt_figures
 from otel_agentdiag.storage.operations import forget_empty, rebuild_operations, record_operations
 from otel_agentdiag.storage.receipt_reads import has_tables as has_receipt_tables
@@ -43,6 +49,8 @@ _OUTPUT = sc.GEN_AI_USAGE_OUTPUT_TOKENS
 _AGENT = sc.GEN_AI_AGENT_NAME
 _STOP = sc.AGENTDIAG_STOP_REASON
 _SERVICE = "service.name"
+_COST = sc.AGENTDIAG_COST_USD
+_BUDGET = sc.AGENTDIAG_BUDGET_EXCEEDED
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE trace_summaries (
@@ -118,41 +126,93 @@ def _tokens(key: str) -> str:
     )
 
 
-_TRACES_FROM_ROWS = f"""INSERT INTO trace_summaries (trace_id, session, start_ns, root_span_id, root_parent,
+def _leaf_nanos_sql() -> str:
+    """SQL: an LLM leaf's cost in whole nano-dollars, or NULL (the twin of ``money.leaf_nanos``)."""
+    path = f"'$.\"{_COST}\"'"
+    value = f"json_extract(attributes, {path})"
+    # Nested CASEs: only CASE fixes the order of evaluation (json_type of malformed JSON raises).
+    return (
+        f"(CASE WHEN kind = 'llm' AND json_valid(attributes) THEN"
+        f" (CASE WHEN json_type(attributes, {path}) IN ('real', 'integer') THEN"
+        f" (CASE WHEN {value} >= 0 AND {value} <= {MAX_LEAF_USD!r} THEN CAST({value} * 1e9 + 0.5 AS INTEGER) END)"
+        " END) END)"
+    )
+
+
+# TOTAL, not SUM: a sum past the int64 range must saturate, never raise in the writer's transaction. Each term is
+# at most 1e15, so every partial sum below 2**53 is exact in a double; above it saturates to the cap.
+_COST_NANOS = (
+    f"(CASE WHEN COUNT({_leaf_nanos_sql()}) > 0 THEN CAST(min(TOTAL({_leaf_nanos_sql()}), {NANOS_CAP}) AS INTEGER) END)"
+)
+_BUDGET_SQL = (
+    f"coalesce(MAX(CASE WHEN kind = 'run' AND json_valid(attributes)"
+    f" THEN json_type(attributes, '$.\"{_BUDGET}\"') = 'true' END), 0)"
+)
+
+
+def _traces_from_rows(*, cost: bool) -> str:
+    """SQL: insert the summaries of the traces of the rows ``{where}`` selects; ``cost``: with migration 12's
+    columns (migration 7 ran before they existed)."""
+    columns = ", cost_nanos, cost_usd, budget_exceeded" if cost else ""
+    values = ", g.cost_nanos, g.cost_nanos / 1e9, g.budget" if cost else ""
+    figures = f", {_COST_NANOS} AS cost_nanos, {_BUDGET_SQL} AS budget" if cost else ""
+    return f"""INSERT INTO trace_summaries (trace_id, session, start_ns, root_span_id, root_parent,
         root_start_ns, name, kind, status, end_ns, span_count, error_count, iterations, llm_calls, tool_calls,
-        input_tokens, output_tokens, service, agent, stop_reason)
+        input_tokens, output_tokens, service, agent, stop_reason{columns})
     SELECT g.trace_id, g.session, g.start_ns, r.span_id, r.parent_span_id IS NOT NULL, r.start_ns, r.name, r.kind,
         r.status, r.end_ns, g.n, g.errors, g.iterations, g.llm, g.tools, g.tokens_in, g.tokens_out,
         (SELECT {_json_field("res.attributes", _SERVICE, "text")} FROM resources res WHERE res.id = r.resource_id),
         coalesce({_json_field("r.attributes", _AGENT, "text")}, CASE WHEN r.kind = 'run' THEN r.name END),
-        {_json_field("r.attributes", _STOP, "text")}
+        {_json_field("r.attributes", _STOP, "text")}{values}
     FROM (SELECT trace_id, MAX(session) AS session, MIN(start_ns) AS start_ns, COUNT(*) AS n,
             SUM(status = 'error') AS errors, SUM(kind = 'iteration') AS iterations, SUM(kind = 'llm') AS llm,
-            SUM(kind = 'tool') AS tools, {_tokens(_INPUT)} AS tokens_in, {_tokens(_OUTPUT)} AS tokens_out
+            SUM(kind = 'tool') AS tools, {_tokens(_INPUT)} AS tokens_in, {_tokens(_OUTPUT)} AS tokens_out{figures}
           FROM spans {{where}} GROUP BY trace_id) AS g
     JOIN spans r ON r.rowid = (SELECT x.rowid FROM spans x WHERE x.trace_id = g.trace_id
         ORDER BY x.parent_span_id IS NOT NULL, x.start_ns, x.span_id LIMIT 1)"""
 
+
+_TRACES_FROM_ROWS = _traces_from_rows(cost=True)
+
+COST_SCHEMA: tuple[str, ...] = (
+    "ALTER TABLE trace_summaries ADD COLUMN cost_nanos INTEGER",
+    "ALTER TABLE trace_summaries ADD COLUMN cost_usd REAL",
+    "ALTER TABLE trace_summaries ADD COLUMN budget_exceeded INTEGER NOT NULL DEFAULT 0",
+    # The backfill: each trace's figures from its own rows, read through the key.
+    f"""UPDATE trace_summaries SET
+        cost_nanos = (SELECT {_COST_NANOS} FROM spans WHERE spans.trace_id = trace_summaries.trace_id),
+        budget_exceeded = (SELECT {_BUDGET_SQL} FROM spans WHERE spans.trace_id = trace_summaries.trace_id)""",
+    "UPDATE trace_summaries SET cost_usd = cost_nanos / 1e9 WHERE cost_nanos IS NOT NULL",
+)
+"""Migration 12's statements: the cost and budget columns of ``trace_summaries``, filled from the rows."""
+
 _ACTIVITY = "max(coalesce(end_ns, start_ns), start_ns)"
 
-REBUILD: tuple[str, ...] = (
-    "DELETE FROM summary_dirty",
-    "DELETE FROM trace_summaries",
-    _TRACES_FROM_ROWS.format(where="WHERE true"),
-    "DELETE FROM session_traces",
-    "INSERT INTO session_traces (session, trace_id) SELECT DISTINCT coalesce(session, ''), trace_id FROM spans",
-    "UPDATE sessions SET span_count = 0, bytes = 0, first_start_ns = NULL, last_activity_ns = NULL",
-    f"""INSERT INTO sessions (session, span_count, bytes, first_start_ns, last_activity_ns)
+
+def _rebuild(*, cost: bool) -> tuple[str, ...]:
+    return (
+        "DELETE FROM summary_dirty",
+        "DELETE FROM trace_summaries",
+        _traces_from_rows(cost=cost).format(where="WHERE true"),
+        "DELETE FROM session_traces",
+        "INSERT INTO session_traces (session, trace_id) SELECT DISTINCT coalesce(session, ''), trace_id FROM spans",
+        "UPDATE sessions SET span_count = 0, bytes = 0, first_start_ns = NULL, last_activity_ns = NULL",
+        f"""INSERT INTO sessions (session, span_count, bytes, first_start_ns, last_activity_ns)
         SELECT coalesce(session, ''), COUNT(*), SUM(size), MIN(start_ns), MAX({_ACTIVITY}) FROM spans WHERE true
         GROUP BY coalesce(session, '')
         ON CONFLICT (session) DO UPDATE SET span_count = excluded.span_count, bytes = excluded.bytes,
         first_start_ns = excluded.first_start_ns, last_activity_ns = excluded.last_activity_ns""",
-    "INSERT OR IGNORE INTO store_stats (id) VALUES (1)",
-    """UPDATE store_stats SET span_count = (SELECT COUNT(*) FROM spans),
+        "INSERT OR IGNORE INTO store_stats (id) VALUES (1)",
+        """UPDATE store_stats SET span_count = (SELECT COUNT(*) FROM spans),
         total_bytes = (SELECT coalesce(SUM(size), 0) FROM spans),
         session_count = (SELECT COUNT(*) FROM sessions WHERE session <> '' AND first_start_ns IS NOT NULL)
         WHERE id = 1""",
-)
+    )
+
+
+MIGRATION_7: tuple[str, ...] = (*SCHEMA, *_rebuild(cost=False))
+"""Migration 7 as it shipped: the schema, then its backfill (without migration 12's columns)."""
+REBUILD: tuple[str, ...] = _rebuild(cost=True)
 """Recompute every summary (and the writer's running rows/bytes per session and store) from the rows."""
 
 
@@ -193,15 +253,19 @@ _ROOT_FIELDS = (
 # Four statements rather than one upsert that assigns every column: SQLite rewrites the entries of every index on
 # an assigned column, so the indexed columns (start, session, the root's kind/status/agent/service) are assigned
 # only when they change: a new trace, an earlier span, a larger session key, a better root.
+_ADDED_NANOS = f"min(coalesce(cost_nanos, 0) + excluded.cost_nanos, {NANOS_CAP})"
 _UPSERT_TRACE = (
     "INSERT INTO trace_summaries (trace_id, session, start_ns, span_count, error_count, iterations, llm_calls,"
-    f" tool_calls, input_tokens, output_tokens, {', '.join(_ROOT_FIELDS)})"
-    f" VALUES ({', '.join('?' * (10 + len(_ROOT_FIELDS)))})"
+    f" tool_calls, input_tokens, output_tokens, cost_nanos, cost_usd, budget_exceeded, {', '.join(_ROOT_FIELDS)})"
+    f" VALUES ({', '.join('?' * (13 + len(_ROOT_FIELDS)))})"
     " ON CONFLICT (trace_id) DO UPDATE SET"
     " span_count = span_count + excluded.span_count, error_count = error_count + excluded.error_count,"
     " iterations = iterations + excluded.iterations, llm_calls = llm_calls + excluded.llm_calls,"
     " tool_calls = tool_calls + excluded.tool_calls, input_tokens = input_tokens + excluded.input_tokens,"
-    " output_tokens = output_tokens + excluded.output_tokens"
+    " output_tokens = output_tokens + excluded.output_tokens,"
+    f" cost_nanos = CASE WHEN excluded.cost_nanos IS NULL THEN cost_nanos ELSE {_ADDED_NANOS} END,"
+    f" cost_usd = CASE WHEN excluded.cost_nanos IS NULL THEN cost_usd ELSE {_ADDED_NANOS} / 1e9 END,"
+    " budget_exceeded = max(budget_exceeded, excluded.budget_exceeded)"
 )
 _EARLIER_START = "UPDATE trace_summaries SET start_ns = ?2 WHERE trace_id = ?1 AND start_ns > ?2"
 _LARGER_SESSION = "UPDATE trace_summaries SET session = ?2 WHERE trace_id = ?1 AND (session IS NULL OR session < ?2)"
@@ -220,12 +284,14 @@ def _text(value: object) -> str | None:
 
 
 class _Trace:
-    __slots__ = ("counts", "root", "root_key", "session", "start_ns")
+    __slots__ = ("budget", "counts", "nanos", "root", "root_key", "session", "start_ns")
 
     def __init__(self) -> None:
         self.session: str | None = None
         self.start_ns = 0
         self.counts = [0, 0, 0, 0, 0, 0, 0]  # spans, errors, iterations, llm, tools, tokens in, tokens out
+        self.nanos: int | None = None  # the LLM leaves' cost; None: no leaf with a cost
+        self.budget = 0
         self.root_key: tuple[bool, int, str] | None = None
         self.root: tuple[Any, ...] = ()
 
@@ -260,8 +326,12 @@ def record_batch(conn: sqlite3.Connection, written: Sequence[SpanRow]) -> None:
             attributes = row.attributes
             counts[5] += _positive_int(attributes.get(_INPUT))
             counts[6] += _positive_int(attributes.get(_OUTPUT))
+            if _COST in attributes:
+                entry.nanos = add_nanos(entry.nanos, leaf_nanos(attributes[_COST]))
         elif kind == sc.KIND_TOOL:
             counts[4] += 1
+        elif kind == sc.KIND_RUN and row.attributes.get(_BUDGET) is True:
+            entry.budget = 1
         root_key = (row.parent_span_id is not None, start, row.span_id)
         if entry.root_key is None or root_key < entry.root_key:
             entry.root_key = root_key
@@ -304,7 +374,10 @@ def record_batch(conn: sqlite3.Connection, written: Sequence[SpanRow]) -> None:
             )
         conn.executemany(
             _UPSERT_TRACE,
-            [(trace_id, t.session, t.start_ns, *t.counts, *t.root) for trace_id, t in traces.items()],
+            [
+                (trace_id, t.session, t.start_ns, *t.counts, t.nanos, usd(t.nanos), t.budget, *t.root)
+                for trace_id, t in traces.items()
+            ],
         )
         if known:
             older = [(trace_id, traces[trace_id]) for trace_id in known]

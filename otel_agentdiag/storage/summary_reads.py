@@ -10,6 +10,7 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
+from otel_agentdiag._internal.money import NANOS_CAP
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.provenance import IMPORTED_PREFIX
 from otel_agentdiag.storage.receipt_reads import (
@@ -29,7 +30,7 @@ _SESSION_COLUMNS = (
 )
 _RUN_COLUMNS = (
     "trace_id, session, start_ns, end_ns, name, status, span_count, error_count, iterations, llm_calls, tool_calls,"
-    " input_tokens, output_tokens, service, agent, stop_reason"
+    " input_tokens, output_tokens, service, agent, stop_reason, cost_usd, budget_exceeded"
 )
 _ROOT_ROW = "SELECT name, status, end_ns FROM spans WHERE trace_id = ? AND span_id = ?"
 """A trace's root as its row holds it (read through the key)."""
@@ -279,11 +280,12 @@ class SummaryReader(StoreConnection):
         with self._lock:
             conn = self._conn
             rows = conn.execute(
-                "SELECT trace_id, root_span_id, name, start_ns, end_ns, status, span_count, error_count, session"
-                " FROM trace_summaries INDEXED BY trace_summaries_start ORDER BY start_ns DESC, trace_id LIMIT ?",
+                "SELECT trace_id, root_span_id, name, start_ns, end_ns, status, span_count, error_count, session,"
+                " cost_usd, budget_exceeded FROM trace_summaries INDEXED BY trace_summaries_start"
+                " ORDER BY start_ns DESC, trace_id LIMIT ?",
                 (-1 if limit is None else int(limit),),
             ).fetchall()
-            for trace_id, root_id, name, start, end, status, count, errors, session in rows:
+            for trace_id, root_id, name, start, end, status, count, errors, session, cost, budget in rows:
                 root = conn.execute(_ROOT_ROW, (trace_id, root_id)).fetchone()
                 if root is not None:
                     name, status, end = root
@@ -297,6 +299,8 @@ class SummaryReader(StoreConnection):
                         span_count=int(count),
                         error_count=int(errors),
                         session=session,
+                        cost_usd=_cost(cost),
+                        budget_exceeded=bool(budget),
                     )
                 )
         return out
@@ -408,11 +412,14 @@ class SummaryReader(StoreConnection):
                 totals = conn.execute(
                     "SELECT COUNT(*), coalesce(SUM(kind = 'run'), 0), coalesce(SUM(error_count), 0),"
                     " coalesce(SUM(status = 'error' AND kind = 'run'), 0), coalesce(SUM(llm_calls), 0),"
-                    " coalesce(SUM(tool_calls), 0), coalesce(SUM(input_tokens), 0), coalesce(SUM(output_tokens), 0)"
+                    " coalesce(SUM(tool_calls), 0), coalesce(SUM(input_tokens), 0), coalesce(SUM(output_tokens), 0),"
+                    " coalesce(SUM(budget_exceeded), 0),"
+                    # TOTAL: never an integer overflow; exact below the cap (whole nano-dollars in a double).
+                    f" CASE WHEN COUNT(cost_nanos) > 0 THEN min(TOTAL(cost_nanos), {NANOS_CAP}) / 1e9 END"
                     " FROM trace_summaries WHERE session = ?",
                     (session,),
                 ).fetchone()
-                traces, runs, errors, failed, llm, tools, tokens_in, tokens_out = (int(v) for v in totals)
+                traces, runs, errors, failed, llm, tools, tokens_in, tokens_out, over = (int(v) for v in totals[:9])
                 out.append(
                     ConversationSummary(
                         session=str(session),
@@ -428,6 +435,8 @@ class SummaryReader(StoreConnection):
                         tool_calls=tools,
                         input_tokens=tokens_in,
                         output_tokens=tokens_out,
+                        cost_usd=_cost(totals[9]),
+                        budget_exceeded_runs=over,
                     )
                 )
         return out
@@ -451,6 +460,8 @@ def _run(row: Any) -> RunSummary:
         service,
         agent,
         stop,
+        cost,
+        budget,
     ) = row
     return RunSummary(
         trace_id=str(trace_id),
@@ -469,4 +480,10 @@ def _run(row: Any) -> RunSummary:
         service=service,
         agent=agent,
         stop_reason=stop,
+        cost_usd=_cost(cost),
+        budget_exceeded=bool(budget),
     )
+
+
+def _cost(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None

@@ -20,7 +20,18 @@ from otel_agentdiag.version import __version__
 
 _ENV_PREFIXES = ("AGENTDIAG_", "OTEL_")
 TRACE_HEADER = re.compile(r"^trace ([0-9a-f]{32})\b", re.MULTILINE)
-SUMMARY_KEYS = {"trace_id", "name", "start_time", "duration_ms", "status", "span_count", "session"}
+SUMMARY_KEYS = {
+    "trace_id",
+    "name",
+    "start_time",
+    "duration_ms",
+    "status",
+    "span_count",
+    "session",
+    "error_count",
+    "cost_usd",
+    "budget_exceeded",
+}
 SPAN_KEYS = {
     "span_id",
     "parent_span_id",
@@ -198,7 +209,7 @@ def test_traces_json_lists_summaries(demo_store: tuple[Path, str]) -> None:
     assert isinstance(items, list)
     assert len(items) == 1
     item = items[0]
-    assert set(item) >= SUMMARY_KEYS
+    assert set(item) == SUMMARY_KEYS
     assert item["trace_id"] == trace_id
     assert item["name"] == "invoke_agent trip-planner"
     parse_utc(item["start_time"])
@@ -264,7 +275,7 @@ def test_show_json_matches_the_contract(demo_store: tuple[Path, str]) -> None:
     result = invoke("show", trace_id, "--store", path, "--format", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"trace_id", "spans"}
+    assert set(doc) == {"trace_id", "spans", "cost_usd", "budget_exceeded", "budget_limits"}
     assert doc["trace_id"] == trace_id
     spans = doc["spans"]
     assert len(spans) >= 8

@@ -40,6 +40,10 @@ STATUS_KEYS = {
     "recovery",
     "signals",
     "provenance",
+    "cost_usd",
+    "budget_exceeded",
+    "budget_limits",
+    "budget_thresholds",
 }
 SESSION_KEYS = {
     "session",

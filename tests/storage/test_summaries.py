@@ -24,6 +24,8 @@ SUMMARY_QUERIES = (
     "SELECT COUNT(*) FROM summary_dirty",
 )
 KINDS = ("run", "iteration", "llm", "tool", "other")
+COSTS = (0.0042, 0.1, 0.2, 1e-7, 3, 0, 0.0, -1.0, True, "0.1", 2e6, 1e6, float("inf"), float("nan"), None, None)
+"""Leaf costs: sums of 0.1 and 0.2 in any order, a tiny one, an int, zero, and values that are no cost."""
 RESOURCES = ({"service.name": "svc-a"}, {"service.name": "svc-b"}, {"host.name": "no-service"})
 
 
@@ -57,6 +59,12 @@ def span(rng: random.Random, trace: int, index: int, *, session: str | None, par
         attributes["gen_ai.agent.name"] = rng.choice(["planner", "coder", 3])
     if rng.random() < 0.3:
         attributes["agentdiag.stop_reason"] = rng.choice(["completed", "max_turns"])
+    cost = rng.choice(COSTS)
+    if cost is not None:
+        attributes["agentdiag.cost.usd"] = cost  # counted on LLM leaves only, and only when it is a cost
+        attributes["agentdiag.usage.cost.usd"] = 99.0  # a roll-up: never counted
+    if rng.random() < 0.2:
+        attributes["agentdiag.budget.exceeded"] = rng.choice([True, False, "true", 1])
     return SpanRow(
         trace_id=f"{trace:032x}",
         span_id=f"{trace:08x}{index:08x}",
@@ -204,6 +212,7 @@ def _as_v6(path: Path) -> None:
         "ALTER TABLE store_stats DROP COLUMN session_count",
         "ALTER TABLE store_stats DROP COLUMN deleted_since_scrub",
         "DELETE FROM schema_migrations WHERE version = 7",
+        "DELETE FROM schema_migrations WHERE version = 12",  # its columns went with trace_summaries
     ):
         query(path, statement)
 

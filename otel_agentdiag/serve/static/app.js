@@ -44,6 +44,22 @@ function num(value) {
   return value === null || value === undefined ? "" : Number(value).toLocaleString();
 }
 
+function money(v) {
+  // One format for a cost, as the CLI's: $1.23, $0.0042 / $0.25, <$0.0001, $0; unknown is a dash, never $0.
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) return "–";
+  if (v === 0) return "$0";
+  if (v < 0.0001) return "<$0.0001";
+  if (v < 1) {
+    const text = v.toFixed(4);
+    return `$${text.endsWith("0") ? text.slice(0, -2) + text.slice(-2).replace(/0+$/, "") : text}`;
+  }
+  return `$${v.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+}
+
+function budgetBadge(limits) {
+  return badge(`budget exceeded${limits && limits.length ? ": " + limits.join(", ") : ""}`, "error budget");
+}
+
 const DIGEST = /^(hmac-sha256|sha256):/;
 
 function digest(value) {
@@ -166,8 +182,8 @@ function runsPage(params) {
     el("a", { href: "/", text: "clear" }));
   const body = el("tbody");
   const table = el("table", { class: "list", id: "runs" }, el("thead", {}, el("tr", {},
-    ...["start", "agent", "service", "duration", "status", "stop", "iter.", "LLM", "tools", "tokens in", "tokens out", "receipt"]
-      .map((h, i) => el("th", { class: i >= 6 && i <= 10 ? "num" : undefined, text: h })))), body);
+    ...["start", "agent", "service", "duration", "status", "stop", "iter.", "LLM", "tools", "tokens in", "tokens out", "cost", "receipt"]
+      .map((h, i) => el("th", { class: i >= 6 && i <= 11 ? "num" : undefined, text: h })))), body);
   const more = el("button", { class: "more", type: "button", text: "More", hidden: true });
   main.replaceChildren(form, el("div", { class: "table-wrap" }, table), more);
   const rows = [];
@@ -192,10 +208,11 @@ function runsPage(params) {
           el("td", { class: "num", text: num(run.tool_calls) }),
           el("td", { class: "num", text: num(run.input_tokens) }),
           el("td", { class: "num", text: num(run.output_tokens) }),
+          el("td", { class: "num cost" }, money(run.cost_usd), run.budget_exceeded ? budgetBadge() : null),
           el("td", { title: run.receipt ? undefined : "judged on the run's page" }, badge(run.receipt)));
         rows.push(row); body.append(row);
       }
-      if (!rows.length) body.append(el("tr", {}, el("td", { colspan: 12, class: "muted", text: "No runs match." })));
+      if (!rows.length) body.append(el("tr", {}, el("td", { colspan: 13, class: "muted", text: "No runs match." })));
       more.hidden = !page.next;
       more.onclick = () => load(page.next);
     }, fail);
@@ -209,7 +226,7 @@ function conversationsPage() {
   const body = el("tbody");
   const more = el("button", { class: "more", type: "button", text: "More", hidden: true });
   main.replaceChildren(el("div", { class: "table-wrap" }, el("table", { class: "list", id: "conversations" },
-    el("thead", {}, el("tr", {}, ...["conversation", "first", "last activity", "runs", "failed runs", "errors", "LLM", "tools", "tokens in", "tokens out"]
+    el("thead", {}, el("tr", {}, ...["conversation", "first", "last activity", "runs", "failed runs", "errors", "LLM", "tools", "tokens in", "tokens out", "cost"]
       .map((h, i) => el("th", { class: i >= 3 ? "num" : undefined, text: h })))), body)), more);
   state.keys = null;
   const load = (before) => {
@@ -218,9 +235,11 @@ function conversationsPage() {
         body.append(el("tr", {}, el("td", {}, digest(c.conversation)),
           el("td", { text: when(c.first_start_time) }), el("td", { text: when(c.last_activity_time) }),
           ...[c.run_count, c.failed_runs, c.error_count, c.llm_calls, c.tool_calls, c.input_tokens, c.output_tokens]
-            .map((n) => el("td", { class: "num", text: num(n) }))));
+            .map((n) => el("td", { class: "num", text: num(n) })),
+          el("td", { class: "num cost", title: c.budget_exceeded_runs ? `${c.budget_exceeded_runs} run(s) over budget` : undefined },
+            money(c.cost_usd), c.budget_exceeded_runs ? budgetBadge() : null)));
       }
-      if (!body.children.length) body.append(el("tr", {}, el("td", { colspan: 10, class: "muted", text: "No conversations." })));
+      if (!body.children.length) body.append(el("tr", {}, el("td", { colspan: 11, class: "muted", text: "No conversations." })));
       more.hidden = !page.next;
       more.onclick = () => load(page.next);
     }, fail);
@@ -251,6 +270,8 @@ function showRun(run, spanId) {
     el("h1", { text: root.name }),
     badge(root.status, root.status === "error" ? "error" : root.status),
     el("span", { class: "muted" }, `${spans.length} spans · ${duration(run.duration_ns)} · started ${when(run.start_time)}`),
+    el("span", { class: "run-cost", title: "the LLM calls' cost, summed", text: `cost ${money(run.cost_usd)}` }),
+    run.budget_exceeded ? budgetBadge(run.budget_limits) : null,
     el("span", { class: "muted" }, "trace ", digest(run.trace_id)),
     run.view === "strict_projection" ? el("span", { class: "badge degraded", text: "strict projection (remote view)" }) : null,
     run.omitted_spans ? el("span", { class: "badge error", text: `${run.omitted_spans} spans omitted` }) : null,
@@ -354,6 +375,20 @@ function tokens(span) {
   return parts.length ? parts : null;
 }
 
+function cost(span) {
+  const parts = [];
+  if (span.cost.own !== null) parts.push(el("div", { class: "own", title: "this call's cost (a leaf)", text: money(span.cost.own) }));
+  if (span.cost.rollup !== null) {
+    parts.push(el("div", { class: "rollup", title: "rolled up from the LLM calls below (not counted again)", text: `Σ ${money(span.cost.rollup)} (roll-up)` }));
+  }
+  if (span.budget && span.budget.exceeded) {
+    const passed = span.budget.limits.map((l) => l in span.budget.thresholds
+      ? `${l} over ${l === "cost_usd" ? money(span.budget.thresholds[l]) : num(span.budget.thresholds[l])}` : l);
+    parts.push(el("div", {}, budgetBadge(), passed.length ? ` ${passed.join(", ")}` : ""));
+  }
+  return parts.length ? parts : null;
+}
+
 function kv(pairs) {
   const list = el("dl", { class: "kv" });
   for (const [key, val] of pairs) if (val !== null && val !== undefined && val !== "") list.append(el("dt", { text: key }), el("dd", {}, val));
@@ -371,6 +406,7 @@ function spanCard(span) {
       ["error type", span.error_type ? el("span", { class: "error-type", text: span.error_type }) : null],
       ["model", span.model],
       ["tokens", tokens(span)],
+      ["cost", cost(span)],
       ["stream end", span.stream_end],
       ["span id", digest(span.span_id)],
       ["corrupt", span.corrupt ? "a stored column could not be read" : null],
@@ -413,6 +449,8 @@ function healthCard(health) {
       ["repetition", health.repetition.tool ? `${health.repetition.tool} ×${health.repetition.longest_run}${health.repetition.suspected ? " (suspected)" : ""}` : "none"],
       ["recovery", `${health.recovery.errors} errors, ${health.recovery.recovered} recovered, ${health.recovery.unrecovered} not`],
       ["counts", Object.entries(health.counts).map(([k, v]) => `${k} ${num(v)}`).join(" · ")],
+      ["cost", money(health.cost_usd)],
+      ["budget", health.budget_exceeded ? budgetBadge(health.budget_limits) : null],
     ]));
 }
 

@@ -44,6 +44,14 @@ def content_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def cost_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run over its cost budget whose LLM calls cost $0.25, $0.0042 and nothing known, and a run without a cost."""
+    folder = tmp_path_factory.mktemp("cost")
+    _run([sys.executable, str(HERE / "make_store.py"), "cost", str(folder / "traces.db")], folder)
+    return folder / "traces.db"
+
+
+@pytest.fixture(scope="session")
 def big_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One run of 10,101 spans (run, 100 iterations, 10,000 tool calls) through the manual wrappers."""
     folder = tmp_path_factory.mktemp("big")

@@ -1,8 +1,9 @@
 """Write a real store for the viewer tests through the real pipeline: ``python make_store.py KIND PATH``.
 
 Kinds: ``content`` (the demo agent with content capture on, plus a run whose captured values are hostile
-markup) and ``big`` (one run of ``N`` tool calls through the manual wrappers). Run in its own process, so the
-tests' process keeps no global tracer provider.
+markup), ``big`` (one run of ``N`` tool calls through the manual wrappers) and ``cost`` (a run whose LLM leaves
+carry a cost and that passed its budget, and a run without any cost: see :func:`cost_store`). Run in its own
+process, so the tests' process keeps no global tracer provider.
 """
 
 from __future__ import annotations
@@ -46,10 +47,48 @@ def big_store(path: str, tools: int) -> None:
     handle.shutdown()
 
 
+COST_LEAVES = (0.25, 0.0042, None)
+"""``agentdiag.cost.usd`` of the budget run's three LLM calls (None: a model without a price)."""
+COST_THRESHOLD = 0.25
+
+
+def cost_store(path: str) -> None:
+    """Two runs through the manual wrappers, with the cost and budget attributes the pipeline's cost step sets
+    (set here by hand, on models no price table knows, so the figures are this file's): ``budget-agent``, whose
+    leaves cost :data:`COST_LEAVES` (roll-up 0.2542 on its iteration and run) and which passed its
+    ``cost_usd`` budget of :data:`COST_THRESHOLD`; ``free-agent``, whose one LLM call has no cost."""
+    import otel_agentdiag as agentdiag
+    from otel_agentdiag import semconv as sc
+
+    handle = agentdiag.configure(service_name="viewer-cost", store=path)
+    total = sum(c for c in COST_LEAVES if c is not None)
+    with agentdiag.agent_run("free-agent", conversation_id="free-conversation"):
+        with agentdiag.iteration(0), agentdiag.llm_call(provider="openai", model="unpriced-model") as llm:
+            llm.record_response(input_tokens=3, output_tokens=1)
+    with agentdiag.agent_run("budget-agent", conversation_id="cost-conversation") as run:
+        with agentdiag.iteration(0) as step:
+            for index, cost in enumerate(COST_LEAVES):
+                with agentdiag.llm_call(provider="openai", model=f"unpriced-model-{index}") as llm:
+                    llm.record_response(input_tokens=100, output_tokens=10)
+                    if cost is not None:
+                        llm.span.set_attribute(sc.AGENTDIAG_COST_USD, cost)
+            step.span.set_attribute(sc.AGENTDIAG_USAGE_COST_USD, total)
+        run.span.set_attribute(sc.AGENTDIAG_USAGE_COST_USD, total)
+        run.span.add_event(
+            sc.AGENTDIAG_BUDGET_EXCEEDED,
+            {sc.AGENTDIAG_BUDGET_LIMIT: sc.BUDGET_LIMIT_COST, sc.AGENTDIAG_BUDGET_THRESHOLD: COST_THRESHOLD},
+        )
+        run.span.set_attribute(sc.AGENTDIAG_BUDGET_EXCEEDED, True)
+        run.span.set_attribute(sc.AGENTDIAG_BUDGET_LIMITS, [sc.BUDGET_LIMIT_COST])
+    handle.shutdown()
+
+
 if __name__ == "__main__":
     kind, target = sys.argv[1], sys.argv[2]
     if kind == "content":
         content_store(target)
+    elif kind == "cost":
+        cost_store(target)
     elif kind == "big":
         os.environ.setdefault("OTEL_BSP_MAX_QUEUE_SIZE", "50000")
         big_store(target, int(sys.argv[3]))

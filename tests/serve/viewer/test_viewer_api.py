@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from make_store import HOSTILE
+from make_store import COST_LEAVES, COST_THRESHOLD, HOSTILE
 from starlette.testclient import TestClient
 
 from otel_agentdiag.serve import ServeSettings, create_app
@@ -222,3 +222,38 @@ def test_a_session_only_its_rows_can_judge(imported_store: Path) -> None:
         assert body["receipt"]["status"] == "imported" and body["receipt"]["counts"]["spans"] == 12
         assert all(s.get("imported") is True for s in body["spans"])
         assert [s["error_type"] for s in body["spans"] if s["status"] == "error"] == ["ValueError"]
+
+
+def test_cost_and_budget_in_the_runs_list_the_run_and_its_spans(cost_store: Path) -> None:
+    for client in (LOOPBACK, REMOTE):  # the strict projection keeps the cost and budget keys
+        for c in _client(cost_store, client):
+            runs = {r["agent"]: r for r in c.get("/ui/api/runs").json()["runs"]}
+            assert (runs["budget-agent"]["cost_usd"], runs["budget-agent"]["budget_exceeded"]) == (0.2542, True)
+            assert (runs["free-agent"]["cost_usd"], runs["free-agent"]["budget_exceeded"]) == (None, False)
+            body = _run_of(c, "budget-agent")
+            assert (body["cost_usd"], body["budget_exceeded"], body["budget_limits"]) == (0.2542, True, ["cost_usd"])
+            run, step, *leaves = body["spans"]
+            assert run["budget"] == {
+                "exceeded": True,
+                "limits": ["cost_usd"],
+                "thresholds": {"cost_usd": COST_THRESHOLD},
+            }
+            assert run["cost"] == {"own": None, "rollup": 0.2542} and step["cost"] == {"own": None, "rollup": 0.2542}
+            assert "budget" not in step
+            assert [leaf["cost"]["own"] for leaf in leaves] == list(COST_LEAVES)
+            health = body["health"]
+            assert (health["cost_usd"], health["budget_exceeded"], health["signals"]) == (
+                0.2542,
+                True,
+                ["budget_exceeded"],
+            )
+            free = _run_of(c, "free-agent")
+            assert (free["cost_usd"], free["budget_exceeded"], free["spans"][0]["budget"]["exceeded"]) == (
+                None,
+                False,
+                False,
+            )
+            conversations = c.get("/ui/api/conversations").json()["conversations"]
+            assert sorted((x["cost_usd"], x["budget_exceeded_runs"]) for x in conversations if x["cost_usd"]) == [
+                (0.2542, 1)
+            ]

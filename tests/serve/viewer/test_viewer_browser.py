@@ -90,6 +90,31 @@ def test_runs_list_run_tree_health_receipt_and_deep_link(
     assert console.errors == []
 
 
+def test_cost_and_the_budget_mark_in_the_runs_list_and_on_the_run_page(
+    cost_store: Path, page: tuple[Any, Console]
+) -> None:
+    tab, console = page
+    with serving(cost_store) as base:
+        tab.goto(base + "/")
+        over = tab.locator("#runs tbody tr", has_text="budget-agent")
+        sync_api.expect(over.locator("td.cost")).to_contain_text("$0.2542")
+        sync_api.expect(over.locator("td.cost .badge")).to_have_text("budget exceeded")
+        free = tab.locator("#runs tbody tr", has_text="free-agent")
+        sync_api.expect(free.locator("td.cost")).to_have_text("\u2013")  # unknown: a dash, never $0
+        over.click()
+        sync_api.expect(tab.locator(".run-cost")).to_have_text("cost $0.2542")
+        sync_api.expect(tab.locator(".run-head")).to_contain_text("budget exceeded: cost_usd")
+        sync_api.expect(tab.locator("#health")).to_contain_text("$0.2542")
+        tab.locator(".wf-row", has_text="chat unpriced-model-1").click()
+        sync_api.expect(tab.locator("#span-details")).to_contain_text("$0.0042")
+        tab.locator(".wf-row", has_text="invoke_agent budget-agent").click()
+        sync_api.expect(tab.locator("#span-details")).to_contain_text("Σ $0.2542 (roll-up)")
+        sync_api.expect(tab.locator("#span-details")).to_contain_text("cost_usd over $0.25")
+        tab.goto(base + "/conversations")
+        sync_api.expect(tab.locator("#conversations td.cost", has_text="$0.2542")).to_have_count(1)
+    assert console.errors == []
+
+
 def test_content_shows_only_when_captured_and_hostile_text_stays_text(
     demo_store: Path, content_store: Path, page: tuple[Any, Console]
 ) -> None:
