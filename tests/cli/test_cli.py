@@ -373,7 +373,9 @@ def test_show_text_prints_rollups_and_the_stop_reason(demo_store: tuple[Path, st
     assert result.exit_code == 0, result.output
     (run,) = [line for line in result.stdout.splitlines() if "invoke_agent trip-planner" in line]
     assert "total in 88/out 21" in run and "stop=max_turns" in run
-    assert "total in" not in result.stdout.replace(run, "")  # the demo's other spans carry no roll-up
+    # Roll-ups on the run and its iterations only: never on a leaf.
+    rolled = [line for line in result.stdout.splitlines() if "total in" in line and line != run]
+    assert rolled and all("agent.iteration #" in line for line in rolled)
 
 
 def test_show_text_flags_a_corrupt_row(demo_store: tuple[Path, str]) -> None:

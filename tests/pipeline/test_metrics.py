@@ -156,7 +156,7 @@ def test_a_scripted_run_gives_exact_token_sums_durations_errors_and_cost(tmp_pat
         "where": "meter_provider",
         "branch": "local",
         "spans": 5,
-        "measurements": 5 + 4 + 2,  # durations, token points (2 calls × in/out), costs
+        "measurements": 5 + 4 + 2,  # durations, token points (2 calls, in and out), costs
         "failed": 0,
         "folded_values": 0,
     }
