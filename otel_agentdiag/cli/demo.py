@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.resources
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -10,6 +14,7 @@ from otel_agentdiag.cli._common import CliError, resolve_store_path, store_optio
 from otel_agentdiag.cli.traces import emit_trace, read_content
 from otel_agentdiag.destinations import LOCAL_DESTINATION
 from otel_agentdiag.diagnostics.receipt import session_receipt
+from otel_agentdiag.environment_variables import AGENTDIAG_PRICES
 from otel_agentdiag.redaction.hash_keys import resolve_key
 from otel_agentdiag.storage import SpanStore, StoreError
 
@@ -38,9 +43,16 @@ def demo(store_path: Path | None, capture_content: bool) -> None:
         resolve_key(None, path)  # and the key it will use (a refused one is one line and exit 2)
     except (StoreError, OSError) as exc:
         raise CliError(f"cannot use the store {path}: {exc}") from None
-    with agentdiag.configure(
-        service_name="agentdiag-demo", store=path, set_global=False, capture_content=capture_content
-    ) as diag:
+    with (
+        _demo_prices() as prices,
+        agentdiag.configure(
+            service_name="agentdiag-demo",
+            store=path,
+            set_global=False,
+            capture_content=capture_content,
+            prices=prices,
+        ) as diag,
+    ):
         result = run_demo_agent()
         # The local store gets everything; an OTLP branch (OTEL_EXPORTER_OTLP_ENDPOINT) gets a short while only,
         # so a collector that is down costs one summary line and about a second, not the exporter's backoff.
@@ -75,3 +87,14 @@ def demo(store_path: Path | None, capture_content: bool) -> None:
     click.echo(f"next: agentdiag traces --store {path}")
     click.echo(f"      agentdiag show {result.trace_id[:12]} --store {path} --format json")
     click.echo(f"      agentdiag status --with-receipt --store {path}")
+
+
+@contextlib.contextmanager
+def _demo_prices() -> Iterator[Path | None]:
+    """The bundled prices plus the demo model's invented one (``cost/demo_prices.toml``), so the demo shows a
+    priced run; None (the variable's table) when ``AGENTDIAG_PRICES`` is set."""
+    if os.environ.get(AGENTDIAG_PRICES) is not None:
+        yield None
+        return
+    with importlib.resources.as_file(importlib.resources.files("otel_agentdiag.cost") / "demo_prices.toml") as file:
+        yield file

@@ -148,6 +148,49 @@ def test_demo_prints_the_trace_tree_and_stores_it(tmp_path: Path) -> None:
     assert not (tmp_path / ".agentdiag").exists()  # --store was honoured
 
 
+def test_demo_prices_its_model_calls_and_rolls_the_cost_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's fake model has an invented price (cost/demo_prices.toml): each call's cost is its tokens at that
+    price, and the run's roll-up is their sum; with AGENTDIAG_PRICES=off nothing is priced."""
+    import otel_agentdiag.cost
+    from otel_agentdiag.cost.loader import load_price_table
+
+    monkeypatch.delenv("AGENTDIAG_PRICES", raising=False)
+    path = tmp_path / "traces.db"
+    result = invoke("demo", "--store", path)
+    assert result.exit_code == 0, result.output
+    with SpanStore(path, create=False) as store:
+        (summary,) = store.list_traces()
+        spans = store.get_trace(summary.trace_id)
+    table = load_price_table(Path(otel_agentdiag.cost.__file__).parent / "demo_prices.toml")
+    price = table.price("demo", "demo-model-1", summary.start_ns)
+    assert price is not None
+    leaves = [s for s in spans if s.attributes.get("agentdiag.kind") == "llm"]
+    expected = [
+        (
+            s.attributes["gen_ai.usage.input_tokens"] * price.input
+            + s.attributes["gen_ai.usage.output_tokens"] * price.output
+        )
+        / 1e6
+        for s in leaves
+    ]
+    assert [s.attributes["agentdiag.cost.usd"] for s in leaves] == pytest.approx(expected)
+    (run,) = [s for s in spans if s.attributes.get("agentdiag.kind") == "run"]
+    assert run.attributes["agentdiag.usage.cost.usd"] == pytest.approx(sum(expected))
+    assert summary.cost_usd == pytest.approx(sum(expected))
+    assert (
+        sum(" cost $" in line for line in result.stdout.splitlines()) == len(leaves) + len(leaves) + 1
+    )  # + iterations, run
+
+    monkeypatch.setenv("AGENTDIAG_PRICES", "off")
+    off = tmp_path / "off.db"
+    result = invoke("demo", "--store", off)
+    assert result.exit_code == 0, result.output
+    with SpanStore(off, create=False) as store:
+        (summary,) = store.list_traces()
+        assert not any("agentdiag.cost.usd" in s.attributes for s in store.get_trace(summary.trace_id))
+    assert summary.cost_usd is None and " cost $" not in result.stdout
+
+
 def test_demo_when_disabled_is_an_error_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTDIAG_ENABLED", "false")
     path = tmp_path / "off" / "traces.db"
