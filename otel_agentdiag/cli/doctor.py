@@ -56,6 +56,7 @@ def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, 
         # AGENTDIAG_CAPTURE_CONTENT: content kept in the local store only (never in any export).
         "capture_content": options.capture_content,
         "metrics": describe_metrics(options),  # AGENTDIAG_METRICS / configure(metrics=...): on, and where they go
+        "cost": _describe_prices(),  # AGENTDIAG_PRICES: which price table prices the model calls
         # OTEL_BSP_MAX_QUEUE_SIZE / _MAX_EXPORT_BATCH_SIZE / _SCHEDULE_DELAY over the defaults, per destination.
         "batch": {
             "max_queue_spans": batch["max_queue_spans"],
@@ -63,6 +64,26 @@ def _configuration(store: Path | None, otlp_endpoint: str | None) -> tuple[Any, 
             "schedule_delay_ms": round(batch["schedule_delay_s"] * 1000),
         },
     }
+
+
+def _describe_prices() -> str:
+    """Which price table ``configure()`` would use (``AGENTDIAG_PRICES``), in one line; a file it cannot use is
+    named with its error, as ``configure()`` logs it."""
+    from otel_agentdiag.cost.loader import PriceTableError, load_price_table
+    from otel_agentdiag.cost.pricing import OFF_VALUES, bundled_table
+
+    bundled = bundled_table()
+    what = f"the bundled price table ({len(bundled)} entries, as of {bundled.as_of})"
+    variable = (os.environ.get(env.AGENTDIAG_PRICES) or "").strip()
+    if not variable:
+        return what
+    if variable.lower() in OFF_VALUES:
+        return f"off ({env.AGENTDIAG_PRICES}={variable})"
+    try:
+        table = load_price_table(variable)
+    except PriceTableError as exc:
+        return f"{what}: {env.AGENTDIAG_PRICES} is not used ({exc})"
+    return f"{what}, overridden by {len(table)} entries of {env.AGENTDIAG_PRICES}"
 
 
 def _endpoint(options: Any) -> str | None:
@@ -245,6 +266,8 @@ def _print_text(result: dict[str, Any]) -> None:
             else "not captured"
         )
     )
+    click.echo(f"  metrics        {config['metrics']}")
+    click.echo(f"  cost           {config['cost']}")
     batch = config["batch"]
     click.echo(
         f"  batching       up to {batch['max_queue_spans']} spans queued per destination, "

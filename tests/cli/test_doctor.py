@@ -242,6 +242,30 @@ def test_the_batch_settings_are_reported_from_the_standard_variables(monkeypatch
     assert "up to 100 spans queued per destination, 100 per export, every 2000 ms at most" in text
 
 
+def test_metrics_and_the_price_table_are_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from otel_agentdiag.cost.pricing import bundled_table
+
+    monkeypatch.delenv("AGENTDIAG_METRICS", raising=False)
+    monkeypatch.delenv("AGENTDIAG_PRICES", raising=False)
+    text = invoke().output
+    assert "metrics        off (configure(metrics=True) or AGENTDIAG_METRICS=true turns them on)" in text
+    bundled = f"the bundled price table ({len(bundled_table())} entries, as of {bundled_table().as_of})"
+    assert f"cost           {bundled}" in text
+    monkeypatch.setenv("AGENTDIAG_METRICS", "true")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    ours = tmp_path / "prices.toml"
+    ours.write_text('[[price]]\nprovider = "acme"\nmodel = "m-1"\ninput_per_million = 1\noutput_per_million = 2\n')
+    monkeypatch.setenv("AGENTDIAG_PRICES", str(ours))
+    configuration = json.loads(invoke("--format", "json").output)["configuration"]
+    assert configuration["metrics"].startswith("on: OTLP http/protobuf, beside the traces")
+    assert configuration["cost"] == f"{bundled}, overridden by 1 entries of AGENTDIAG_PRICES"
+    ours.write_text('[[price]]\nprovider = "acme"\nmodel = "m-1"\ninput_per_million = -1\noutput_per_million = 2\n')
+    cost = json.loads(invoke("--format", "json").output)["configuration"]["cost"]
+    assert cost.startswith(f"{bundled}: AGENTDIAG_PRICES is not used ({ours}:4: ")
+    monkeypatch.setenv("AGENTDIAG_PRICES", "off")
+    assert "cost           off (AGENTDIAG_PRICES=off)" in invoke().output
+
+
 _PROVIDER_SECRET = "SECRET-doctor-token-5c2a"
 _WITH_A_USERS_PROVIDER = f"""
 import sys
