@@ -113,6 +113,39 @@ def test_the_rule_gives_the_names_of_the_contract() -> None:
     } == EMITTED_LABELS - TRANSLATION_LABELS
 
 
+def test_the_names_and_labels_are_what_a_run_really_records(tmp_path: Path) -> None:
+    """The loop closed: a run through ``configure(metrics=...)`` (manual wrappers, a streamed-like call with a time
+    to first chunk, a failing tool, a priced call) records exactly these metrics, units and attribute keys."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    import otel_agentdiag as agentdiag
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    agentdiag.register_names(tools=["lookup"])
+    with agentdiag.configure(store=tmp_path / "t.db", set_global=False, meter_provider=provider) as diag:
+        with agentdiag.agent_run("dash-agent"), agentdiag.iteration(0):
+            with agentdiag.llm_call(provider="openai", model="gpt-4o-mini") as call:
+                call.span.set_attribute(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, 0.05)
+                call.record_response(response_model="gpt-4o-mini", input_tokens=10, output_tokens=5)
+            with pytest.raises(KeyError), agentdiag.tool_call("lookup"):
+                raise KeyError("x")
+        assert diag.force_flush()
+    data = reader.get_metrics_data()
+    units: dict[str, str] = {}
+    keys: set[str] = set()
+    for resource_metrics in data.resource_metrics:
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                units[metric.name] = metric.unit or ""
+                for point in metric.data.data_points:
+                    keys.update(point.attributes or {})
+    provider.shutdown()
+    assert units == METRIC_UNITS
+    assert keys == set(METRIC_ATTRIBUTES)  # the run above gives every key of the closed set a value
+
+
 # --- reading the dashboard --------------------------------------------------------------------------------------
 def load_yaml(path: Path) -> Any:
     with path.open(encoding="utf-8") as handle:
