@@ -100,6 +100,7 @@ def test_metrics_reach_a_real_collector(tmp_path: Path, monkeypatch: pytest.Monk
     assert (cost["count"], cost["sum"]) == (1, pytest.approx(0.00003))
     assert cost["attributes"] == {
         "gen_ai.operation.name": "chat",
+        "gen_ai.agent.name": "metrics-e2e-agent",  # the run's, set on its model calls at start
         "gen_ai.provider.name": "openai",
         "gen_ai.request.model": "gpt-4o-mini",
         "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
