@@ -1,4 +1,4 @@
-"""Fast, read-only access to span attribute mappings, and copies of a span with other attributes."""
+"""Fast access to span attribute mappings: reading them, setting our own values on an open span, and copies."""
 
 from __future__ import annotations
 
@@ -19,6 +19,28 @@ def attribute_items(attributes: Mapping[str, Any]) -> ItemsView[str, Any]:
     """
     backing = getattr(attributes, "_dict", None)
     return backing.items() if isinstance(backing, dict) else attributes.items()
+
+
+def set_own_attributes(span: Any, values: Mapping[str, Any]) -> None:
+    """Set ``values`` on an open span: values we made (str, bool, int, float, or tuples of one of them), never
+    the caller's data.
+
+    On an SDK span still open (its mapping not yet frozen by ``end()``), they go into the mapping's dict directly,
+    when the mapping's limits (the attribute count, a string's length) would keep them whole anyway:
+    ``set_attributes`` takes the span's and the mapping's locks and re-validates each value, a cost the agent's
+    thread need not pay for our own values. Otherwise, the SDK's way (which applies its limits and counts what it
+    drops, and ignores an ended span)."""
+    attributes = getattr(span, "_attributes", None)
+    if type(attributes) is BoundedAttributes and attributes._immutable is False:
+        backing = attributes._dict
+        maxlen = attributes.maxlen
+        longest = attributes.max_value_len
+        if (maxlen is None or len(backing) + len(values) <= maxlen) and (
+            longest is None or not any(type(v) is str and len(v) > longest for v in values.values())
+        ):
+            backing.update(values)
+            return
+    span.set_attributes(values)
 
 
 _KNOWN_MAPPINGS = frozenset({BoundedAttributes, dict})

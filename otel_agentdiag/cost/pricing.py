@@ -12,7 +12,7 @@ from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import log_internal_error
-from otel_agentdiag._internal.spans import span_attributes
+from otel_agentdiag._internal.spans import set_own_attributes, span_attributes
 from otel_agentdiag.cost.loader import PriceTableError, load_price_table, parse_price_table
 from otel_agentdiag.cost.table import PriceTable
 
@@ -175,7 +175,7 @@ def leaf_cost(span: Any) -> float | None:
             return valid_cost(existing)
         cost = cost_usd(attributes, getattr(span, "start_time", None))
         if cost is not None:
-            span.set_attribute(_COST, cost)
+            set_own_attributes(span, {_COST: cost})
         return cost
     except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
         log_internal_error("pricing a model call", exc)

@@ -56,6 +56,7 @@ from otel_agentdiag._internal.context import (
     framework_parent,
 )
 from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.spans import set_own_attributes
 from otel_agentdiag.cost.budget import check_budget
 from otel_agentdiag.cost.pricing import leaf_cost, readable_attributes
 from otel_agentdiag.cost.rollup import ROLLUP_KEYS, USAGE_KEYS, leaf_cost_of, rollup_attributes, usage_of
@@ -340,7 +341,7 @@ class SpanTree:
         elif node.kind in _ROLLUP_KINDS and (node.usage_reported or node.cost is not None) and recording:
             with self._lock:
                 rollups = rollup_attributes(node.usage, node.cost)
-            span.set_attributes(rollups)
+            set_own_attributes(span, rollups)
         if error_type is None:
             error_type = node.error_type
         if error_type is not None and recording:

@@ -31,6 +31,7 @@ from otel_agentdiag._internal.context import (
 )
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
+from otel_agentdiag._internal.spans import set_own_attributes
 from otel_agentdiag.cost.pricing import leaf_cost
 from otel_agentdiag.cost.rollup import Rollup
 from otel_agentdiag.instrumentation._base import LLMCallState, error_type_of, record_exception
@@ -120,7 +121,7 @@ class _SpanScope:
                 if rollup is not None and span.is_recording():
                     roll = rollup.attributes()
                     if roll:
-                        span.set_attributes(roll)
+                        set_own_attributes(span, roll)
             elif rollup is not None or self._rolls_up:
                 if self._rolls_up and span.is_recording():
                     leaf_cost(span)  # its agentdiag.cost.usd, when priced, before it rolls up and ends

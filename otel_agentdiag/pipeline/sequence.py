@@ -43,7 +43,7 @@ from otel_agentdiag._internal.context import (
 )
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
-from otel_agentdiag._internal.spans import span_attributes
+from otel_agentdiag._internal.spans import set_own_attributes, span_attributes
 from otel_agentdiag.pipeline.adapters.owners import LLMCallOwners
 
 _logger = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ class SessionSequencer(SpanProcessor):
                 # cost and latency can then be told apart per agent (metrics, Jaeger tag search) without a join.
                 agent = otel_context.get_value(AGENT_NAME_KEY, parent_context)
                 if type(agent) is str:
-                    span.set_attribute(sc.GEN_AI_AGENT_NAME, agent)
+                    set_own_attributes(span, {sc.GEN_AI_AGENT_NAME: agent})
             from_context = None
             if sc.GEN_AI_CONVERSATION_ID in attributes:
                 raw = attributes[sc.GEN_AI_CONVERSATION_ID]
