@@ -55,13 +55,17 @@ _lock = threading.Lock()
 
 
 class Rollup:
-    """The sums of a manual run or iteration (``agent_run``, ``iteration``): each LLM leaf that ends inside it adds
-    its usage and cost here and to every enclosing one; a run checks the budget as it grows."""
+    """The sums of a run, an iteration or a framework step: each LLM leaf that ends inside it adds its usage and
+    cost here and to every enclosing one; a run checks the budget as it grows. One per manual ``agent_run`` or
+    ``iteration``, and one per framework node (``instrumentation._framework.Node.sums``, whose parent is the
+    parent node's, or for a root the manual run or iteration it was opened in)."""
 
     __slots__ = ("cost", "is_run", "parent", "passed", "span", "usage")
 
     def __init__(self, span: Any, parent: Rollup | None, *, is_run: bool) -> None:
         self.span = span
+        """The run or iteration's span (None until a framework node's span has started): a run's budget marks go
+        there."""
         self.parent = parent
         self.is_run = is_run
         self.usage: dict[str, int] = {}
@@ -79,7 +83,7 @@ class Rollup:
                     node.usage[key] = node.usage.get(key, 0) + value
                 if cost is not None:
                     node.cost = cost if node.cost is None else node.cost + cost
-                if node.is_run:
+                if node.is_run and node.span is not None:
                     check_budget(node.span, node.passed, node.usage, node.cost)
                 node = node.parent
 

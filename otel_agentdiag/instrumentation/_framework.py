@@ -57,9 +57,8 @@ from otel_agentdiag._internal.context import (
 )
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.spans import set_own_attributes
-from otel_agentdiag.cost.budget import check_budget
-from otel_agentdiag.cost.pricing import leaf_cost, readable_attributes
-from otel_agentdiag.cost.rollup import ROLLUP_KEYS, USAGE_KEYS, leaf_cost_of, rollup_attributes, usage_of
+from otel_agentdiag.cost.pricing import leaf_cost
+from otel_agentdiag.cost.rollup import ROLLUP_KEYS, USAGE_KEYS, Rollup, usage_of
 from otel_agentdiag.instrumentation._base import LLMCallState
 
 __all__ = ["ROLLUP_KEYS", "USAGE_KEYS", "Node", "SpanTree", "active_framework_step", "framework_parent", "usage_of"]
@@ -73,24 +72,20 @@ class Node:
     __slots__ = (
         "aliases",
         "ambient",
-        "budget_passed",
         "context",
         "conversation_id",
-        "cost",
         "ended",
         "error_type",
         "extra",
         "key",
         "kind",
         "llm",
-        "outer",
         "parent",
         "prev_active",
         "span",
         "stop_reason",
+        "sums",
         "tree_lock",
-        "usage",
-        "usage_reported",
     )
 
     def __init__(
@@ -112,47 +107,19 @@ class Node:
         self.ambient: trace.Span | None = None
         self.prev_active: Node | None = None
         self.llm: LLMCallState | None = None
-        self.usage: dict[str, int] = {}
-        self.usage_reported = False
-        self.cost: float | None = None
-        """The sum of the costs of the LLM leaves below (None: no leaf had one, never a made-up 0)."""
-        self.outer: Any = None
-        """A root node opened inside a manual run or iteration (an ``otel_agentdiag.cost.Rollup``): its leaves'
-        usage and cost count there too."""
-        self.budget_passed: list[str] = []
-        """A run's budget limits passed so far, in order."""
+        self.sums: Rollup = Rollup(None, None if parent is None else parent.sums, is_run=kind == sc.KIND_RUN)
+        """The usage and cost of the LLM leaves below (its roll-ups, and a run's budget). Chained to the parent's;
+        a root's is chained, once started, to the manual run or iteration it was opened in, if any."""
         self.ended = False
         self.error_type: str | None = None
         self.stop_reason: str | None = None
         self.extra: dict[str, Any] = {}
         """Per-integration state (the Agents SDK keeps pending tool call ids here)."""
 
-    def add_usage(self, usage: Mapping[str, int], cost: float | None = None) -> None:
-        """Count an LLM leaf's usage (and cost) in this node and every ancestor (their roll-ups); a run checks
-        the budget as it grows."""
-        if not usage and cost is None:
-            return
-        outer = None
-        with self.tree_lock:
-            node: Node | None = self
-            while node is not None:
-                if usage:
-                    node.usage_reported = True
-                    for key, value in usage.items():
-                        node.usage[key] = node.usage.get(key, 0) + value
-                if cost is not None:
-                    node.cost = cost if node.cost is None else node.cost + cost
-                if node.kind == sc.KIND_RUN:
-                    check_budget(node.span, node.budget_passed, node.usage, node.cost)
-                outer, node = node.outer, node.parent
-        if outer is not None:
-            outer.add(usage, cost)
-
     def add_span_usage(self, span: Any) -> None:
-        """An LLM span another instrumentation started inside this step (a client call in a tool) is ending (its
-        cost already set): its usage and cost roll up here too."""
-        attributes = readable_attributes(span)
-        self.add_usage(usage_of(attributes), leaf_cost_of(attributes))
+        """An LLM span (this step's own, or one another instrumentation started inside it) is ending, its cost
+        already set: its usage and cost roll up here and in every enclosing step."""
+        self.sums.add_span_usage(span)
 
     def capture(self, role: str, value: Any) -> None:
         """Record ``value`` as this step's ``role`` content (a ``semconv.CONTENT_*`` name) while its span is
@@ -244,7 +211,9 @@ class SpanTree:
                 ctx = ambient if step is None else step.context
                 if node.conversation_id is None:
                     node.conversation_id = current_conversation_id(ctx)
-                node.outer = otel_context.get_value(ROLLUP_KEY, ctx)
+                outer = otel_context.get_value(ROLLUP_KEY, ctx)
+                if isinstance(outer, Rollup):
+                    node.sums.parent = outer  # a root inside a manual run or iteration: its leaves count there too
             attributes[sc.AGENTDIAG_KIND] = node.kind
             if node.conversation_id is not None:
                 attributes.setdefault(sc.GEN_AI_CONVERSATION_ID, node.conversation_id)
@@ -252,7 +221,7 @@ class SpanTree:
             span = _ids.start_span(
                 self._tracer, name, context=ctx, kind=span_kind, attributes=attributes, start_time=start_time
             )
-            node.span = span
+            node.span = node.sums.span = span
             child = trace.set_span_in_context(span, ctx)
             if node.conversation_id is not None:
                 child = otel_context.set_value(CONVERSATION_ID_KEY, node.conversation_id, child)
@@ -338,10 +307,10 @@ class SpanTree:
                 leaf_cost(span)  # before it rolls up and ends: its agentdiag.cost.usd, when priced
             if node.parent is not None:
                 node.parent.add_span_usage(span)
-        elif node.kind in _ROLLUP_KINDS and (node.usage_reported or node.cost is not None) and recording:
-            with self._lock:
-                rollups = rollup_attributes(node.usage, node.cost)
-            set_own_attributes(span, rollups)
+        elif node.kind in _ROLLUP_KINDS and recording:
+            rollups = node.sums.attributes()
+            if rollups:
+                set_own_attributes(span, rollups)
         if error_type is None:
             error_type = node.error_type
         if error_type is not None and recording:

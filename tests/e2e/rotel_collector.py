@@ -41,6 +41,7 @@ import socket
 import subprocess
 import sysconfig
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -408,11 +409,7 @@ class RotelCollector:
 
     def spans(self) -> list[dict[str, Any]]:
         """Every span received so far, in arrival order. Raises if the processor reported an error."""
-        lines = self._lines()
-        errors = [line["processor_error"] for line in lines if "processor_error" in line]
-        if errors:
-            raise AssertionError(f"the rotel trace processor failed: {errors}")
-        return lines
+        return self._received(self._lines(), "trace")
 
     def wait_for_spans(self, n: int, timeout: float = START_TIMEOUT_S) -> bool:
         """True once at least ``n`` spans were received, False after ``timeout`` seconds.
@@ -420,34 +417,26 @@ class RotelCollector:
         rotel answers the exporter before its pipeline (and so the processor) has seen the spans, so arrival
         is polled, with a deadline.
         """
-        deadline = time.monotonic() + timeout
-        while True:
-            if len(self.spans()) >= n:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(_POLL_S)
+        return _until(lambda: len(self.spans()) >= n, timeout)
 
     def metric_points(self) -> list[dict[str, Any]]:
         """Every metric data point received so far, in arrival order (``name``, ``unit``, ``type``, ``attributes``,
         ``count``, ``sum``, ``explicit_bounds``, ``bucket_counts``, ``exemplars``, ``resource``, ``scope``). Raises
         if the processor reported an error."""
-        lines = self._lines(self.metrics_path)
-        errors = [line["processor_error"] for line in lines if "processor_error" in line]
-        if errors:
-            raise AssertionError(f"the rotel metrics processor failed: {errors}")
-        return lines
+        return self._received(self._lines(self.metrics_path), "metrics")
 
     def wait_for_metric(self, name: str, timeout: float = START_TIMEOUT_S) -> bool:
         """True once a data point of metric ``name`` was received, False after ``timeout`` seconds (polled, as
         :meth:`wait_for_spans`)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if any(point["name"] == name for point in self.metric_points()):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(_POLL_S)
+        return _until(lambda: any(point["name"] == name for point in self.metric_points()), timeout)
+
+    @staticmethod
+    def _received(lines: list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+        """The JSON lines a processor wrote, or an AssertionError naming the errors it reported."""
+        errors = [line["processor_error"] for line in lines if "processor_error" in line]
+        if errors:
+            raise AssertionError(f"the rotel {what} processor failed: {errors}")
+        return lines
 
     def log_text(self) -> str:
         """rotel's console output and log file, colour codes removed."""
@@ -456,3 +445,14 @@ class RotelCollector:
             if path.exists():
                 parts.append(path.read_text(encoding="utf-8", errors="replace"))
         return _ANSI.sub("", "\n".join(parts))
+
+
+def _until(arrived: Callable[[], bool], timeout: float) -> bool:
+    """True once ``arrived()`` is, False after ``timeout`` seconds. rotel answers the exporter before its pipeline
+    (and so the processor) has seen the data, and writes to files: there is nothing to wait on but the files."""
+    deadline = time.monotonic() + timeout
+    while not arrived():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_POLL_S)
+    return True
