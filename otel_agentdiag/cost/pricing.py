@@ -12,6 +12,7 @@ from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.money import amount
 from otel_agentdiag._internal.spans import set_own_attributes, span_attributes
 from otel_agentdiag.cost.loader import PriceTableError, load_price_table, parse_price_table
 from otel_agentdiag.cost.table import PriceTable
@@ -149,11 +150,8 @@ def cost_usd(
     return cost if math.isfinite(cost) else None
 
 
-def valid_cost(value: Any) -> float | None:
-    """``value`` as a cost: a finite float or int, zero or more; else None."""
-    if type(value) is float or type(value) is int:
-        return float(value) if value >= 0 and math.isfinite(value) else None
-    return None
+valid_cost = amount
+"""``value`` as a cost: a finite float or int (not a bool), zero or more; else None (``_internal.money.amount``)."""
 
 
 def readable_attributes(span: Any) -> Mapping[str, Any]:
