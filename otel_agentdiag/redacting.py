@@ -77,4 +77,5 @@ def redacting_processor(
         names=names,
         propagate_conversation=True,
         redact_in_worker=True,
+        warn_undeclared=True,
     )

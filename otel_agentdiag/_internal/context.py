@@ -24,18 +24,30 @@ def current_conversation_id(ctx: otel_context.Context | None = None) -> str | No
 _UTIL_GENAI_CONVERSATION = "opentelemetry.util.genai._conversation_context"
 
 
+_OPENINFERENCE_CONTEXT = "openinference.instrumentation.context_attributes"
+_OPENINFERENCE_SESSION = "session.id"
+"""The context key OpenInference's ``using_session(...)`` sets (a plain string key of ``opentelemetry.context``)."""
+
+
 def peer_conversation_id(ctx: otel_context.Context | None = None) -> str | None:
-    """The conversation id the official GenAI instrumentations (``opentelemetry-util-genai``) carry in the
-    context for the spans of an agent invocation (they set ``gen_ai.conversation.id`` on those spans only when
-    they end), or None. Looked up only when that package is already imported; never raises."""
+    """The conversation id another instrumentation carries in the context for the spans it starts, or None: the
+    official GenAI instrumentations' (``opentelemetry-util-genai``: they set ``gen_ai.conversation.id`` on their
+    spans only when they end), else OpenInference's ``using_session(...)`` (it sets ``session.id`` on its own
+    spans; a model call of ours inside belongs to the same session). Each is looked up only when its package is
+    already imported; never raises."""
     module = sys.modules.get(_UTIL_GENAI_CONVERSATION)
-    if module is None:
-        return None
-    try:
-        value = module.get_ambient_conversation_id(ctx)
-    except Exception:  # noqa: BLE001 - another version of theirs: no conversation from it
-        return None
-    return value if isinstance(value, str) else None
+    if module is not None:
+        try:
+            value = module.get_ambient_conversation_id(ctx)
+        except Exception:  # noqa: BLE001 - another version of theirs: no conversation from it
+            value = None
+        if isinstance(value, str):
+            return value
+    if _OPENINFERENCE_CONTEXT in sys.modules:
+        value = otel_context.get_value(_OPENINFERENCE_SESSION, ctx)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 LLM_CALL_KEY = otel_context.create_key("agentdiag-llm-call")

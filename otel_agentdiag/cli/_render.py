@@ -14,6 +14,7 @@ import click
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.money import budget_of, format_usd, leaves_cost
+from otel_agentdiag._internal.names import OTHER_REFUSED, OTHER_UNDECLARED, other_reason
 from otel_agentdiag.cli._common import can_encode, duration_ms, human_duration, iso_utc, printable
 from otel_agentdiag.storage.rows import StoredSpan, TraceSummary
 
@@ -196,6 +197,12 @@ def _details(span: StoredSpan) -> list[str]:
             out.append(f"call={_short(a[sc.GEN_AI_TOOL_CALL_ID])}")
     if sc.ERROR_TYPE in a:
         out.append(f"error={printable(a[sc.ERROR_TYPE])}")
+    if span.kind != sc.KIND_ITERATION:
+        why = other_reason(a, span.name)
+        if why == OTHER_UNDECLARED:
+            out.append("_OTHER=undeclared name")
+        elif why == OTHER_REFUSED:
+            out.append("_OTHER=unsafe name")
     redacted = sum(
         v
         for k, v in a.items()

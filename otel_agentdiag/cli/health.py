@@ -165,7 +165,7 @@ def _status_lines(status: Status) -> list[str]:
     else:
         stall = f"no (silent {status.silent_seconds} s, threshold {status.threshold_seconds:g} s)"
     if status.repetition_tool is None:
-        repetition = "no tool calls"
+        repetition = "no tool calls" if not c.get("tool_calls") else "none (no tool call has a declared name)"
     else:
         flag = "SUSPECTED" if status.repetition_suspected else "no"
         repetition = f"{flag}: longest run {status.repetition_longest} x {printable(status.repetition_tool)}"

@@ -153,8 +153,45 @@ class PriceTable:
         return None
 
     def _group(self, provider: str | None, model: str) -> _Group | None:
-        if provider is not None:
-            return self._best(provider, model)
+        """The entries for ``model`` from ``provider``. The provider as the table spells it (lower case); one the
+        table does not know (a framework naming itself, ``strands-agents``) or none: the model alone decides, when
+        exactly one provider of the table prices it. A model a router prefixed with its provider
+        (``openai/gpt-4.1-mini``, as LiteLLM and DSPy name them) is looked up without the prefix, from the
+        prefix's provider when the table knows it."""
+        group = self._lookup(provider, model)
+        if group is None and "/" in model:
+            prefix, _, bare = model.partition("/")
+            if bare:
+                known = self.provider_of(prefix)
+                group = self._lookup(known if known is not None else provider, bare)
+        return group
+
+    def provider_of(self, name: str | None) -> str | None:
+        """``name`` as a provider of this table (compared in lower case), or None when the table prices nothing
+        of a provider by that name."""
+        if name is None:
+            return None
+        if name in self._exact or name in self._patterns:
+            return name
+        lowered = name.lower()
+        return lowered if lowered in self._exact or lowered in self._patterns else None
+
+    def provider_for_model(self, model: str) -> str | None:
+        """The one provider of this table that prices ``model`` (or, for ``prefix/model``, the prefix's provider
+        when the table knows it); None when none or several do."""
+        prefix, slash, bare = model.partition("/")
+        if slash and bare:
+            known = self.provider_of(prefix)
+            if known is not None:
+                return known
+            model = bare
+        found = [p for p in {*self._exact, *self._patterns} if self._best(p, model) is not None]
+        return found[0] if len(found) == 1 else None
+
+    def _lookup(self, provider: str | None, model: str) -> _Group | None:
+        known = self.provider_of(provider)
+        if known is not None:
+            return self._best(known, model)
         found = {id(g): g for g in (self._best(p, model) for p in {*self._exact, *self._patterns}) if g is not None}
         return next(iter(found.values())) if len(found) == 1 else None
 

@@ -22,7 +22,8 @@ belongs to never ended (a writer killed mid-run) or was lost, and the rows canno
 - ``stall``: active and silent (no span started or ended) for longer than the threshold, as of ``as_of``
   (an explicit time; without one the last event, so a stall is only ever reported against a given time).
 - ``repetition``: the longest run of consecutive tool calls (in start order, other steps ignored) of one tool;
-  suspected from :data:`REPETITION_THRESHOLD` calls.
+  suspected from :data:`REPETITION_THRESHOLD` calls. Only real names repeat: a call whose name reads ``_OTHER``
+  (undeclared or refused) is not known to be the same tool as another, so it breaks a run and starts none.
 - ``recovery``: error origins followed by a later successful LLM or tool call are recovered; the rest are not.
 - ``cost_usd``: the sum of the LLM leaves' ``agentdiag.cost.usd`` (never a roll-up), None when no leaf has one.
 - ``budget``: whether a run of the session passed a limit of its budget (``agentdiag.budget.exceeded``), which
@@ -216,6 +217,9 @@ def project(
         if span.kind != sc.KIND_TOOL:
             continue
         tool = _tool_name(span)
+        if tool == sc.OTHER_VALUE:  # a name we do not know: never "the same tool" as another unknown one
+            current, current_tool = 0, None
+            continue
         current = current + 1 if tool == current_tool else 1
         current_tool = tool
         if current >= longest:  # ties: the most recent run

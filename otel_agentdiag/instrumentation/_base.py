@@ -104,6 +104,10 @@ class LLMCallState:
         "span",
     )
 
+    defers = False
+    """True for a call whose one LLM span is another library's own (the anthropic SDK's): a foreign span that
+    starts inside it is that call's span, not a copy of one of ours."""
+
     def __init__(self, span: trace.Span, *, owns: bool, enrich: bool = True, content: bool = True) -> None:
         self.span = span
         self.owns = owns

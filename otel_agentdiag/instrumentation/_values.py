@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from otel_agentdiag import semconv as sc
@@ -71,3 +72,25 @@ def get(obj: Any, name: str) -> Any:
     if isinstance(obj, dict):
         return obj.get(name)
     return getattr(obj, name, None)
+
+
+_RAW_RESPONSE_TYPES = frozenset({"LegacyAPIResponse", "APIResponse", "AsyncAPIResponse"})
+_MAX_RAW_BODY = 1 << 24
+
+
+def raw_answer(response: Any) -> Any:
+    """The answer inside a ``with_raw_response`` result of the openai or anthropic SDK (``LegacyAPIResponse``,
+    ``APIResponse``, recognised by class name, not imported): its JSON body as a dict, when the SDK has already
+    read it (a non-streamed call). Anything else is returned as it is; a raw response whose body is unread (a
+    stream, ``with_streaming_response``) or is not a JSON object gives ``None``: it is never read here, so the
+    caller's response is left exactly as the SDK returned it."""
+    if type(response).__name__ not in _RAW_RESPONSE_TYPES:
+        return response
+    try:
+        body = response.http_response.content  # httpx raises ResponseNotRead for an unread body; never reads it
+        if not isinstance(body, bytes) or len(body) > _MAX_RAW_BODY:
+            return None
+        parsed = json.loads(body)
+    except Exception:  # noqa: BLE001 - unread, not JSON, or not the shape we know: nothing to read
+        return None
+    return parsed if isinstance(parsed, dict) else None

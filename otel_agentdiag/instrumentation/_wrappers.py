@@ -20,6 +20,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.declared import register_tools, tool_names
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag.instrumentation._base import LLMCallState
 from otel_agentdiag.instrumentation._stream import (
@@ -50,7 +51,26 @@ def begin_call(tracer: trace.Tracer, describe: Describe, instance: Any, kwargs: 
     except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
         log_internal_error("describing an LLM call", exc)
         return None
-    return LLMCallState.begin(tracer, name, attributes)
+    call = LLMCallState.begin(tracer, name, attributes)
+    if call is not None:
+        _declare_offered_tools(call, kwargs)
+    return call
+
+
+def _declare_offered_tools(call: LLMCallState, kwargs: dict[str, Any]) -> None:
+    """Register the names of the tools the request offers the model (``tools``, or OpenAI's legacy
+    ``functions``): the agent's code wrote them, so the tool spans that use them keep them (a name the model
+    invents stays ``_OTHER``). Only for a recorded call: tracing off or sampled out does nothing here."""
+    tools = kwargs.get("tools")
+    if tools is None:
+        tools = kwargs.get("functions")
+    if tools is None:
+        return
+    try:
+        if call.span.is_recording():
+            register_tools(tool_names(tools))
+    except Exception as exc:  # noqa: BLE001
+        log_internal_error("reading the tools a request offers", exc)
 
 
 def _capture_inputs(call: LLMCallState, inputs: Inputs | None, kwargs: dict[str, Any]) -> None:

@@ -185,6 +185,7 @@ def _branches(
                 propagate_conversation=False,
                 redact_in_worker=True,
                 content=content if local else None,
+                warn_undeclared=True,
             )
         )
         branches.installed.append(destination)

@@ -95,6 +95,8 @@ class SessionSequencer(SpanProcessor):
         """Sessions forgotten to keep memory bounded (their numbering restarts if they resume)."""
         self._lock = threading.Lock()
         self._next: OrderedDict[str | None, int] = OrderedDict()
+        self._trace_sessions: dict[int, str] = {}
+        """Trace id → the session key the first span of that trace naming its own session started with."""
         self.llm_calls = LLMCallOwners()
         """Foreign spans that started inside one of our model calls, for the convention adapters."""
         reinit_after_fork(self._at_fork_reinit)
@@ -102,7 +104,23 @@ class SessionSequencer(SpanProcessor):
     def _at_fork_reinit(self) -> None:
         self._lock = threading.Lock()
         self._next = OrderedDict()
+        self._trace_sessions = {}
         self.observer_id = secrets.token_hex(8)
+
+    def _trace_starts(self, span: Span, raw: Any) -> str | None:
+        """The session key of a span that names its own session; the first such span of a trace files the spans
+        of that trace started after it without one (bounded: the oldest traces are forgotten first)."""
+        key = session_key(raw)
+        if key is not None:
+            traces = self._trace_sessions
+            trace_id = span.context.trace_id
+            if trace_id not in traces:
+                if len(traces) >= self.max_sessions:
+                    with self._lock:
+                        while len(traces) >= self.max_sessions:
+                            traces.pop(next(iter(traces)), None)
+                traces[trace_id] = key
+        return key
 
     def next_sequence(self, key: str | None) -> int:
         """Take the next number for the session ``key`` (see :func:`session_key`)."""
@@ -128,10 +146,12 @@ class SessionSequencer(SpanProcessor):
             backing = getattr(attributes, "_dict", None)
             if isinstance(backing, dict):
                 attributes = backing
-            if sc.AGENTDIAG_KIND not in attributes and otel_context.get_value(LLM_CALL_KEY, parent_context) is not None:
-                # Another instrumentation's span, started inside one of our model calls: if it is an LLM span,
-                # it is the same call, which ours owns (the adapters take its usage off).
-                self.llm_calls.mark_inside(span)
+            if sc.AGENTDIAG_KIND not in attributes:
+                call = otel_context.get_value(LLM_CALL_KEY, parent_context)
+                if call is not None and not getattr(call, "defers", False):
+                    # Another instrumentation's span, started inside one of our model calls: if it is an LLM
+                    # span, it is the same call, which ours owns (the adapters take its usage off).
+                    self.llm_calls.mark_inside(span)
             if sc.AGENTDIAG_OBSERVER_ID in attributes:
                 return
             if attributes.get(sc.AGENTDIAG_KIND) in _AGENT_STEP_KINDS and sc.GEN_AI_AGENT_NAME not in attributes:
@@ -143,13 +163,22 @@ class SessionSequencer(SpanProcessor):
             from_context = None
             if sc.GEN_AI_CONVERSATION_ID in attributes:
                 raw = attributes[sc.GEN_AI_CONVERSATION_ID]
+                key = self._trace_starts(span, raw)
             elif sc.SESSION_ID in attributes:
                 raw = attributes[sc.SESSION_ID]
+                key = self._trace_starts(span, raw)
             else:
                 # Ours (an agent run's), else the official GenAI instrumentations' (set on their spans at end
-                # only: numbered under it now, the span is filed where it is numbered).
-                raw = from_context = current_conversation_id(parent_context) or peer_conversation_id(parent_context)
-            sequence = self.next_sequence(session_key(raw))
+                # only: numbered under it now, the span is filed where it is numbered), else the session an
+                # earlier span of the same trace started with (another instrumentation's run span that names its
+                # session, over model calls that do not): a run's session is its trace's.
+                raw = from_context = (
+                    current_conversation_id(parent_context)
+                    or peer_conversation_id(parent_context)
+                    or self._trace_sessions.get(span.context.trace_id)
+                )
+                key = session_key(raw)
+            sequence = self.next_sequence(key)
             if isinstance(backing, dict) and getattr(span_attributes(span), "_immutable", True) is False:
                 # Our own, already valid values into the span's backing dict: ``set_attribute`` would take the
                 # span's and the mapping's locks and validate each value (about a third of this method's cost).

@@ -28,6 +28,7 @@ from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.redaction.reasons import REDACTOR_ERROR
 from otel_agentdiag.redaction.redactor import _DRIFT_LIMIT as _DRIFT_LIMIT  # read by tests
 from otel_agentdiag.redaction.redactor import SpanRedactor, attributes_with_ids
+from otel_agentdiag.redaction.undeclared import note_undeclared
 
 __all__ = ["RedactingSpanProcessor", "SpanRedactor", "attributes_with_ids"]
 
@@ -77,8 +78,13 @@ class RedactingSpanProcessor(SpanProcessor):
         propagate_conversation: bool = True,
         redact_in_worker: bool = False,
         content: ContentRecorder | None = None,
+        warn_undeclared: bool = False,
     ) -> None:
         self._next = span_processor
+        self._warn_undeclared = warn_undeclared
+        """The user's pipeline (``configure()``, :func:`otel_agentdiag.redacting`): warn once per kind when a name no
+        code declared leaves as ``_OTHER`` (:mod:`~otel_agentdiag.redaction.undeclared`). Off for the redactions
+        of stored or test data (ingest, the canary), whose names are not the running agent's."""
         self._content = content
         """The local store's branch only: captured content moves from each ended span onto its redacted copy."""
         self._propagate = propagate_conversation
@@ -171,6 +177,8 @@ class RedactingSpanProcessor(SpanProcessor):
             clean = self.redactor.redact(span)
             if self._content is not None:
                 self._content.transfer(span, clean)
+            if self._warn_undeclared:
+                note_undeclared(clean)
             return clean, False
         except Exception as exc:  # noqa: BLE001 - fail closed: never export the original
             return self._fail_closed(span, exc)
@@ -206,6 +214,7 @@ class RedactingSpanProcessor(SpanProcessor):
         out: list[ReadableSpan | None] = []
         redact = self.redactor.redact
         content = self._content
+        warn = self._warn_undeclared
         redacted = 0
         for span in spans:
             clean: ReadableSpan | None
@@ -213,6 +222,8 @@ class RedactingSpanProcessor(SpanProcessor):
                 clean = done = redact(span)
                 if content is not None:
                     content.transfer(span, done)
+                if warn:
+                    note_undeclared(done)
                 redacted += 1
             except Exception as exc:  # noqa: BLE001 - fail closed and count
                 clean = self._finish_failed(span, exc)

@@ -17,6 +17,7 @@ from opentelemetry.trace import StatusCode
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.jsonsafe import finite
 from otel_agentdiag._internal.money import amount, budget_of, cost_value, leaves_cost
+from otel_agentdiag._internal.names import other_reason
 from otel_agentdiag.diagnostics.status import iso_utc
 from otel_agentdiag.storage.rows import ConversationSummary, RunSummary, StoredContent, StoredSpan
 
@@ -192,6 +193,8 @@ def _span_json(span: ViewSpan, depth: int, origin: int, children: int) -> dict[s
         "duration_ns": _duration_ns(span.start_ns, span.end_ns),
         "status": span.status,
         "error_type": attributes.get(sc.ERROR_TYPE),
+        # Why a name reads _OTHER (never the name): None when none does, or nothing says why.
+        "name_note": other_reason(attributes, span.name) if span.kind != sc.KIND_ITERATION else None,
         "model": _model(attributes),
         "tokens": {"own": _usage(attributes, _OWN_USAGE), "rollup": _usage(attributes, _ROLLUP_USAGE)},
         # A leaf's own cost (an LLM call) and a run's or iteration's roll-up; None when there is none.

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from otel_agentdiag import semconv as sc
 from otel_agentdiag.diagnostics.receipt import (
     COUNT_KEYS,
     REASONS,
@@ -325,6 +326,21 @@ def test_status_repetition_counts_consecutive_calls_of_one_tool() -> None:
     s = project(spans, judge(ReceiptInput(SESSION, spans, [stats(n)])), session=SESSION, as_of_ns=None)
     assert (s.repetition_tool, s.repetition_longest, s.repetition_suspected) == ("a", 3, True)
     assert "repetition_suspected" in s.signals
+
+
+def test_status_repetition_counts_real_names_only() -> None:
+    """Different tools whose names all read _OTHER (undeclared) are not one tool called again and again."""
+    spans = [span(0, kind="run"), span(1, parent=0, kind="iteration")]
+    n = 2
+    for name in [sc.OTHER_VALUE, sc.OTHER_VALUE, "a", sc.OTHER_VALUE, sc.OTHER_VALUE, sc.OTHER_VALUE]:
+        spans += [llm(n, finish="tool_calls"), tool(n + 1, name)]
+        n += 2
+    s = project(spans, judge(ReceiptInput(SESSION, spans, [stats(n)])), session=SESSION, as_of_ns=None)
+    assert (s.repetition_tool, s.repetition_longest, s.repetition_suspected) == ("a", 1, False)
+    assert "repetition_suspected" not in s.signals
+    only_unknown = spans[:2] + [tool(2 + i, sc.OTHER_VALUE) for i in range(4)]
+    s = project(only_unknown, judge(ReceiptInput(SESSION, only_unknown, [stats(6)])), session=SESSION, as_of_ns=None)
+    assert (s.repetition_tool, s.repetition_longest, s.repetition_suspected) == (None, 0, False)
 
 
 def test_status_stall_needs_an_active_session_and_a_time() -> None:

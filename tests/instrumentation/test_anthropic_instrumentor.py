@@ -18,7 +18,10 @@ from fakes.openai_server import FakeModelServer
 from llm_spans import attempts, raw_ids, usage_keys
 from opentelemetry.trace import SpanKind, StatusCode
 
+import otel_agentdiag
 from otel_agentdiag.instrumentation.anthropic import AnthropicInstrumentor
+from otel_agentdiag.pipeline.adapters import map_span
+from otel_agentdiag.storage import SpanStore
 
 pytestmark = [pytest.mark.usefixtures("anthropic_instrumented"), pytest.mark.anyio]
 
@@ -246,9 +249,33 @@ def test_sdk_span_is_the_one_llm_span_when_the_sdk_traces(server: FakeModelServe
     assert span.instrumentation_scope is not None
     assert span.instrumentation_scope.name != "otel_agentdiag.instrumentation.anthropic"
     attributes = span.attributes or {}
-    assert attributes["agentdiag.kind"] == "llm"
+    # Left the SDK's: the convention adapter maps it (not ours, so never taken for a copy of a call of ours).
+    assert "agentdiag.kind" not in attributes
     assert attributes["gen_ai.provider.name"] == "anthropic"
     assert [a["http.request.resend_count"] for a in attempts(span)] == [0, 1]
+    mapped = map_span(attributes, span.name)
+    assert mapped is not None and mapped.kind == "llm"
+    # The SDK's cache-write and stop-reason keys become ours; the usage it reports stays on the leaf.
+    assert mapped.set["gen_ai.usage.cache_creation.input_tokens"] == attributes["gen_ai.usage.cache_write.input_tokens"]
+    assert mapped.set["gen_ai.response.finish_reasons"] == ("end_turn",)
+    assert attributes["gen_ai.usage.input_tokens"] > 0
+
+
+def test_sdk_span_is_priced_and_named_in_the_pipeline(server: FakeModelServer, tmp_path: Any) -> None:
+    """Through configure(): the SDK's own span is the call's one LLM leaf, named, with its usage and its cost."""
+    diag = otel_agentdiag.configure(service_name="anthropic-sdk", store=tmp_path / "t.db", set_global=False)
+    try:
+        claude = client(server, open_telemetry={"tracer_provider": diag.tracer_provider})
+        claude.messages.create(model="claude-haiku-4-5", max_tokens=64, messages=MESSAGES)
+    finally:
+        diag.shutdown()
+    with SpanStore(tmp_path / "t.db", create=False) as store:
+        (trace,) = store.list_traces()
+        (span,) = store.get_trace(trace.trace_id)
+    assert (span.kind, span.name) == ("llm", "chat claude-haiku-4-5")
+    assert span.attributes["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert span.attributes["gen_ai.usage.cache_creation.input_tokens"] > 0
+    assert span.attributes["agentdiag.cost.usd"] > 0
 
 
 def test_sdk_span_owns_the_stream_helper_too(server: FakeModelServer, spans: Spans) -> None:
@@ -256,7 +283,8 @@ def test_sdk_span_owns_the_stream_helper_too(server: FakeModelServer, spans: Spa
     with claude.messages.stream(model=MODEL, max_tokens=64, messages=MESSAGES) as stream:
         stream.get_final_message()
     gc.collect()
-    (span,) = spans.llm()
+    (span,) = spans.finished()
+    assert map_span(span.attributes or {}, span.name) is not None
     assert span.instrumentation_scope is not None
     assert span.instrumentation_scope.name != "otel_agentdiag.instrumentation.anthropic"
     assert len(spans.finished()) == 1

@@ -358,3 +358,22 @@ def test_with_capture_on_the_content_reaches_the_local_table_only(tmp_path: Path
     finally:
         conn.close()
     assert not [s for s in SENTINELS if s in spans_text]
+
+
+@pytest.mark.parametrize(
+    ("module", "provider"),
+    [
+        ("llama_index.llms.openai.base", "openai"),
+        ("llama_index.llms.anthropic.base", "anthropic"),
+        ("llama_index.llms.azure_openai.base", "azure.ai.openai"),
+        ("my_app.llms", "llama_index"),  # a class of one's own: no provider we can tell
+    ],
+)
+def test_a_model_calls_provider_is_its_llm_packages(module: str, provider: str) -> None:
+    """LlamaIndex's integrations live in ``llama_index.llms.<provider>``: the model call names that provider (its
+    cost is then found in the price table), not the framework."""
+    from otel_agentdiag.instrumentation.llama_index._mapping import llm_span
+
+    llm_class = type("SomeLLM", (), {"__module__": module, "model": "gpt-4o-mini"})
+    _name, attributes = llm_span(llm_class(), "chat")
+    assert attributes["gen_ai.provider.name"] == provider

@@ -4,6 +4,7 @@ counted, our kinds are spoken back in OpenInference's words)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -23,14 +24,20 @@ SENTINEL = "SENTINEL-ADAPTER-4e1d"
 HASH_KEY = bytes.fromhex("442f18475e673d6886dacd45328a7ec155d9a207f69c7098cd618ac0ac152443")
 
 
-def span(attributes: dict[str, Any], name: str = "step", span_id: int = 2, parent_id: int | None = 1) -> ReadableSpan:
+def span(
+    attributes: dict[str, Any], name: str = "step", span_id: int = 2, parent_id: int | None = 1, start_time: int = 1
+) -> ReadableSpan:
     ctx = SpanContext(TRACE, span_id, False, TraceFlags(1))
     parent = SpanContext(TRACE, parent_id, False, TraceFlags(1)) if parent_id is not None else None
-    return ReadableSpan(name=name, context=ctx, parent=parent, attributes=attributes, start_time=1, end_time=2)
+    return ReadableSpan(
+        name=name, context=ctx, parent=parent, attributes=attributes, start_time=start_time, end_time=start_time + 1
+    )
 
 
-def adapt(attributes: dict[str, Any], name: str = "step", owners: LLMCallOwners | None = None) -> ReadableSpan:
-    return ConventionAdapter(owners).adapt(span(attributes, name))
+def adapt(
+    attributes: dict[str, Any], name: str = "step", owners: LLMCallOwners | None = None, start_time: int = 1
+) -> ReadableSpan:
+    return ConventionAdapter(owners).adapt(span(attributes, name, start_time=start_time))
 
 
 def attrs(s: ReadableSpan) -> dict[str, Any]:
@@ -59,7 +66,7 @@ def test_our_span_and_an_unknown_span_are_passed_on_as_they_are() -> None:
     ("operation", "kind"),
     [
         ("invoke_agent", "run"),
-        ("create_agent", "run"),
+        ("create_agent", "other"),  # building an agent (AutoGen, in a trace of its own) is no run of it
         ("invoke_workflow", "run"),
         ("chat", "llm"),
         ("text_completion", "llm"),
@@ -507,3 +514,159 @@ def test_openinference_finish_reason_becomes_ours() -> None:
     assert out[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
     clean = attrs(redactor().redact(adapt({"openinference.span.kind": "LLM", "llm.finish_reason": SENTINEL})))
     assert SENTINEL not in repr(clean)  # not a documented finish reason: the policy's closed set says _OTHER
+
+
+# --- values other libraries write in shapes the policy would refuse (issue 32) --------------------------------
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"gen_ai.operation.name": "chat", "server.address": "https://api.example.com:8443/v1?k=1"}, "api.example.com"),
+        ({"gen_ai.operation.name": "chat", "server.address": "http://user:pw@127.0.0.1:9/x"}, "127.0.0.1"),
+        ({"gen_ai.operation.name": "chat", "server.address": "api.example.com"}, "api.example.com"),
+        ({"gen_ai.operation.name": "chat", "server.address": "https://"}, None),
+    ],
+)
+def test_a_url_in_server_address_keeps_its_host(given: dict[str, Any], expected: str | None) -> None:
+    """Semantic Kernel writes its endpoint there: not a violation that quarantines the session, a host."""
+    out = adapt(given)
+    assert attrs(out).get("server.address") == expected
+    redacted = redactor().redact(out)
+    assert (redacted.attributes or {}).get("agentdiag.redaction.public_safety_violation") is None
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "expected"),
+    [
+        ("OpenAI", "gpt-4o-mini", "openai"),  # Agno
+        ("Anthropic", "claude-haiku-4-5", "anthropic"),
+        ("strands-agents", "gpt-4o-mini", "openai"),  # the framework, not the model's provider
+        ("strands-agents", "openai/gpt-4.1-mini", "openai"),
+        ("strands-agents", "a-model-no-table-prices", "strands-agents"),  # unknown: left as it was
+        ("litellm", "anthropic/claude-haiku-4-5", "anthropic"),
+        ("google", "gemini-2.5-flash", "gcp.gemini"),
+    ],
+)
+def test_provider_spellings_become_the_conventions_values(provider: str, model: str, expected: str) -> None:
+    out = attrs(
+        adapt({"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.request.model": model})
+    )
+    assert out["gen_ai.provider.name"] == expected
+
+
+@pytest.mark.parametrize(
+    ("reasons", "expected"),
+    [
+        (("FinishReason.TOOL_CALLS",), ("tool_calls",)),  # Semantic Kernel: an enum's repr
+        (("END_TURN", "length"), ("end_turn", "length")),
+        (("STOP",), ("STOP",)),  # a documented value already (Gemini spells its reasons so)
+        ("FinishReason.STOP", ("stop",)),
+        (("FinishReason.NOT_A_REASON",), ("FinishReason.NOT_A_REASON",)),  # unknown: the policy makes it _OTHER
+    ],
+)
+def test_finish_reasons_in_other_spellings_become_documented_ones(reasons: Any, expected: tuple[str, ...]) -> None:
+    out = attrs(adapt({"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": reasons}))
+    assert tuple(out["gen_ai.response.finish_reasons"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("attributes", "priced"),
+    [
+        # LiteLLM and DSPy name models with their provider's prefix.
+        ({"openinference.span.kind": "LLM", "llm.model_name": "openai/gpt-4.1-mini", "llm.provider": "openai"}, True),
+        ({"gen_ai.operation.name": "chat", "gen_ai.provider.name": "OpenAI", "gen_ai.request.model": "gpt-4o"}, True),
+        (
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "strands-agents",
+                "gen_ai.request.model": "gpt-4o",
+            },
+            True,
+        ),
+        ({"gen_ai.operation.name": "chat", "gen_ai.request.model": "a-model-no-table-prices"}, False),
+    ],
+)
+def test_peer_model_calls_are_priced_whatever_the_spelling(attributes: dict[str, Any], priced: bool) -> None:
+    usage = {"gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 100}
+    if "openinference.span.kind" in attributes:
+        usage = {"llm.token_count.prompt": 1000, "llm.token_count.completion": 100}
+    out = attrs(adapt({**attributes, **usage}, name="llm", start_time=time.time_ns()))  # priced as of today
+    assert (out.get(sc.AGENTDIAG_COST_USD, 0) > 0) is priced
+
+
+def test_the_anthropic_sdks_own_span_maps_its_keys() -> None:
+    out = attrs(
+        adapt(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "anthropic",
+                "gen_ai.request.model": "claude-haiku-4-5",
+                "gen_ai.usage.input_tokens": 120,
+                "gen_ai.usage.output_tokens": 17,
+                "gen_ai.usage.cache_write.input_tokens": 21,
+                "anthropic.message.stop_reason": "tool_use",
+            },
+            name="anthropic.messages.create",
+            start_time=time.time_ns(),
+        )
+    )
+    assert out[sc.AGENTDIAG_KIND] == sc.KIND_LLM
+    assert out["gen_ai.usage.cache_creation.input_tokens"] == 21
+    assert tuple(out["gen_ai.response.finish_reasons"]) == ("tool_use",)
+    assert out[sc.AGENTDIAG_COST_USD] > 0
+
+
+def test_tool_definitions_on_a_peer_llm_span_register_their_names() -> None:
+    """OpenInference's llm.tools.*, OpenLLMetry's llm.request.functions.*, the conventions' gen_ai.tool.definitions:
+    code, registered before a tool span using the name is judged; a name the model invents stays _OTHER."""
+    import json
+    import secrets
+
+    from otel_agentdiag._internal.names import default_registry
+
+    a, b, c = (f"tool_{secrets.token_hex(4)}" for _ in range(3))
+    adapter = ConventionAdapter()
+    adapter.adapt_batch(
+        [
+            span({"openinference.span.kind": "LLM", "llm.tools.0.tool.json_schema": json.dumps({"name": a})}, "llm"),
+            span({"llm.request.type": "chat", "llm.request.functions.0.name": b}, "openai.chat", span_id=3),
+            span(
+                {"gen_ai.operation.name": "chat", "gen_ai.tool.definitions": json.dumps([{"name": c}])}, "c", span_id=4
+            ),
+        ]
+    )
+    assert {a, b, c} <= default_registry.tools
+    judge = SpanRedactor(STRICT, IdHasher(HASH_KEY), default_registry)  # the process-wide registry, as configure()
+    tool = adapter.adapt(span({"openinference.span.kind": "TOOL", "tool.name": a}, a, span_id=5))
+    assert (judge.redact(tool).attributes or {})["gen_ai.tool.name"] == a
+    invented = adapter.adapt(span({"openinference.span.kind": "TOOL", "tool.name": "made_up_x"}, "x", span_id=6))
+    assert (judge.redact(invented).attributes or {})["gen_ai.tool.name"] == "_OTHER"
+
+
+def test_semantic_kernels_singular_finish_reason_and_agent_tool_definitions() -> None:
+    """Semantic Kernel: ``gen_ai.response.finish_reason`` (one, an enum's repr) on its chat spans, and the agent's
+    tool definitions on its ``invoke_agent`` span (registered, so its ``execute_tool`` spans keep their names)."""
+    import json
+    import secrets
+
+    from otel_agentdiag._internal.names import default_registry
+
+    chat = attrs(adapt({"gen_ai.operation.name": "chat", "gen_ai.response.finish_reason": "FinishReason.TOOL_CALLS"}))
+    assert tuple(chat["gen_ai.response.finish_reasons"]) == ("tool_calls",)
+    name = f"WeatherPlugin-get_weather_{secrets.token_hex(3)}"
+    definitions = json.dumps([{"type": "function", "name": name, "description": SENTINEL}])
+    adapt({"gen_ai.operation.name": "invoke_agent", "gen_ai.tool.definitions": definitions})
+    assert name in default_registry.tools
+
+
+@pytest.mark.parametrize(
+    ("reasons", "expected"),
+    [
+        ('["tool_calls"]', ("tool_calls",)),
+        ('["FinishReason.STOP", "length"]', ("stop", "length")),
+        ("[not json", ("[not json",)),
+    ],
+)
+def test_finish_reasons_as_json_text_become_an_array(reasons: str, expected: tuple[str, ...]) -> None:
+    """AG2 writes the array as JSON text."""
+    out = attrs(adapt({"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": reasons}))
+    assert tuple(out["gen_ai.response.finish_reasons"]) == expected

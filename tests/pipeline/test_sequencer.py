@@ -73,6 +73,39 @@ def test_spans_are_numbered_per_session_in_start_order(traced) -> None:
     assert re.fullmatch(r"[0-9a-f]{16}", sequencer.observer_id)
 
 
+def test_a_trace_whose_run_names_its_session_files_its_other_spans_there(traced) -> None:
+    """Another instrumentation names the session on its run span only (OpenInference's Agno and Haystack spans,
+    a model call of our OpenAI instrumentor inside them): every span of that trace started after it is numbered
+    and filed in that session, not in "(no session)". Other traces are not."""
+    provider, _sequencer, memory = traced
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("peer-run", attributes={sc.SESSION_ID: "s-1"}):  # 0 in s-1
+        with tracer.start_as_current_span("peer-llm"):  # 1 in s-1: the trace's session
+            pass
+        with agentdiag.tool_call("t"):  # 2 in s-1: ours too
+            pass
+    with tracer.start_as_current_span("other-trace"):  # 0 outside any session
+        pass
+    assert _numbers(memory) == {
+        "peer-run": ("s-1", 0),
+        "peer-llm": ("s-1", 1),
+        "execute_tool t": ("s-1", 2),
+        "other-trace": (None, 0),
+    }
+
+
+def test_openinference_using_session_files_our_spans_in_its_session(traced) -> None:
+    """OpenInference carries its session in the context (``using_session``) and sets it on its own spans only: a
+    model or tool call of ours inside is part of the same session."""
+    from openinference.instrumentation import using_session
+
+    _provider, _sequencer, memory = traced
+    with using_session("s-oi"):
+        with agentdiag.tool_call("t"):
+            pass
+    assert _numbers(memory) == {"execute_tool t": ("s-oi", 0)}
+
+
 def test_ids_with_one_digest_share_one_numbering() -> None:
     hasher = IdHasher(b"53ebc79aad7b9afad620a8e3cd9fadb5dbbb7504ec0b749d11d20cafc9014885")
     same = [("42", 42), ("é", "e\u0301")]  # decimal text of an int; NFC and NFD spellings

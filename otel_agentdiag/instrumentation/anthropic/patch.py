@@ -20,7 +20,16 @@ from opentelemetry import trace
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation._base import LLMCallState
 from otel_agentdiag.instrumentation._stream import TextBuffer
-from otel_agentdiag.instrumentation._values import as_float, as_int, as_str, get, given, put, server_attributes
+from otel_agentdiag.instrumentation._values import (
+    as_float,
+    as_int,
+    as_str,
+    get,
+    given,
+    put,
+    raw_answer,
+    server_attributes,
+)
 
 PROVIDER = "anthropic"
 
@@ -75,8 +84,9 @@ def _answer(message: Any, content: Any, stop_reason: Any) -> list[dict[str, Any]
 
 def message_outputs(message: Any) -> Any:
     """The answer's content: ``[{"role": "assistant", "content": <its content blocks>, "stop_reason"}]``."""
+    message = raw_answer(message)
     if get(message, "type") != "message":
-        return None  # a raw response (with_raw_response) or something else
+        return None  # a stream's raw response (unread) or something else
     return _answer(message, get(message, "content"), get(message, "stop_reason"))
 
 
@@ -95,8 +105,9 @@ def _usage(usage: Any, out: dict[str, Any]) -> None:
 
 def message_response(message: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    message = raw_answer(message)  # with_raw_response: the body the SDK read
     if get(message, "type") != "message":
-        return out  # a raw response (with_raw_response) or something else
+        return out  # a stream's raw response (unread) or something else
     put(out, sc.GEN_AI_RESPONSE_MODEL, as_str(get(message, "model")))
     put(out, sc.GEN_AI_RESPONSE_ID, as_str(get(message, "id")))
     reason = as_str(get(message, "stop_reason"))
@@ -289,10 +300,14 @@ def sdk_traces_call(instance: Any) -> bool:
 
 class SDKSpanCall(LLMCallState):
     """A call the anthropic SDK traces itself: its span is the one LLM span. While the SDK sends the request
-    its span is current; each HTTP attempt marks it ``agentdiag.kind=llm`` and records the attempt on it. Its
+    its span is current; each HTTP attempt is recorded on it. The span stays the SDK's (a GenAI-convention
+    ``chat`` span): the convention adapter maps it on the batch worker like any peer's model call (kind ``llm``,
+    its cache-write and stop-reason keys, its cost), so it is never taken for a copy of a call of ours. Its
     content is the SDK's to record (its own ``content_mode``), not ours."""
 
     __slots__ = ()
+
+    defers = True
 
     def __init__(self) -> None:
         super().__init__(trace.INVALID_SPAN, owns=False, content=False)
@@ -301,5 +316,4 @@ class SDKSpanCall(LLMCallState):
         span = trace.get_current_span()
         if span.is_recording():
             self.span = span
-            self.set_attributes({sc.AGENTDIAG_KIND: sc.KIND_LLM})
         super().record_attempt(status_code, error)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.providers import provider_of_module
 
 __all__ = [
     "ERROR_TYPE_TOOL_ERROR",
@@ -27,7 +28,10 @@ __all__ = [
 ]
 
 PROVIDER = "llama_index"
-"""``gen_ai.provider.name`` of a model call: LlamaIndex's LLM classes do not name their provider in a common field."""
+"""``gen_ai.provider.name`` of a model call whose LLM class names no provider we know: LlamaIndex's LLM classes do not
+name their provider in a common field, but its integrations live in ``llama_index.llms.<provider>`` packages
+(``llama_index.llms.openai`` → ``openai``), which is read first."""
+_LLM_PACKAGES = "llama_index.llms."
 
 ERROR_TYPE_TOOL_ERROR = "llama_index.tool_error"
 """``error.type`` of a tool call whose ``ToolOutput`` says ``is_error`` while the tool raised nothing."""
@@ -103,7 +107,8 @@ def llm_span(llm: Any, method: str) -> tuple[str, dict[str, Any]]:
     """The name and start attributes of a model call's span: ``chat`` or ``text_completion``, the model from the
     LLM's ``metadata.model_name`` (LlamaIndex's ``"unknown"`` placeholder is no model)."""
     operation = sc.OP_TEXT_COMPLETION if "complete" in method else sc.OP_CHAT
-    attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: operation, sc.GEN_AI_PROVIDER_NAME: PROVIDER}
+    provider = provider_of_module(type(llm).__module__, _LLM_PACKAGES) or PROVIDER
+    attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: operation, sc.GEN_AI_PROVIDER_NAME: provider}
     try:
         model = _name(getattr(getattr(llm, "metadata", None), "model_name", None))
     except Exception:  # noqa: BLE001 - a metadata property of a third-party LLM class may raise

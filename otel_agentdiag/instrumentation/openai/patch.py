@@ -15,7 +15,16 @@ from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation._stream import TextBuffer
-from otel_agentdiag.instrumentation._values import as_float, as_int, as_str, get, given, put, server_attributes
+from otel_agentdiag.instrumentation._values import (
+    as_float,
+    as_int,
+    as_str,
+    get,
+    given,
+    put,
+    raw_answer,
+    server_attributes,
+)
 from otel_agentdiag.instrumentation._wrappers import NoStream
 
 PROVIDER = "openai"
@@ -104,8 +113,9 @@ def _response_basics(response: Any, out: dict[str, Any]) -> None:
 
 def chat_response(response: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    response = raw_answer(response)  # with_raw_response: the body the SDK read
     if get(response, "object") != "chat.completion":
-        return out  # a raw response (with_raw_response) or something else: nothing to read without consuming it
+        return out  # a stream's raw response (unread) or something else: nothing to read without consuming it
     _response_basics(response, out)
     reasons = [r for r in (as_str(get(c, "finish_reason")) for c in get(response, "choices") or ()) if r]
     if reasons:
@@ -116,8 +126,9 @@ def chat_response(response: Any) -> dict[str, Any]:
 
 def chat_outputs(response: Any) -> Any:
     """The answer's content: its choices, as ``[{"index", "finish_reason", "message"}]``."""
+    response = raw_answer(response)
     if get(response, "object") != "chat.completion":
-        return None  # a raw response (with_raw_response): nothing to read without consuming it
+        return None  # a stream's raw response (unread): nothing to read without consuming it
     return [
         {"index": get(c, "index"), "finish_reason": get(c, "finish_reason"), "message": get(c, "message")}
         for c in get(response, "choices") or ()
@@ -303,6 +314,7 @@ def responses_inputs(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def responses_outputs(response: Any) -> Any:
     """The answer's content: the response's ``output`` items."""
+    response = raw_answer(response)
     if get(response, "object") != "response":
         return None
     return get(response, "output")
@@ -322,6 +334,7 @@ def _responses_finish_reason(response: Any) -> str | None:
 
 def responses_response(response: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    response = raw_answer(response)  # with_raw_response: the body the SDK read
     if get(response, "object") != "response":
         return out
     _response_basics(response, out)
@@ -413,6 +426,7 @@ def embeddings_inputs(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def embeddings_response(response: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    response = raw_answer(response)  # with_raw_response: the body the SDK read
     if get(response, "object") != "list":
         return out
     put(out, sc.GEN_AI_RESPONSE_MODEL, as_str(get(response, "model")))

@@ -80,7 +80,6 @@ def copy_tokens(attributes: Mapping[str, Any], out: dict[str, Any], pairs: tuple
 
 OPERATION_KINDS: dict[str, str] = {
     sc.OP_INVOKE_AGENT: sc.KIND_RUN,
-    sc.OP_CREATE_AGENT: sc.KIND_RUN,
     sc.OP_INVOKE_WORKFLOW: sc.KIND_RUN,
     sc.OP_CHAT: sc.KIND_LLM,
     sc.OP_TEXT_COMPLETION: sc.KIND_LLM,
@@ -88,4 +87,6 @@ OPERATION_KINDS: dict[str, str] = {
     sc.OP_EMBEDDINGS: sc.KIND_LLM,
     sc.OP_EXECUTE_TOOL: sc.KIND_TOOL,
 }
-"""``gen_ai.operation.name`` → our kind; any other operation (``retrieval``, ``plan``, unknown ones) is ``other``."""
+"""``gen_ai.operation.name`` → our kind; any other operation (``retrieval``, ``plan``, unknown ones) is ``other``.
+``create_agent`` is ``other`` too: building an agent (AutoGen makes the span when an agent object is constructed,
+in a trace of its own) is not a run of it."""

@@ -30,11 +30,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal.declared import register_tools, tool_names_in_attributes
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.spans import span_attributes, with_attributes
 from otel_agentdiag.cost.pricing import cost_usd
 from otel_agentdiag.pipeline.adapters import genai, openinference, openllmetry
 from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, Mapped
+from otel_agentdiag.pipeline.adapters.normalise import normalise
 from otel_agentdiag.pipeline.adapters.owners import Enclosing, LLMCallOwners
 
 if TYPE_CHECKING:
@@ -52,6 +54,8 @@ _TL_REQUEST = openllmetry.REQUEST_TYPE
 _OPERATION = sc.GEN_AI_OPERATION_NAME
 _SPAN_TYPE = sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE
 _COST = sc.AGENTDIAG_COST_USD
+_DECLARING_KINDS = frozenset({sc.KIND_LLM, sc.KIND_RUN})
+"""Mapped spans whose tool definitions are read (``_internal.declared.tool_names_in_attributes``)."""
 
 
 def map_span(attributes: Mapping[str, Any], name: str, scope: str | None = None) -> Mapped | None:
@@ -116,6 +120,10 @@ class ConventionAdapter:
             mapped = map_span(attributes, span.name, None if scope is None else scope.name)
             if mapped is None:
                 return span
+            if mapped.kind in _DECLARING_KINDS:
+                # The tools a request offered the model (on an LLM span), or an agent declares (Semantic Kernel's
+                # run span), are code: registered before any tool span using them is judged (tools end later).
+                register_tools(tool_names_in_attributes(attributes))
             duplicate = mapped.kind == sc.KIND_LLM and self._duplicate(span)
             adapted = _rebuild(span, attributes, mapped, duplicate)
             content = self.content
@@ -165,6 +173,7 @@ def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, 
     for key, value in mapped.set.items():
         if key not in out:
             out[key] = value
+    normalise(out)
     if duplicate:
         kind, name, span_type = sc.KIND_OTHER, sc.FRAMEWORK_SPAN_NAME, DUPLICATE_LLM_CALL
         out.pop(_OPERATION, None)  # one model call, one `chat {model}` span: ours

@@ -4,10 +4,10 @@ As the official instrumentations (``opentelemetry-instrumentation-genai-*``, ``o
 OpenLLMetry 0.4x+ and frameworks with their own OpenTelemetry output (Pydantic AI, Google ADK, Strands) emit them.
 
 Our span model *is* these conventions, so little moves: the operation gives the kind (``invoke_agent``,
-``create_agent``, ``invoke_workflow`` → ``run``; ``chat``, ``text_completion``, ``generate_content``,
-``embeddings`` → ``llm``; ``execute_tool`` → ``tool``; ``retrieval``, ``plan`` and unknown operations →
-``other``), the older usage keys (``gen_ai.usage.prompt_tokens`` / ``completion_tokens``) move to
-``input_tokens`` / ``output_tokens``, and ``gen_ai.system`` fills a missing ``gen_ai.provider.name``.
+``invoke_workflow`` → ``run``; ``chat``, ``text_completion``, ``generate_content``, ``embeddings`` → ``llm``;
+``execute_tool`` → ``tool``; ``create_agent`` (building an agent, not running it), ``retrieval``, ``plan`` and
+unknown operations → ``other``), the older usage keys (``gen_ai.usage.prompt_tokens`` / ``completion_tokens``)
+move to ``input_tokens`` / ``output_tokens``, and ``gen_ai.system`` fills a missing ``gen_ai.provider.name``.
 
 Roll-ups: Pydantic AI writes the sum of a run's usage on its ``invoke_agent`` span as
 ``gen_ai.aggregated_usage.*`` (its own namespace, so that backends summing ``gen_ai.usage.*`` do not count it
@@ -37,7 +37,7 @@ from otel_agentdiag.pipeline.adapters._common import (
 )
 from otel_agentdiag.redaction import keys as _keys
 
-__all__ = ["AGGREGATED_USAGE", "LOOP_STEP_KEYS", "OLD_USAGE", "adapt", "recognises"]
+__all__ = ["AGGREGATED_USAGE", "LOOP_STEP_KEYS", "OLD_USAGE", "VENDOR_FINISH_REASONS", "adapt", "recognises"]
 
 LOOP_STEP_KEYS: dict[str, str] = {"execute_event_loop_cycle": "event_loop.cycle_id"}
 """A framework's loop-step operation → the key of its own that marks the span as one (Strands' event-loop cycle)."""
@@ -48,8 +48,15 @@ OLD_USAGE: tuple[tuple[str, str], ...] = (
     ("gen_ai.usage.cache_read_input_tokens", sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
     ("gen_ai.usage.cache_creation_input_tokens", sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
     ("gen_ai.usage.reasoning_tokens", sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
+    ("gen_ai.usage.cache_write.input_tokens", sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
 )
-"""Older semantic-convention (and OpenLLMetry) usage keys → today's."""
+"""Older semantic-convention (and OpenLLMetry) usage keys, and the Anthropic SDK's own spelling of cache writes
+(``gen_ai.usage.cache_write.input_tokens``, also ``opentelemetry-util-genai``'s) → today's."""
+
+VENDOR_FINISH_REASONS: tuple[str, ...] = ("gen_ai.response.finish_reason", "anthropic.message.stop_reason")
+"""Keys other libraries give the one finish reason of an answer (Semantic Kernel's singular
+``gen_ai.response.finish_reason``, the Anthropic SDK's own spans' stop reason), read when the span has no
+``gen_ai.response.finish_reasons``."""
 
 AGGREGATED_USAGE: tuple[tuple[str, str], ...] = tuple(
     (
@@ -79,6 +86,12 @@ def adapt(attributes: Mapping[str, Any]) -> Mapped:
             return Mapped(sc.KIND_ITERATION, out, name=sc.ITERATION_SPAN_NAME)
     if kind == sc.KIND_LLM:
         copy_tokens(attributes, out, OLD_USAGE)
+        if sc.GEN_AI_RESPONSE_FINISH_REASONS not in attributes:
+            for key in VENDOR_FINISH_REASONS:
+                reason = attributes.get(key)
+                if type(reason) is str and 0 < len(reason) <= 64:
+                    out[sc.GEN_AI_RESPONSE_FINISH_REASONS] = (reason,)  # the policy's closed set judges it
+                    break
     elif kind == sc.KIND_RUN:
         copy_tokens(attributes, out, AGGREGATED_USAGE)
     span_type = None

@@ -404,6 +404,7 @@ function spanCard(span) {
       ["duration", duration(span.duration_ns)],
       ["starts at", `+${duration(span.offset_ns)}`],
       ["error type", span.error_type ? el("span", { class: "error-type", text: span.error_type }) : null],
+      ["_OTHER", span.name_note],
       ["model", span.model],
       ["tokens", tokens(span)],
       ["cost", cost(span)],
