@@ -207,21 +207,3 @@ class NameRegistry:
 
 default_registry = NameRegistry()
 """The process-wide registry used by the wrappers and, unless told otherwise, by the redacting processor."""
-
-
-OTHER_UNDECLARED = "a name no code declared (agentdiag.register_names, @agentdiag.tool, or the request's tools)"
-OTHER_REFUSED = "a name refused by the public-safety check (it looked like a secret)"
-
-_NAME_ATTRIBUTES = (sc.GEN_AI_TOOL_NAME, sc.GEN_AI_AGENT_NAME, sc.AGENTDIAG_GUARDRAIL_NAME)
-
-
-def other_reason(attributes: Mapping[str, object], name: str) -> str | None:
-    """Why a stored span's name (or a name attribute) reads ``_OTHER``, from the redaction counters on it: for
-    ``agentdiag show`` and the viewer. None when no name reads ``_OTHER`` or no counter says why."""
-    if not name.endswith(sc.OTHER_VALUE) and not any(attributes.get(k) == sc.OTHER_VALUE for k in _NAME_ATTRIBUTES):
-        return None
-    if attributes.get(sc.AGENTDIAG_REDACTION_PREFIX + "unregistered_name"):
-        return OTHER_UNDECLARED
-    if attributes.get(sc.AGENTDIAG_REDACTION_PREFIX + "public_safety_violation"):
-        return OTHER_REFUSED
-    return None

@@ -59,10 +59,16 @@ _SDK: tuple[type, ...] = ()
 """The SDK's span classes (``ReadableSpan``, ``Span``), once :func:`with_attributes` has imported them."""
 
 
-def with_attributes(span: ReadableSpan, attributes: Mapping[str, Any], name: str | None = None) -> ReadableSpan:
-    """A copy of ``span`` with ``attributes``, and ``name`` when given. An SDK span's own fields are read (never
-    written): its public properties copy events and links into new tuples, which a copy per span need not pay.
-    Any other span is read through its public properties."""
+_KEEP: Any = object()
+"""``parent`` of :func:`with_attributes` left as the span's own."""
+
+
+def with_attributes(
+    span: ReadableSpan, attributes: Mapping[str, Any], name: str | None = None, parent: Any = _KEEP
+) -> ReadableSpan:
+    """A copy of ``span`` with ``attributes``, and ``name`` and ``parent`` (a ``SpanContext``) when given. An SDK
+    span's own fields are read (never written): its public properties copy events and links into new tuples,
+    which a copy per span need not pay. Any other span is read through its public properties."""
     global _SDK
     if not _SDK:
         from opentelemetry.sdk.trace import ReadableSpan as Readable
@@ -74,7 +80,7 @@ def with_attributes(span: ReadableSpan, attributes: Mapping[str, Any], name: str
         return readable(  # type: ignore[no-any-return]
             name=span._name if name is None else name,
             context=span._context,
-            parent=span._parent,
+            parent=span._parent if parent is _KEEP else parent,
             resource=span._resource,
             attributes=attributes,
             events=span._events,
@@ -88,7 +94,7 @@ def with_attributes(span: ReadableSpan, attributes: Mapping[str, Any], name: str
     return readable(  # type: ignore[no-any-return]
         name=span.name if name is None else name,
         context=span.context,
-        parent=span.parent,
+        parent=span.parent if parent is _KEEP else parent,
         resource=span.resource,
         attributes=attributes,
         events=span.events,

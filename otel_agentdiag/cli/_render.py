@@ -14,7 +14,7 @@ import click
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.money import budget_of, format_usd, leaves_cost
-from otel_agentdiag._internal.names import OTHER_REFUSED, OTHER_UNDECLARED, other_reason
+from otel_agentdiag._internal.why_other import OTHER_REFUSED, OTHER_UNDECLARED, other_reason
 from otel_agentdiag.cli._common import can_encode, duration_ms, human_duration, iso_utc, printable
 from otel_agentdiag.storage.rows import StoredSpan, TraceSummary
 

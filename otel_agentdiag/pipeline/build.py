@@ -4,11 +4,13 @@ Pipeline (design.md §2; docs/architecture.md says where the code departs from i
 
     TracerProvider ─┬─ SessionSequencer (on_start: agentdiag.observer.id, agentdiag.sequence, our LLM calls)
                     ├─ ContentRecorder (only with capture_content: content onto the ended span, for the store)
-                    ├─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(local)
-                    │                                          ─ SQLiteSpanExporter
-                    └─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(strict)
-                                                               ─ OTLPSpanExporter
-                                                               (with metrics on: ─ MetricsRecorder, on one branch)
+                    └─ TraceAssembler (other instrumentations' traces: held until the root ends, then filed,
+                       │               numbered and their loop rebuilt; ours handed on at once)
+                       ├─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(local)
+                       │                                          ─ SQLiteSpanExporter
+                       └─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(strict)
+                                                                  ─ OTLPSpanExporter
+                                                                  (with metrics on: ─ MetricsRecorder, on one branch)
 
 The provider hands ended spans to the batch processors; each redacts on its worker thread, just before export,
 so the agent's thread only queues the span and no exporter ever receives anything but the redacted copy.
@@ -32,6 +34,7 @@ from otel_agentdiag.exporters.otlp_attempts import OneAttempt
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.options import AgentDiagOptions, batch_settings_from_env
 from otel_agentdiag.pipeline.adapters import ConventionAdapter
+from otel_agentdiag.pipeline.assembly import TraceAssembler
 from otel_agentdiag.pipeline.audit import warn_about_foreign_processors
 from otel_agentdiag.pipeline.batching import AccountingBatchSpanProcessor
 from otel_agentdiag.pipeline.handle import AgentDiag
@@ -82,8 +85,9 @@ def build_pipeline(
     branches = _branches(destinations, exporters, sequencer, content)
     installed = bool(branches.processors)
     metrics = _metrics(options, branches, provider, meter_provider) if options.metrics else None
+    assembler = TraceAssembler(branches.batch_processors, sequencer, content=content) if installed else None
     if installed:
-        _install(provider, sequencer, content, branches, options)
+        _install(provider, sequencer, content, assembler, options)
     if not owns_provider and installed:
         warn_about_foreign_processors(provider)  # the user's own processors see spans before redaction
     _maybe_set_global(provider, set_global)
@@ -98,6 +102,7 @@ def build_pipeline(
         batch_processors=tuple(branches.batch_processors),
         content=content if installed else None,
         metrics=metrics,
+        assembler=assembler,
     )
 
 
@@ -196,7 +201,7 @@ def _install(
     provider: TracerProvider,
     sequencer: SessionSequencer,
     content: ContentRecorder | None,
-    branches: _Branches,
+    assembler: TraceAssembler | None,
     options: AgentDiagOptions,
 ) -> None:
     """Put the built processors on the provider, in the order the pipeline needs them."""
@@ -207,10 +212,11 @@ def _install(
         provider.add_span_processor(content)
         content.install()
         _logger.info("otel-agentdiag: content capture is on; content is kept in %s only", options.store_path)
-    for batching in branches.batch_processors:
-        # Redaction runs in the batch worker, so the provider hands ended spans straight to the batch processor
-        # (one call fewer per span than through the redacting processor, whose on_end would only forward them).
-        provider.add_span_processor(batching)
+    # The assembler hands ended spans to the batch processors: at once for traces of ours, once assembled for
+    # traces another instrumentation started. Redaction runs in the batch workers (the redacting processors'
+    # on_end would only forward them).
+    assert assembler is not None
+    provider.add_span_processor(assembler)
 
 
 def _local_exporter(options: AgentDiagOptions, retention: RetentionLimits | None) -> SpanExporter | None:

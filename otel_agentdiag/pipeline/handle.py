@@ -30,6 +30,7 @@ from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 
 if TYPE_CHECKING:
     from otel_agentdiag.content.recorder import ContentRecorder
+    from otel_agentdiag.pipeline.assembly import TraceAssembler
     from otel_agentdiag.pipeline.metrics_setup import Metrics
 
 __all__ = ["AgentDiag"]
@@ -53,8 +54,11 @@ class AgentDiag:
         batch_processors: tuple[AccountingBatchSpanProcessor, ...] = (),
         content: ContentRecorder | None = None,
         metrics: Metrics | None = None,
+        assembler: TraceAssembler | None = None,
     ) -> None:
         self.options = options
+        self.assembler = assembler
+        """Holds the traces other instrumentations start until their root ends (pipeline/assembly.py)."""
         self.metrics = metrics
         """The GenAI metrics stage when metrics are on (``None`` otherwise): its recorder, provider and branch."""
         self.content = content
@@ -147,6 +151,8 @@ class AgentDiag:
         }
         if self.content is not None:
             found["content"] = self.content.stats()
+        if self.assembler is not None:
+            found["assembly"] = self.assembler.stats()
         if self.metrics is not None:
             # where (meter_provider, otlp, global), branch, spans, measurements, failed, folded_values
             found["metrics"] = self.metrics.stats()
@@ -157,6 +163,9 @@ class AgentDiag:
         if self._is_shutdown:
             return True  # nothing pending
         ok = True
+        if self.assembler is not None:  # the traces it holds first: then they are pending in the branches too
+            with handle_internal_errors("handing on held traces"):
+                self.assembler.flush_held()
         for processor in self.processors:
             ok = processor.force_flush(timeout_millis) and ok
         if self.metrics is not None:  # after the spans: what they recorded goes out too (our own provider only)
@@ -178,6 +187,9 @@ class AgentDiag:
         if self.content is not None:
             self.content.uninstall()  # nothing more is captured; what was captured still goes out below
         started = time.monotonic()
+        if self.assembler is not None:
+            with handle_internal_errors("handing on held traces"):
+                self.assembler.flush_held()
         with handle_internal_errors("shutting down"):
             self._shutdown_batching(timeout_s)
         if self.metrics is not None:  # after the batch workers recorded their last spans

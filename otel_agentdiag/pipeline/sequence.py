@@ -27,7 +27,7 @@ import secrets
 import threading
 import unicodedata
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
@@ -45,6 +45,20 @@ from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.spans import set_own_attributes, span_attributes
 from otel_agentdiag.pipeline.adapters.owners import LLMCallOwners
+
+
+class SpanHolder(Protocol):
+    """What the sequencer tells the processor that holds other instrumentations' traces
+    (:class:`~otel_agentdiag.pipeline.assembly.TraceAssembler`) about the spans that start."""
+
+    def holds(self, trace_id: int) -> bool:
+        """Whether the spans of this trace are numbered by the holder, not at start."""
+        ...
+
+    def started(self, context: Any, *, root: bool, session: str | None) -> None:
+        """A span of a held trace started, or (``root``) another instrumentation's local root."""
+        ...
+
 
 _logger = logging.getLogger(__name__)
 
@@ -95,6 +109,9 @@ class SessionSequencer(SpanProcessor):
         """Sessions forgotten to keep memory bounded (their numbering restarts if they resume)."""
         self._lock = threading.Lock()
         self._next: OrderedDict[str | None, int] = OrderedDict()
+        self.assembler: SpanHolder | None = None
+        """Set by the :class:`~otel_agentdiag.pipeline.assembly.TraceAssembler` built with this sequencer: the
+        spans of a trace another instrumentation started are numbered by it, when the trace is handed on."""
         self._trace_sessions: dict[int, str] = {}
         """Trace id → the session key the first span of that trace naming its own session started with."""
         self.llm_calls = LLMCallOwners()
@@ -121,6 +138,16 @@ class SessionSequencer(SpanProcessor):
                             traces.pop(next(iter(traces)), None)
                 traces[trace_id] = key
         return key
+
+    def file_trace(self, trace_id: int, key: str) -> None:
+        """File the spans of ``trace_id`` that start from now on without a session of their own in session ``key``
+        (the assembler, once it has handed on a trace, for the spans that trace still starts)."""
+        traces = self._trace_sessions
+        if len(traces) >= self.max_sessions:
+            with self._lock:
+                while len(traces) >= self.max_sessions:
+                    traces.pop(next(iter(traces)), None)
+        traces[trace_id] = key
 
     def next_sequence(self, key: str | None) -> int:
         """Take the next number for the session ``key`` (see :func:`session_key`)."""
@@ -154,12 +181,30 @@ class SessionSequencer(SpanProcessor):
                     self.llm_calls.mark_inside(span)
             if sc.AGENTDIAG_OBSERVER_ID in attributes:
                 return
+            assembler = self.assembler
+            root = False
+            if assembler is not None:
+                parent = span.parent
+                # Another instrumentation's local root: its trace is assembled when the root ends
+                # (pipeline/assembly.py), and numbered then, once its session is known.
+                root = (parent is None or parent.is_remote) and sc.AGENTDIAG_KIND not in attributes
+            deferred = root or (assembler is not None and assembler.holds(span.context.trace_id))
             if attributes.get(sc.AGENTDIAG_KIND) in _AGENT_STEP_KINDS and sc.GEN_AI_AGENT_NAME not in attributes:
                 # Our model and tool calls name the agent whose run they are part of (the nearest one): tokens,
                 # cost and latency can then be told apart per agent (metrics, Jaeger tag search) without a join.
                 agent = otel_context.get_value(AGENT_NAME_KEY, parent_context)
                 if type(agent) is str:
                     set_own_attributes(span, {sc.GEN_AI_AGENT_NAME: agent})
+            if deferred:
+                own = attributes.get(sc.GEN_AI_CONVERSATION_ID, attributes.get(sc.SESSION_ID))
+                found = None
+                if own is None:
+                    found = current_conversation_id(parent_context) or peer_conversation_id(parent_context)
+                    if found is not None:
+                        _ids.TABLE.record_conversation(span, found)  # the assembler files the trace from it
+                assert assembler is not None
+                assembler.started(span.context, root=root, session=session_key(own if own is not None else found))
+                return
             from_context = None
             if sc.GEN_AI_CONVERSATION_ID in attributes:
                 raw = attributes[sc.GEN_AI_CONVERSATION_ID]

@@ -128,8 +128,11 @@ def test_workflow_run_iterations_llm_and_tool_spans(run: Run) -> None:
     assert len(traces) == len(run.outcomes)  # under asyncio.gather too: one trace per run, nothing crossed
     names = set()
     for spans in traces.values():
-        workflow, agent = _kinds(spans, "run")
-        assert workflow.name == "invoke_workflow" and workflow.parent_span_id is None
+        # One run per agent run: the workflow of one agent, with no calls of its own, wraps that run (a step).
+        (agent,) = _kinds(spans, "run")
+        (workflow,) = _kinds(spans, "other")
+        assert workflow.attributes[sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE] == "agent_wrapper"
+        assert workflow.parent_span_id is None
         assert agent.name.startswith("invoke_agent ") and agent.parent_span_id == workflow.span_id
         names.add(agent.name.removeprefix("invoke_agent "))
         iterations = _kinds(spans, "iteration")
@@ -146,7 +149,7 @@ def test_workflow_run_iterations_llm_and_tool_spans(run: Run) -> None:
         assert [s.status for s in iterations] == ["unset", "unset", "error"]
         assert iterations[-1].attributes[sc.ERROR_TYPE] == "LookupError"
         assert workflow.status == agent.status == "error"
-        assert {s.kind for s in spans} == {"run", "iteration", "llm", "tool"}
+        assert {s.kind for s in spans} == {"other", "run", "iteration", "llm", "tool"}
     assert names == set(AGENTS[: len(traces)])
 
 
@@ -162,7 +165,8 @@ def test_tokens_on_the_llm_leaves_only(run: Run) -> None:
     summary = trace_summaries(run.store)  # the roll-ups `traces` and `sessions` read
     tokens_in = STEPS * fake.TOOL_CALL_USAGE.prompt_tokens
     tokens_out = STEPS * fake.TOOL_CALL_USAGE.completion_tokens
-    assert summary == [("run", STEPS, STEPS, tokens_in, tokens_out)] * len(run.outcomes)
+    # The trace's root is the workflow that wraps the agent's run: a step.
+    assert summary == [("other", STEPS, STEPS, tokens_in, tokens_out)] * len(run.outcomes)
 
 
 def test_the_receipts_are_valid(run: Run) -> None:

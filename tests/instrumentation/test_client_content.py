@@ -323,11 +323,21 @@ class TestOpenAIChat:
         captured = sink.for_span(llm_span(spans))
         assert captured == {INPUT: CHAT_MESSAGES, TOOL_DEFS: CHAT_TOOLS}
 
-    def test_raw_response_captures_the_request_only(
+    def test_raw_response_captures_the_request_and_the_answer_the_sdk_read(
         self, server: FakeModelServer, spans: Spans, sink: RecordingSink
     ) -> None:
         raw = oai(server).chat.completions.with_raw_response.create(model=GPT, messages=CHAT_MESSAGES)
-        assert raw.parse().choices[0].message.content == fake.ANSWER_TEXT
+        assert raw.parse().choices[0].message.content == fake.ANSWER_TEXT  # the caller's response, untouched
+        captured = sink.for_span(llm_span(spans))
+        assert set(captured) == {INPUT, OUTPUT}
+        assert captured[INPUT] == CHAT_MESSAGES
+        assert without_none(captured[OUTPUT]) == chat_text_answer(fake.ANSWER_TEXT)
+
+    def test_a_streamed_raw_response_is_never_read(
+        self, server: FakeModelServer, spans: Spans, sink: RecordingSink
+    ) -> None:
+        raw = oai(server).chat.completions.with_raw_response.create(model=GPT, messages=CHAT_MESSAGES, stream=True)
+        assert "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices) == fake.STREAM_TEXT
         assert sink.for_span(llm_span(spans)) == {INPUT: CHAT_MESSAGES}
 
     def test_later_changes_to_the_messages_are_not_captured(
@@ -583,7 +593,8 @@ class TestAnthropic:
     ) -> None:
         client = claude(server, open_telemetry={"tracer_provider": spans.provider})
         client.messages.create(model=CLAUDE, max_tokens=64, messages=CLAUDE_MESSAGES)
-        assert len(spans.llm()) == 1
+        (span,) = spans.finished()  # the SDK's: the one LLM span (the adapter maps it)
+        assert span.name == "anthropic.messages.create"
         assert sink.records == []  # the SDK's own content setting governs its span
 
 

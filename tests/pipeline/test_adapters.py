@@ -276,18 +276,41 @@ def test_smolagents_steps_are_iterations_other_chains_are_not(name: str, scope: 
         assert mapped.set[sc.AGENTDIAG_ITERATION_INDEX] == index
 
 
-def test_a_smolagents_run_names_its_agent_without_the_run_suffix() -> None:
-    smol = map_span(
-        {"openinference.span.kind": "AGENT"}, "weather_agent.run", "openinference.instrumentation.smolagents"
-    )
-    other = map_span({"openinference.span.kind": "AGENT"}, "weather_agent.run", "openinference.instrumentation.x")
-    declared = map_span(
-        {"openinference.span.kind": "AGENT", "agent.name": "a"}, "b.run", "openinference.instrumentation.smolagents"
-    )
-    assert smol is not None and other is not None and declared is not None
-    assert smol.set[sc.GEN_AI_AGENT_NAME] == "weather_agent"
-    assert other.set[sc.GEN_AI_AGENT_NAME] == "weather_agent.run"
-    assert declared.set[sc.GEN_AI_AGENT_NAME] == "a"
+@pytest.mark.parametrize(
+    ("span_name", "agent", "declared"),
+    [
+        ("weather_agent.run", "weather_agent", ("weather_agent",)),  # smolagents, Agno
+        ("weather_agent.arun", "weather_agent", ("weather_agent",)),
+        ("Senior Researcher._execute_core", "Senior Researcher", ("Senior Researcher",)),  # CrewAI: the role
+        ("weather_agent.on_messages_stream", "weather_agent", ("weather_agent",)),  # AutoGen AgentChat
+        ("weather_agent", "weather_agent", ()),  # a bare span name (LangChain's run name, maybe per call): data
+        ("weather_agent.Report the weather in Paris.execute", "weather_agent.Report the weather in Paris.execute", ()),
+        (".run", ".run", ()),
+    ],
+)
+def test_an_agent_span_named_agent_dot_method_names_and_declares_its_agent(
+    span_name: str, agent: str, declared: tuple[str, ...]
+) -> None:
+    """OpenInference's instrumentors name agent spans `{agent}.{method}` after the agent object's name in code: the
+    agent is declared. A span named after a task's text (CrewAI's event listener) declares nothing."""
+    for scope in ("openinference.instrumentation.smolagents", "openinference.instrumentation.x"):
+        mapped = map_span({"openinference.span.kind": "AGENT"}, span_name, scope)
+        assert mapped is not None
+        assert mapped.set[sc.GEN_AI_AGENT_NAME] == agent
+        assert mapped.agents == declared
+    keyed = map_span({"openinference.span.kind": "AGENT", "agent.name": "a"}, "b.run", None)
+    assert keyed is not None and keyed.set[sc.GEN_AI_AGENT_NAME] == "a"
+
+
+def test_a_declared_agent_name_is_registered_before_its_run_is_judged() -> None:
+    import secrets
+
+    name = f"agent_{secrets.token_hex(4)}"
+    adapted = ConventionAdapter().adapt(span({"openinference.span.kind": "AGENT"}, f"{name}.run"))
+    from otel_agentdiag._internal.names import default_registry
+
+    judge = SpanRedactor(STRICT, IdHasher(HASH_KEY), default_registry)
+    assert judge.redact(adapted).name == f"invoke_agent {name}"
 
 
 # --- one owner per model call -------------------------------------------------------------------------------
@@ -670,3 +693,19 @@ def test_finish_reasons_as_json_text_become_an_array(reasons: str, expected: tup
     """AG2 writes the array as JSON text."""
     out = attrs(adapt({"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": reasons}))
     assert tuple(out["gen_ai.response.finish_reasons"]) == expected
+
+
+def test_the_agents_sdks_turns_are_iterations_and_its_names_are_declared() -> None:
+    """OpenInference's Agents SDK instrumentor: `turn` CHAIN spans are the SDK's turns; its AGENT and TOOL spans
+    are named after the Agent object and its function tools (code)."""
+    scope = "openinference.instrumentation.openai_agents"
+    turn = map_span({"openinference.span.kind": "CHAIN"}, "turn", scope)
+    assert turn is not None and (turn.kind, turn.name) == (sc.KIND_ITERATION, sc.ITERATION_SPAN_NAME)
+    other_turn = map_span({"openinference.span.kind": "CHAIN"}, "turn", "openinference.instrumentation.langchain")
+    assert other_turn is not None and other_turn.kind == sc.KIND_OTHER
+    agent = map_span({"openinference.span.kind": "AGENT", "agent.name": "weather_agent"}, "weather_agent", scope)
+    tool = map_span({"openinference.span.kind": "TOOL", "tool.name": "get_weather"}, "get_weather", scope)
+    assert agent is not None and agent.agents == ("weather_agent",)
+    assert tool is not None and tool.tools == ("get_weather",)
+    elsewhere = map_span({"openinference.span.kind": "TOOL", "tool.name": "x"}, "x", "openinference.instrumentation.y")
+    assert elsewhere is not None and elsewhere.tools == ()

@@ -30,7 +30,8 @@ class Mapped(NamedTuple):
     to use (None: the redactor names the span from its operation, as for ours). ``span_type``: for kind
     ``other``, the convention's kind of step (``agentdiag.framework.span_type``). ``content``: ``(key, role)``
     pairs: the span's content keys and the content role (``semconv.CONTENT_*``) each is, read only for the local
-    store with content capture on (:meth:`~otel_agentdiag.content.recorder.ContentRecorder.attach`).
+    store with content capture on (:meth:`~otel_agentdiag.content.recorder.ContentRecorder.attach`). ``agents``:
+    see below.
     """
 
     kind: str
@@ -38,6 +39,11 @@ class Mapped(NamedTuple):
     name: str | None = None
     span_type: str | None = None
     content: tuple[tuple[str, str], ...] = ()
+    agents: tuple[str, ...] = ()
+    """Agent names the span shows code declared (an instrumentor's ``{agent}.run`` span name): registered by the
+    adapter, if they pass the registry's checks, before the span is judged."""
+    tools: tuple[str, ...] = ()
+    """Tool names the span shows code declared, registered as :attr:`agents` are."""
 
 
 GENAI_CONTENT: tuple[tuple[str, str], ...] = tuple((role, role) for role in sc.CONTENT_ROLES)

@@ -32,10 +32,12 @@ from opentelemetry.trace import StatusCode
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.declared import register_tools, tool_names_in_attributes
 from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag._internal.spans import span_attributes, with_attributes
 from otel_agentdiag.cost.pricing import cost_usd
 from otel_agentdiag.pipeline.adapters import genai, openinference, openllmetry
 from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, Mapped
+from otel_agentdiag.pipeline.adapters.hints import step_hint
 from otel_agentdiag.pipeline.adapters.normalise import normalise
 from otel_agentdiag.pipeline.adapters.owners import Enclosing, LLMCallOwners
 
@@ -120,14 +122,20 @@ class ConventionAdapter:
             mapped = map_span(attributes, span.name, None if scope is None else scope.name)
             if mapped is None:
                 return span
+            if mapped.agents:
+                default_registry.register_valid("agent", mapped.agents)  # names the instrumentor took from code
+            if mapped.tools:
+                default_registry.register_valid("tool", mapped.tools)
             if mapped.kind in _DECLARING_KINDS:
                 # The tools a request offered the model (on an LLM span), or an agent declares (Semantic Kernel's
                 # run span), are code: registered before any tool span using them is judged (tools end later).
                 register_tools(tool_names_in_attributes(attributes))
             duplicate = mapped.kind == sc.KIND_LLM and self._duplicate(span)
-            adapted = _rebuild(span, attributes, mapped, duplicate)
+            # A step the trace's rebuild made of it (a wrapper run, a model or tool call seen twice).
+            step = DUPLICATE_LLM_CALL if duplicate else step_hint(span)
+            adapted = _rebuild(span, attributes, mapped, step)
             content = self.content
-            if content is not None and mapped.content and not duplicate:  # a duplicate's content is ours already
+            if content is not None and mapped.content and step is None:  # a duplicate's content is ours already
                 content.attach(adapted, _content_items(attributes, mapped.content))
         except Exception as exc:  # noqa: BLE001 - unmapped, the span still meets the whole policy
             self.failed += 1
@@ -165,7 +173,7 @@ def _exception_type(span: ReadableSpan) -> str | None:
     return None
 
 
-def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, duplicate: bool) -> ReadableSpan:
+def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, step: str | None) -> ReadableSpan:
     out = dict(attributes)
     kind = mapped.kind
     name = mapped.name
@@ -174,10 +182,11 @@ def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, 
         if key not in out:
             out[key] = value
     normalise(out)
-    if duplicate:
-        kind, name, span_type = sc.KIND_OTHER, sc.FRAMEWORK_SPAN_NAME, DUPLICATE_LLM_CALL
-        out.pop(_OPERATION, None)  # one model call, one `chat {model}` span: ours
-        out.pop(_OI_KIND, None)  # and one LLM span for OpenInference readers
+    if step is not None:
+        kind, name, span_type = sc.KIND_OTHER, sc.FRAMEWORK_SPAN_NAME, step
+        out.pop(_OPERATION, None)  # one model call, tool call or run: one span of its kind
+        out.pop(_OI_KIND, None)  # also for OpenInference readers
+        out.pop(_SPAN_TYPE, None)
     if kind == sc.KIND_ITERATION:
         out.pop(_OPERATION, None)  # ours have none: a loop step is named `agent.iteration`, not by its operation
     if kind != sc.KIND_LLM:

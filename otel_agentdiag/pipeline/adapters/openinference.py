@@ -12,8 +12,15 @@ Arize-ai/openinference):
   one instrumentation whose chains are the agent's loop steps by construction: smolagents'
   (scope :data:`SMOLAGENTS_SCOPE`), whose ``Step {n}`` CHAIN spans wrap one ``_step_stream`` each (one model call
   and the tool calls it asked for) → ``iteration`` ``agent.iteration``, ``agentdiag.iteration.index`` ``n - 1``
-  (smolagents counts from 1, our iterations from 0); and its AGENT span, named ``{agent name}.run`` with no
-  ``agent.name`` key, names the agent without the ``.run``;
+  (smolagents counts from 1, our iterations from 0);
+- the Agents SDK's ``turn`` CHAIN spans (scope :data:`OPENAI_AGENTS_SCOPE`) → ``iteration`` (the trace
+  assembler gives each its index, in start order per run); in that scope an AGENT span's name is the agent's and
+  a TOOL span's the function tool's, both from the ``Agent`` object in code (the SDK runs no tool it was not
+  given): declared;
+- an AGENT span named ``{agent}.{method}`` (:data:`AGENT_METHODS`: smolagents' and Agno's ``.run``, CrewAI's
+  ``._execute_core``, AutoGen's ``.on_messages_stream``) names its agent without the method, and declares it: the
+  instrumentor took it from the agent object in code, so the adapter registers it (if it passes the registry's
+  checks) and the run keeps its name;
 - ``RETRIEVER`` → ``other``, operation ``retrieval`` (the GenAI conventions' own); ``GUARDRAIL`` → ``other``
   named ``agentdiag.guardrail``; ``EVALUATOR``, ``PROMPT``, ``DECISION``, ``UNKNOWN`` and anything else →
   ``other`` named ``agentdiag.framework_step``, typed (``agentdiag.framework.span_type``) ``evaluator``, ...
@@ -38,13 +45,16 @@ from typing import Any
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.pipeline.adapters._common import Mapped, copy_if_absent, copy_texts, copy_tokens
 
-__all__ = ["SMOLAGENTS_SCOPE", "SPAN_KIND", "adapt", "recognises"]
+__all__ = ["AGENT_METHODS", "OPENAI_AGENTS_SCOPE", "SMOLAGENTS_SCOPE", "SPAN_KIND", "adapt", "recognises"]
 
 SPAN_KIND = "openinference.span.kind"
 SMOLAGENTS_SCOPE = "openinference.instrumentation.smolagents"
 """The instrumentation scope of ``openinference-instrumentation-smolagents``: its CHAIN spans are loop steps."""
+OPENAI_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"
+"""The instrumentation scope of ``openinference-instrumentation-openai-agents``: its ``turn`` CHAIN spans are the
+SDK's turns, one per pass of the agent loop."""
+_TURN = "turn"
 _STEP_PREFIX = "Step "
-_RUN_SUFFIX = ".run"
 _MAX_STEP_DIGITS = 6
 
 _TOKENS: tuple[tuple[str, str], ...] = (
@@ -109,22 +119,26 @@ def adapt(attributes: Mapping[str, Any], span_name: str, scope: str | None = Non
         return Mapped(sc.KIND_LLM, _keep_operation(attributes, out), content=_LLM_CONTENT)
     if oi_kind == "AGENT":
         out[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
+        declared = span_name if scope == OPENAI_AGENTS_SCOPE else _declared_agent(span_name)
         copy_if_absent(attributes, out, "agent.name", sc.GEN_AI_AGENT_NAME)
-        if scope == SMOLAGENTS_SCOPE and span_name.endswith(_RUN_SUFFIX):  # `{agent.name}.run`: no agent.name key
-            span_name = span_name[: -len(_RUN_SUFFIX)]
-        copy_if_absent({"name": span_name}, out, "name", sc.GEN_AI_AGENT_NAME)
-        return Mapped(sc.KIND_RUN, _keep_operation(attributes, out))
+        copy_if_absent({"name": declared or span_name}, out, "name", sc.GEN_AI_AGENT_NAME)
+        return Mapped(sc.KIND_RUN, _keep_operation(attributes, out), agents=(declared,) if declared else ())
     if oi_kind == "TOOL":
         out[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
         copy_if_absent(attributes, out, "tool.name", sc.GEN_AI_TOOL_NAME)
         copy_if_absent({"name": span_name}, out, "name", sc.GEN_AI_TOOL_NAME)
         copy_if_absent(attributes, out, "tool.id", sc.GEN_AI_TOOL_CALL_ID)
-        return Mapped(sc.KIND_TOOL, _keep_operation(attributes, out), content=_TOOL_CONTENT)
+        # The Agents SDK runs only the tools its agent declares (an unknown name fails before any span): code.
+        tools = (span_name,) if scope == OPENAI_AGENTS_SCOPE else ()
+        return Mapped(sc.KIND_TOOL, _keep_operation(attributes, out), content=_TOOL_CONTENT, tools=tools)
     if oi_kind == "CHAIN" and scope == SMOLAGENTS_SCOPE:
         index = _step_index(span_name)
         if index is not None:
             out[sc.AGENTDIAG_ITERATION_INDEX] = index
             return Mapped(sc.KIND_ITERATION, out, name=sc.ITERATION_SPAN_NAME)
+    if oi_kind == "CHAIN" and scope == OPENAI_AGENTS_SCOPE and span_name == _TURN:
+        # The Agents SDK's turn: one model call and the tool calls it asked for (its index: the trace assembler).
+        return Mapped(sc.KIND_ITERATION, out, name=sc.ITERATION_SPAN_NAME)
     span_type = _OTHER_TYPES.get(oi_kind, "unknown")
     if oi_kind == "RETRIEVER":
         out[sc.GEN_AI_OPERATION_NAME] = sc.OP_RETRIEVAL
@@ -133,6 +147,22 @@ def adapt(attributes: Mapping[str, Any], span_name: str, scope: str | None = Non
     if sc.GEN_AI_OPERATION_NAME in attributes:
         name = None  # the span names its operation: the redactor names it from that
     return Mapped(sc.KIND_OTHER, out, name=name, span_type=span_type)
+
+
+AGENT_METHODS: tuple[str, ...] = (".run", ".arun", "._execute_core", ".on_messages_stream", ".on_messages")
+"""The methods OpenInference's instrumentors name an agent span after, as ``{agent}.{method}``: smolagents' and
+Agno's ``run``/``arun``, CrewAI's ``_execute_core``, AutoGen AgentChat's ``on_messages_stream``. The ``{agent}``
+is the name the agent object was given in code (its ``name``, CrewAI's ``role``)."""
+
+
+def _declared_agent(span_name: str) -> str | None:
+    """The agent of a span named ``{agent}.{method}`` (:data:`AGENT_METHODS`), the agent itself a name with no
+    dot (so a span named after a task's text, as ``{role}.{description}.execute``, declares nothing)."""
+    for method in AGENT_METHODS:
+        if span_name.endswith(method):
+            agent = span_name[: -len(method)]
+            return agent if agent and "." not in agent and len(agent) <= 128 else None
+    return None
 
 
 def _step_index(span_name: str) -> int | None:

@@ -1,0 +1,348 @@
+"""``TraceAssembler``: hold the trace another instrumentation started until its root ends, then make it true to the run.
+
+Pipeline (design.md §2): sequencer → **assembler** → each destination's batch processor (adapters → redact →
+export). It wraps the destinations' batch processors: the provider hands it every ended span, and it hands them on.
+
+- A trace whose local root is ours (it carries ``agentdiag.kind`` when it starts), or any span of such a trace, is
+  handed on at once: one dict lookup per span, nothing held.
+- A trace whose local root another instrumentation started (OpenInference, OpenLLMetry, a framework's own
+  output) is *assembled*: the sequencer numbers none of its spans when they start (it counts them); this processor
+  holds them as they end, and when the root ends:
+
+  1. **its session** is the first conversation id any of its spans names, in start order (its own
+     ``gen_ai.conversation.id`` or ``session.id``, set at start or later, or the conversation of a run of ours it
+     started in). Every span of the trace without one of its own is filed there (recorded beside it, as
+     ``_internal/ids.py`` does for runs of ours), so one run is never split between its conversation and "(no
+     session)", and an id an instrumentation sets only when a span ends never leaves a gap;
+  2. **its loop** is rebuilt (:mod:`otel_agentdiag.pipeline.loop`): duplicate model and tool calls and wrapper
+     runs become steps, iterations are added where the instrumentation reports none;
+  3. **its numbers** are given now, per session, in start order (``agentdiag.observer.id``,
+     ``agentdiag.sequence``), the added iterations included; a span of the trace that started but has not ended
+     keeps a number reserved for it, so it leaves a gap until it ends, as a span numbered at start would.
+
+  Then the spans, copies where anything changed, go to every destination in one go. Both destinations see the
+  same trace (same ids, numbers and iterations): the assembly runs once, before the fan-out.
+
+Why here, and not on each destination's worker or in the store: the numbers are taken from the sequencer, once
+for every destination (two workers would number an added iteration twice), and what is rebuilt must reach OTLP as
+well as the store (``show``, ``status``, the viewer, the Jaeger API, exports and Jaeger or Tempo behind the
+Collector all read the same spans). The cost on the thread that ends a span: a dict lookup for spans of our own
+traces; an append for held ones; the rebuild, on the thread that ends the root, linear in the trace's spans.
+
+Bounds: at most :data:`DEFAULT_MAX_TRACES` traces held and :data:`DEFAULT_MAX_SPANS` spans per trace; beyond either,
+or :data:`DEFAULT_MAX_AGE_S` after a held trace's first span ended, that trace is handed on as it stands (numbered
+and filed, its loop rebuilt from what has ended); the spans of it that end later go on one by one, numbered under
+its session. ``force_flush`` and ``shutdown`` hand on every held trace first. Nothing is dropped here, so nothing
+here needs counting: every span reaches the batch processors, which count their own drops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import ids as _ids
+from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.fork import reinit_after_fork
+from otel_agentdiag._internal.spans import span_attributes, with_attributes
+from otel_agentdiag.pipeline.adapters.hints import note_step
+from otel_agentdiag.pipeline.loop import Plan, plan_trace
+from otel_agentdiag.pipeline.sequence import SessionSequencer, session_key
+
+if TYPE_CHECKING:
+    from otel_agentdiag.content.recorder import ContentRecorder
+
+__all__ = ["DEFAULT_MAX_AGE_S", "DEFAULT_MAX_SPANS", "DEFAULT_MAX_TRACES", "TraceAssembler"]
+
+_logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_TRACES = 256
+DEFAULT_MAX_SPANS = 4_096
+DEFAULT_MAX_AGE_S = 300.0
+_MAX_CLOSED = 4_096
+"""Traces handed on, remembered (their session and reserved numbers) for their spans that end later."""
+
+
+@dataclass
+class _Held:
+    """One trace being assembled."""
+
+    roots: set[int] = field(default_factory=set)
+    """Span ids of its local roots still open (usually one)."""
+    order: dict[int, int] = field(default_factory=dict)
+    """Span id → the order it started in (0, 1, ...): its number's place, once the trace is numbered."""
+    session: str | None = None
+    """The first session a span of the trace named when it started (its own id, or a run of ours around it)."""
+    spans: list[ReadableSpan] = field(default_factory=list)
+    first_end: float = 0.0
+
+
+@dataclass
+class _Closed:
+    """A trace handed on: where its later spans are filed and numbered."""
+
+    session: str | None
+    reserved: list[int]
+
+
+class TraceAssembler(SpanProcessor):
+    """See the module doc. ``branches``: the processors every ended span goes to (the destinations' batch
+    processors), in order. Never raises from ``on_end``."""
+
+    exports_only_redacted = True
+    """It exports nothing itself: it hands spans to our batch processors, which redact before export."""
+
+    def __init__(
+        self,
+        branches: Sequence[SpanProcessor],
+        sequencer: SessionSequencer,
+        *,
+        content: ContentRecorder | None = None,
+        max_traces: int = DEFAULT_MAX_TRACES,
+        max_spans: int = DEFAULT_MAX_SPANS,
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+    ) -> None:
+        if max_traces < 1 or max_spans < 1 or not max_age_s > 0:
+            raise ValueError("max_traces and max_spans must be at least 1, max_age_s positive")
+        self.branches = tuple(branches)
+        self.sequencer = sequencer
+        self.content = content
+        self.max_traces = max_traces
+        self.max_spans = max_spans
+        self.max_age_s = max_age_s
+        self._held: dict[int, _Held] = {}
+        self._closed: dict[int, _Closed] = {}
+        self._lock = threading.RLock()
+        self.assembled = 0
+        """Traces handed on after assembly."""
+        self.rebuilt = 0
+        """Of those, traces whose loop the rebuild changed."""
+        self.early = 0
+        """Traces handed on before their root ended (a bound, ``force_flush`` or ``shutdown``)."""
+        self.failed = 0
+        """Traces whose rebuild raised: handed on numbered and filed, unchanged otherwise."""
+        reinit_after_fork(self._at_fork_reinit)
+        sequencer.assembler = self
+
+    def _at_fork_reinit(self) -> None:
+        self._lock = threading.RLock()
+        self._held = {}
+        self._closed = {}
+
+    # -- the sequencer's side (on_start, on the thread that starts the span) -----------------------------------
+    def holds(self, trace_id: int) -> bool:
+        return trace_id in self._held
+
+    def started(self, context: Any, *, root: bool, session: str | None) -> None:
+        """A span started in a held trace, or (``root``) another instrumentation's local root, whose trace is then
+        held: its place in the start order is kept, and the first ``session`` named at a start is the trace's
+        until an ended span says otherwise. A span of a trace handed on meanwhile is numbered when it ends."""
+        trace_id, span_id = context.trace_id, context.span_id
+        with self._lock:
+            held = self._held.get(trace_id)
+            if held is None:
+                if not root:
+                    return
+                if len(self._held) >= self.max_traces:
+                    self._hand_on(next(iter(self._held)), early=True)
+                held = self._held[trace_id] = _Held()
+            if root:
+                held.roots.add(span_id)
+            held.order[span_id] = len(held.order)
+            if held.session is None:
+                held.session = session
+
+    # -- SpanProcessor -----------------------------------------------------------------------------------------
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pass  # the sequencer, first on the provider, tells this processor what starts
+
+    def on_end(self, span: ReadableSpan) -> None:
+        ctx = span.context
+        trace_id = ctx.trace_id if ctx is not None else 0
+        if trace_id not in self._held and trace_id not in self._closed:
+            self._forward(span)  # a trace of ours: the common path
+            return
+        try:
+            self._end_held(span, trace_id)
+        except Exception as exc:  # noqa: BLE001 - never raise into the agent; the span still goes on
+            log_internal_error("assembling a trace", exc)
+            self._forward(span)
+
+    def _end_held(self, span: ReadableSpan, trace_id: int) -> None:
+        with self._lock:
+            held = self._held.get(trace_id)
+            if held is None:
+                closed = self._closed.get(trace_id)
+                late = self._late(span, closed) if closed is not None else span
+            else:
+                late = None
+                if not held.spans:
+                    held.first_end = time.monotonic()
+                held.spans.append(span)
+                held.roots.discard(span.context.span_id)  # type: ignore[union-attr]
+                if not held.roots or len(held.spans) >= self.max_spans:
+                    self._hand_on(trace_id, early=bool(held.roots))
+                else:
+                    self._hand_on_aged()
+        if late is not None:
+            self._forward(late)
+
+    def _hand_on_aged(self) -> None:
+        oldest = next(iter(self._held.values()), None)
+        if oldest is not None and oldest.spans and time.monotonic() - oldest.first_end > self.max_age_s:
+            self._hand_on(next(iter(self._held)), early=True)
+
+    # -- handing on ----------------------------------------------------------------------------------------
+    def flush_held(self) -> None:
+        """Hand on every held trace as it stands (``force_flush``, ``shutdown``)."""
+        with self._lock:
+            for trace_id in list(self._held):
+                self._hand_on(trace_id, early=True)
+
+    def _hand_on(self, trace_id: int, *, early: bool) -> None:
+        """Assemble the held trace and give its spans to every branch (called under the lock)."""
+        held = self._held.pop(trace_id)
+        spans = held.spans
+        self.assembled += 1
+        if early:
+            self.early += 1
+        try:
+            out, session, reserved = self._assemble(spans, held)
+        except Exception as exc:  # noqa: BLE001 - the spans still go on, numbered as they can be
+            self.failed += 1
+            log_internal_error("rebuilding a trace", exc)
+            out, session, reserved = [self._numbered(s, held.session) for s in spans], held.session, []
+        if len(self._closed) >= _MAX_CLOSED:
+            self._closed.pop(next(iter(self._closed)), None)
+        self._closed[trace_id] = _Closed(session, reserved)
+        if session is not None:
+            self.sequencer.file_trace(trace_id, session)  # spans it starts from now on: numbered there at start
+        for span in out:
+            self._forward(span)
+
+    def _assemble(self, spans: list[ReadableSpan], held: _Held) -> tuple[list[ReadableSpan], str | None, list[int]]:
+        order = held.order
+        last = len(order)
+        spans = sorted(spans, key=lambda s: order.get(s.context.span_id, last) if s.context else last)
+        session = held.session
+        if session is None:
+            for span in spans:
+                session = _own_session(span) or _recorded_session(span)
+                if session is not None:
+                    break
+        plan = plan_trace(spans) if spans else None
+        if plan:
+            self.rebuilt += 1
+            trace_id = spans[0].context.trace_id  # type: ignore[union-attr]
+            for span_id, span_type in plan.demoted.items():
+                note_step(trace_id, span_id, span_type)
+        # Numbers in start order, a span that has not ended keeping its place (a gap until it ends); the added
+        # iterations after the spans they hold.
+        ended = {s.context.span_id: s for s in spans if s.context is not None}
+        numbered: dict[int, ReadableSpan] = {}
+        reserved: list[int] = []
+        for span_id, _place in sorted(order.items(), key=lambda item: item[1]):
+            found = ended.pop(span_id, None)
+            if found is None:
+                reserved.append(self.sequencer.next_sequence(session))
+            else:
+                numbered[id(found)] = self._numbered(found, session, plan)
+        rest = list(ended.values()) + (plan.iterations if plan else [])  # not seen starting (evicted), added ones
+        for span in sorted(rest, key=lambda s: (s.start_time or 0, s.context.span_id if s.context else 0)):
+            numbered[id(span)] = self._numbered(span, session, plan)
+        # Handed on in the order the spans ended (an added iteration after its last call), as if never held: the
+        # adapters find a peer's model call around one of ours because ours ended first.
+        everything = [*spans, *(plan.iterations if plan else [])]
+        everything.sort(key=lambda s: (s.end_time or 0, s.start_time or 0))
+        return [numbered[id(span)] for span in everything], session, reserved
+
+    def _late(self, span: ReadableSpan, closed: _Closed) -> ReadableSpan:
+        """A span of a trace handed on already: numbered under the trace's session (a reserved number first),
+        unless it started after the hand-on (the sequencer numbered it then, in the trace's session)."""
+        if sc.AGENTDIAG_SEQUENCE in span_attributes(span):
+            return span
+        key = _own_session(span) or _recorded_session(span) or closed.session
+        number = closed.reserved.pop(0) if key == closed.session and closed.reserved else None
+        return self._numbered(span, closed.session, None, number)
+
+    def _numbered(
+        self, span: ReadableSpan, session: str | None, plan: Plan | None = None, number: int | None = None
+    ) -> ReadableSpan:
+        """A copy of ``span`` with its number (and, from ``plan``, its new parent or index), filed in ``session``
+        when it names none of its own."""
+        attributes = dict(span_attributes(span))
+        if sc.AGENTDIAG_OBSERVER_ID in attributes and sc.AGENTDIAG_SEQUENCE in attributes and plan is None:
+            return span  # numbered already (by another sequencer on the provider)
+        own = _own_session(span)
+        recorded = None if own is not None else _recorded_session(span)
+        key = own or recorded or session
+        if sc.AGENTDIAG_OBSERVER_ID not in attributes:
+            attributes[sc.AGENTDIAG_OBSERVER_ID] = self.sequencer.observer_id
+            attributes[sc.AGENTDIAG_SEQUENCE] = number if number is not None else self.sequencer.next_sequence(key)
+        parent: Any = ...
+        ctx = span.context
+        span_id = ctx.span_id if ctx is not None else 0
+        if plan is not None:
+            index = plan.indexes.get(span_id)
+            if index is not None:
+                attributes[sc.AGENTDIAG_ITERATION_INDEX] = index
+            parent = plan.parents.get(span_id, ...)
+        copy = with_attributes(span, attributes) if parent is ... else with_attributes(span, attributes, parent=parent)
+        if own is None and recorded is None and session is not None:
+            _ids.TABLE.record_conversation(copy, session)
+        _ids.TABLE.pin(copy)  # the raw ids beside the span now follow the copy the destinations queue
+        if self.content is not None:
+            self.content.transfer(span, copy)
+        return copy
+
+    def _forward(self, span: ReadableSpan) -> None:
+        for branch in self.branches:
+            branch.on_end(span)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        try:
+            self.flush_held()
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("handing on held traces", exc)
+        ok = True
+        for branch in self.branches:
+            ok = branch.force_flush(timeout_millis) and ok
+        return ok
+
+    def shutdown(self) -> None:
+        try:
+            self.flush_held()
+        except Exception as exc:  # noqa: BLE001
+            log_internal_error("handing on held traces", exc)
+        for branch in self.branches:
+            branch.shutdown()
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "held": len(self._held),
+            "assembled": self.assembled,
+            "rebuilt": self.rebuilt,
+            "early": self.early,
+            "failed": self.failed,
+        }
+
+
+def _own_session(span: ReadableSpan) -> str | None:
+    attributes = span_attributes(span)
+    value = attributes.get(sc.GEN_AI_CONVERSATION_ID)
+    if value is None:
+        value = attributes.get(sc.SESSION_ID)
+    return None if value is None else session_key(value)
+
+
+def _recorded_session(span: ReadableSpan) -> str | None:
+    ids = _ids.TABLE.ids_of(span)
+    return None if not ids else session_key(ids.get(sc.GEN_AI_CONVERSATION_ID))
