@@ -64,11 +64,15 @@ _KEEP: Any = object()
 
 
 def with_attributes(
-    span: ReadableSpan, attributes: Mapping[str, Any], name: str | None = None, parent: Any = _KEEP
+    span: ReadableSpan,
+    attributes: Mapping[str, Any],
+    name: str | None = None,
+    parent: Any = _KEEP,
+    status: Any = _KEEP,
 ) -> ReadableSpan:
-    """A copy of ``span`` with ``attributes``, and ``name`` and ``parent`` (a ``SpanContext``) when given. An SDK
-    span's own fields are read (never written): its public properties copy events and links into new tuples,
-    which a copy per span need not pay. Any other span is read through its public properties."""
+    """A copy of ``span`` with ``attributes``, and ``name``, ``parent`` (a ``SpanContext``) and ``status`` when
+    given. An SDK span's own fields are read (never written): its public properties copy events and links into
+    new tuples, which a copy per span need not pay. Any other span is read through its public properties."""
     global _SDK
     if not _SDK:
         from opentelemetry.sdk.trace import ReadableSpan as Readable
@@ -86,7 +90,7 @@ def with_attributes(
             events=span._events,
             links=span._links,
             kind=span._kind,
-            status=span._status,
+            status=span._status if status is _KEEP else status,
             start_time=span._start_time,
             end_time=span._end_time,
             instrumentation_scope=span._instrumentation_scope,
@@ -100,7 +104,7 @@ def with_attributes(
         events=span.events,
         links=span.links,
         kind=span.kind,
-        status=span.status,
+        status=span.status if status is _KEEP else status,
         start_time=span.start_time,
         end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope,

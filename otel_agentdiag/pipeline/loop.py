@@ -19,7 +19,8 @@ no instrumentation of ours made (ours already say what they are):
    ``invoke_agent`` around OpenInference's agent span, a workflow of one agent) is one run with it: the one that
    names the agent stays (the outer one when both name the same agent, or only it does), the other becomes a
    step (``agent_wrapper``). A run that makes calls of its own and delegates to another agent keeps both: a real
-   sub-agent stays a nested run.
+   sub-agent stays a nested run. A run inside a run that made no call at all (BeeAI's final-answer event) is a
+   step too.
 4. **One iteration per model call and the tool calls it asked for**, under each run that has no iteration of its
    own: a model call opens an iteration, and each tool call joins the iteration of the last model call that
    started before it (tools before the first model call join the first). The iteration span is new
@@ -241,6 +242,12 @@ def _demote_wrapper_runs(nodes: list[_Node], plan: Plan) -> None:
                     inner_runs.append(below)
                 elif below.leaf:
                     own_leaves += 1
+            if own_leaves == 0 and not inner_runs and _nearest_run(node) is not None:
+                # A run inside a run that made no call at all (BeeAI reports its agent's final-answer event as an
+                # agent span): no run of an agent.
+                node.demoted = plan.demoted[node.span_id] = AGENT_WRAPPER
+                changed = True
+                continue
             if own_leaves == 0 and len(inner_runs) == 1:
                 (inner,) = inner_runs
                 # The run that names the agent stays: the outer one when both name the same agent (OpenLLMetry's

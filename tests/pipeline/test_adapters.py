@@ -709,3 +709,26 @@ def test_the_agents_sdks_turns_are_iterations_and_its_names_are_declared() -> No
     assert tool is not None and tool.tools == ("get_weather",)
     elsewhere = map_span({"openinference.span.kind": "TOOL", "tool.name": "x"}, "x", "openinference.instrumentation.y")
     assert elsewhere is not None and elsewhere.tools == ()
+
+
+def test_a_call_that_names_its_error_fails_even_with_its_status_unset() -> None:
+    """AG2 sets `error.type` on a failed tool call and leaves the status unset: the call failed."""
+    from opentelemetry.trace import StatusCode
+
+    failed = adapt({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "error.type": "ExecutionError"})
+    assert failed.status.status_code is StatusCode.ERROR and failed.status.description is None
+    fine = adapt({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    assert fine.status.status_code is StatusCode.UNSET
+
+
+def test_agent_loops_reported_as_chains_are_runs_and_dspy_tools_are_declared() -> None:
+    """Haystack's `Agent.run` and DSPy's `ReAct.forward` CHAIN spans are the agent's run (by scope); DSPy's tool
+    spans `{tool}.__call__` name their `dspy.Tool`. The same names under another scope are only chains."""
+    haystack = map_span({"openinference.span.kind": "CHAIN"}, "Agent.run", "openinference.instrumentation.haystack")
+    dspy = map_span({"openinference.span.kind": "CHAIN"}, "ReAct.forward", "openinference.instrumentation.dspy")
+    elsewhere = map_span({"openinference.span.kind": "CHAIN"}, "Agent.run", "openinference.instrumentation.x")
+    assert haystack is not None and haystack.kind == sc.KIND_RUN
+    assert dspy is not None and dspy.kind == sc.KIND_RUN
+    assert elsewhere is not None and elsewhere.kind == sc.KIND_OTHER
+    tool = map_span({"openinference.span.kind": "TOOL"}, "get_weather.__call__", "openinference.instrumentation.dspy")
+    assert tool is not None and tool.set[sc.GEN_AI_TOOL_NAME] == "get_weather" and tool.tools == ("get_weather",)

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import Status, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.declared import register_tools, tool_names_in_attributes
@@ -205,4 +205,11 @@ def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, 
         error_type = _exception_type(span)
         if error_type is not None:
             out[sc.ERROR_TYPE] = error_type  # what our spans say of a failure, from the span's own exception event
+    if span.status.status_code is StatusCode.UNSET and type(out.get(sc.ERROR_TYPE)) is str and kind != sc.KIND_OTHER:
+        # A call that names its error but left its status unset (AG2's tool calls): it failed, as the conventions
+        # say `error.type` means. The status says so without a description (the message is data).
+        return with_attributes(span, out, name, status=_FAILED)
     return with_attributes(span, out, name)
+
+
+_FAILED = Status(StatusCode.ERROR)

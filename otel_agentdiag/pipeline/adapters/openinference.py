@@ -17,6 +17,8 @@ Arize-ai/openinference):
   assembler gives each its index, in start order per run); in that scope an AGENT span's name is the agent's and
   a TOOL span's the function tool's, both from the ``Agent`` object in code (the SDK runs no tool it was not
   given): declared;
+- the CHAIN spans of :data:`AGENT_CHAINS` (Haystack's ``Agent.run``, DSPy's ``ReAct.forward``) → ``run``;
+  DSPy's TOOL spans ``{tool}.__call__`` name (and declare) their ``dspy.Tool``;
 - an AGENT span named ``{agent}.{method}`` (:data:`AGENT_METHODS`: smolagents' and Agno's ``.run``, CrewAI's
   ``._execute_core``, AutoGen's ``.on_messages_stream``) names its agent without the method, and declares it: the
   instrumentor took it from the agent object in code, so the adapter registers it (if it passes the registry's
@@ -45,7 +47,16 @@ from typing import Any
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.pipeline.adapters._common import Mapped, copy_if_absent, copy_texts, copy_tokens
 
-__all__ = ["AGENT_METHODS", "OPENAI_AGENTS_SCOPE", "SMOLAGENTS_SCOPE", "SPAN_KIND", "adapt", "recognises"]
+__all__ = [
+    "AGENT_CHAINS",
+    "AGENT_METHODS",
+    "DSPY_SCOPE",
+    "OPENAI_AGENTS_SCOPE",
+    "SMOLAGENTS_SCOPE",
+    "SPAN_KIND",
+    "adapt",
+    "recognises",
+]
 
 SPAN_KIND = "openinference.span.kind"
 SMOLAGENTS_SCOPE = "openinference.instrumentation.smolagents"
@@ -54,6 +65,13 @@ OPENAI_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"
 """The instrumentation scope of ``openinference-instrumentation-openai-agents``: its ``turn`` CHAIN spans are the
 SDK's turns, one per pass of the agent loop."""
 _TURN = "turn"
+DSPY_SCOPE = "openinference.instrumentation.dspy"
+AGENT_CHAINS: dict[str, frozenset[str]] = {
+    "openinference.instrumentation.haystack": frozenset({"Agent.run", "Agent.run_async"}),
+    DSPY_SCOPE: frozenset({"ReAct.forward", "ReAct.aforward", "CodeAct.forward", "CodeAct.aforward"}),
+}
+"""Per instrumentation scope, the CHAIN spans that are an agent's run (its loop), by span name."""
+_TOOL_CALLS = (".__call__", ".acall")
 _STEP_PREFIX = "Step "
 _MAX_STEP_DIGITS = 6
 
@@ -125,17 +143,24 @@ def adapt(attributes: Mapping[str, Any], span_name: str, scope: str | None = Non
         return Mapped(sc.KIND_RUN, _keep_operation(attributes, out), agents=(declared,) if declared else ())
     if oi_kind == "TOOL":
         out[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
+        called = _declared_tool(span_name) if scope == DSPY_SCOPE else None
         copy_if_absent(attributes, out, "tool.name", sc.GEN_AI_TOOL_NAME)
-        copy_if_absent({"name": span_name}, out, "name", sc.GEN_AI_TOOL_NAME)
+        copy_if_absent({"name": called or span_name}, out, "name", sc.GEN_AI_TOOL_NAME)
         copy_if_absent(attributes, out, "tool.id", sc.GEN_AI_TOOL_CALL_ID)
-        # The Agents SDK runs only the tools its agent declares (an unknown name fails before any span): code.
-        tools = (span_name,) if scope == OPENAI_AGENTS_SCOPE else ()
+        # The Agents SDK runs only the tools its agent declares (an unknown name fails before any span), and
+        # DSPy's `{tool}.__call__` is a `dspy.Tool` object's call: code.
+        tools = (span_name,) if scope == OPENAI_AGENTS_SCOPE else (called,) if called else ()
         return Mapped(sc.KIND_TOOL, _keep_operation(attributes, out), content=_TOOL_CONTENT, tools=tools)
     if oi_kind == "CHAIN" and scope == SMOLAGENTS_SCOPE:
         index = _step_index(span_name)
         if index is not None:
             out[sc.AGENTDIAG_ITERATION_INDEX] = index
             return Mapped(sc.KIND_ITERATION, out, name=sc.ITERATION_SPAN_NAME)
+    if oi_kind == "CHAIN" and span_name in AGENT_CHAINS.get(scope or "", ()):
+        # A framework's agent loop that its OpenInference instrumentor reports as a chain (Haystack's `Agent`,
+        # DSPy's `ReAct`): the run. These agents have no name of their own.
+        out[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
+        return Mapped(sc.KIND_RUN, _keep_operation(attributes, out))
     if oi_kind == "CHAIN" and scope == OPENAI_AGENTS_SCOPE and span_name == _TURN:
         # The Agents SDK's turn: one model call and the tool calls it asked for (its index: the trace assembler).
         return Mapped(sc.KIND_ITERATION, out, name=sc.ITERATION_SPAN_NAME)
@@ -162,6 +187,15 @@ def _declared_agent(span_name: str) -> str | None:
         if span_name.endswith(method):
             agent = span_name[: -len(method)]
             return agent if agent and "." not in agent and len(agent) <= 128 else None
+    return None
+
+
+def _declared_tool(span_name: str) -> str | None:
+    """DSPy's tool spans are named ``{tool}.__call__`` (or ``.acall``): the tool."""
+    for method in _TOOL_CALLS:
+        if span_name.endswith(method):
+            tool = span_name[: -len(method)]
+            return tool if tool and "." not in tool and len(tool) <= 128 else None
     return None
 
 
