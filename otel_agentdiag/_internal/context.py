@@ -87,3 +87,22 @@ def framework_parent(ctx: otel_context.Context) -> Any:
     if node is None or trace.get_current_span(ctx) is not node.ambient:
         return None
     return node
+
+
+STREAMING_STEP: ContextVar[Any] = ContextVar("agentdiag_streaming_step", default=None)
+"""A framework's model-call step that returned a stream whose request is not sent yet (LlamaIndex's streaming
+LLMs send it when the stream is first read): the next client call made in this context, with no other owner, is
+that step's call. Claimed once (:func:`claim_streaming_step`)."""
+
+
+def claim_streaming_step(ctx: otel_context.Context) -> Any:
+    """The model-call step still waiting for its streamed request in this context (and forget it), or None. Only
+    while no OpenTelemetry span was made current since that step started (that span would be closer)."""
+    node = STREAMING_STEP.get()
+    if node is None:
+        return None
+    STREAMING_STEP.set(None)
+    if node.ended or trace.get_current_span(ctx) is not node.ambient:
+        return None
+    return node
+

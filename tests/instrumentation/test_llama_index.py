@@ -377,3 +377,54 @@ def test_a_model_calls_provider_is_its_llm_packages(module: str, provider: str) 
     llm_class = type("SomeLLM", (), {"__module__": module, "model": "gpt-4o-mini"})
     _name, attributes = llm_span(llm_class(), "chat")
     assert attributes["gen_ai.provider.name"] == provider
+
+
+class _WireStreamingLLM(ScriptedLLM):
+    """As LlamaIndex's OpenAI LLM streams: the request goes out only when the returned stream is first read."""
+
+    base_url: str = ""
+
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
+        import openai
+
+        response = self.chat(messages, **kwargs)
+        client = openai.AsyncOpenAI(api_key=fake.SENTINEL_API_KEY, base_url=self.base_url)
+
+        async def stream() -> Any:
+            wire = await client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "?"}], stream=True
+            )
+            async for _chunk in wire:
+                pass
+            yield response
+
+        return stream()
+
+
+def test_a_stream_whose_request_is_sent_when_read_is_its_model_calls_span(spans: Any) -> None:
+    """With the OpenAI instrumentor on too, the HTTP call a LlamaIndex stream makes when it is read enriches that
+    model call's span: no second LLM span, no trace of its own."""
+    pytest.importorskip("openai")
+    from fakes.openai_server import FakeModelServer
+
+    from otel_agentdiag.instrumentation.openai import OpenAIInstrumentor
+
+    LlamaIndexInstrumentor().instrument(tracer_provider=spans.provider)
+    OpenAIInstrumentor().instrument(tracer_provider=spans.provider)
+    try:
+        with FakeModelServer() as server:
+            agent = _agent(streaming=True)
+            llm = _WireStreamingLLM()
+            llm.base_url = server.base_url
+            agent.llm = llm
+            assert asyncio.run(_run(agent)) == ANSWER
+            assert len(server.requests_to("/v1/chat/completions")) == len(USAGE)
+    finally:
+        OpenAIInstrumentor().uninstrument()
+        LlamaIndexInstrumentor().uninstrument()
+    finished = spans.finished()
+    assert len({s.context.trace_id for s in finished}) == 1  # no model call in a trace of its own
+    chats = [s for s in finished if attrs(s).get(sc.AGENTDIAG_KIND) == sc.KIND_LLM]
+    assert len(chats) == len(USAGE)  # one LLM span per model call: LlamaIndex's, enriched
+    assert all(attrs(c).get(sc.GEN_AI_RESPONSE_MODEL) for c in chats)
+    assert all(_parent(c, finished) in named(finished, sc.ITERATION_SPAN_NAME) for c in chats)

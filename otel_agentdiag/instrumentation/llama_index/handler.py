@@ -48,7 +48,7 @@ from workflows import Workflow
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
-from otel_agentdiag._internal.context import ACTIVE_FRAMEWORK_STEP
+from otel_agentdiag._internal.context import ACTIVE_FRAMEWORK_STEP, STREAMING_STEP
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag.instrumentation._base import error_type_of
@@ -232,6 +232,9 @@ class StepTable:
             run.extra.setdefault("streams", []).append(id_)
         if ACTIVE_FRAMEWORK_STEP.get() is node:
             ACTIVE_FRAMEWORK_STEP.set(node.prev_active)
+        # LlamaIndex's streaming LLMs send their request when the stream is first read: the client call made then
+        # in this context is this step's (a client instrumentation enriches it), not a trace of its own.
+        STREAMING_STEP.set(node)
 
     # -- events ------------------------------------------------------------------------------------------
     def model_response(self, span_id: Any, response: Any) -> None:
