@@ -20,7 +20,8 @@ no instrumentation of ours made (ours already say what they are):
    names the agent stays (the outer one when both name the same agent, or only it does), the other becomes a
    step (``agent_wrapper``). A run that makes calls of its own and delegates to another agent keeps both: a real
    sub-agent stays a nested run. A run inside a run that made no call at all (BeeAI's final-answer event) is a
-   step too.
+   step too. AG2's ``conversation`` (a chat between agents) is the run, and each agent's ``invoke_agent`` reply
+   inside it a step (``agent_reply``).
 4. **One iteration per model call and the tool calls it asked for**, under each run that has no iteration of its
    own: a model call opens an iteration, and each tool call joins the iteration of the last model call that
    started before it (tools before the first model call join the first). The iteration span is new
@@ -50,9 +51,11 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.spans import span_attributes
 from otel_agentdiag.pipeline.adapters import map_span
 from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS
+from otel_agentdiag.pipeline.adapters.genai import AG2_SCOPE, CONVERSATION
 from otel_agentdiag.version import __version__
 
 __all__ = [
+    "AGENT_REPLY",
     "AGENT_WRAPPER",
     "DUPLICATE_TOOL_CALL",
     "SCOPE",
@@ -60,6 +63,8 @@ __all__ = [
     "plan_trace",
 ]
 
+AGENT_REPLY = "agent_reply"
+"""``agentdiag.framework.span_type`` of one agent's reply inside AG2's conversation run."""
 AGENT_WRAPPER = "agent_wrapper"
 """``agentdiag.framework.span_type`` of a run span that only wraps another run."""
 DUPLICATE_TOOL_CALL = "duplicate_tool_call"
@@ -84,6 +89,8 @@ class _Node:
     error: bool
     start: int
     end: int
+    conversation: bool = False
+    """A run that is AG2's conversation between agents."""
     parent: _Node | None = None
     children: list[_Node] = field(default_factory=list)
     demoted: str | None = None
@@ -147,6 +154,7 @@ def _node(span: ReadableSpan) -> _Node | None:
         error=span.status.status_code is StatusCode.ERROR,
         start=start,
         end=span.end_time or start,
+        conversation=attributes.get(sc.GEN_AI_OPERATION_NAME) == CONVERSATION,
     )
 
 
@@ -225,6 +233,20 @@ def _nearest_run(node: _Node) -> _Node | None:
     while parent is not None and not parent.run:
         parent = parent.parent
     return parent
+
+
+def _scope(node: _Node) -> str | None:
+    scope = node.span.instrumentation_scope
+    return None if scope is None else scope.name
+
+
+def _demote_replies(nodes: list[_Node], plan: Plan) -> None:
+    """AG2: each agent's reply inside its ``conversation`` run (both its own spans) is a step of that run."""
+    for node in nodes:
+        if node.run and not node.ours and _scope(node) == AG2_SCOPE:
+            outer = _nearest_run(node)
+            if outer is not None and _scope(outer) == AG2_SCOPE and outer.conversation:
+                node.demoted = plan.demoted[node.span_id] = AGENT_REPLY
 
 
 def _demote_wrapper_runs(nodes: list[_Node], plan: Plan) -> None:
@@ -370,6 +392,7 @@ def plan_trace(spans: Sequence[ReadableSpan]) -> Plan:
         return plan
     _demote_duplicate_llms(nodes, plan)
     _demote_duplicate_tools(nodes, plan)
+    _demote_replies(nodes, plan)
     _demote_wrapper_runs(nodes, plan)
     for node in nodes:
         if node.run and not node.ours:

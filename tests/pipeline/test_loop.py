@@ -126,7 +126,7 @@ def summary(spans: list[ReadableSpan]) -> tuple[int, list[list[str]]]:
     return runs, turns
 
 
-TOOL = "openinference.span.kind"
+AG2 = "opentelemetry.instrumentation.ag2"
 SHAPES: dict[str, S] = {
     "agno (OpenInference)": OI(
         "AGENT",
@@ -232,6 +232,34 @@ SHAPES: dict[str, S] = {
             ],
         ),
         **{"gen_ai.agent.name": "weather_agent"},
+    ),
+    "ag2 (its own output)": S(
+        "conversation user_proxy",
+        {"gen_ai.operation.name": "conversation", "gen_ai.agent.name": "user_proxy"},
+        [
+            S(
+                "invoke_agent weather_agent",
+                {"gen_ai.operation.name": "invoke_agent"},
+                [S("chat gpt-4o-mini", {"gen_ai.operation.name": "chat"}, scope=AG2)],
+                scope=AG2,
+            ),
+            S(
+                "invoke_agent user_proxy",
+                {"gen_ai.operation.name": "invoke_agent"},
+                [
+                    S("execute_tool get_weather", {"gen_ai.operation.name": "execute_tool"}, scope=AG2),
+                    S("execute_tool lookup_city", {"gen_ai.operation.name": "execute_tool"}, scope=AG2),
+                ],
+                scope=AG2,
+            ),
+            S(
+                "invoke_agent weather_agent",
+                {"gen_ai.operation.name": "invoke_agent"},
+                [S("chat gpt-4o-mini", {"gen_ai.operation.name": "chat"}, scope=AG2)],
+                scope=AG2,
+            ),
+        ],
+        scope=AG2,
     ),
     "beeai (OpenInference)": OI(
         "AGENT",

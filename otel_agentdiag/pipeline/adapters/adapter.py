@@ -70,7 +70,7 @@ def map_span(attributes: Mapping[str, Any], name: str, scope: str | None = None)
     if _TL_KIND in attributes or _TL_REQUEST in attributes:
         return openllmetry.adapt(attributes)
     if _OPERATION in attributes:
-        return genai.adapt(attributes)
+        return genai.adapt(attributes, scope)
     return None
 
 

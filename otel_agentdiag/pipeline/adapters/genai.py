@@ -37,7 +37,16 @@ from otel_agentdiag.pipeline.adapters._common import (
 )
 from otel_agentdiag.redaction import keys as _keys
 
-__all__ = ["AGGREGATED_USAGE", "LOOP_STEP_KEYS", "OLD_USAGE", "VENDOR_FINISH_REASONS", "adapt", "recognises"]
+__all__ = [
+    "AG2_SCOPE",
+    "AGGREGATED_USAGE",
+    "CONVERSATION",
+    "LOOP_STEP_KEYS",
+    "OLD_USAGE",
+    "VENDOR_FINISH_REASONS",
+    "adapt",
+    "recognises",
+]
 
 LOOP_STEP_KEYS: dict[str, str] = {"execute_event_loop_cycle": "event_loop.cycle_id"}
 """A framework's loop-step operation → the key of its own that marks the span as one (Strands' event-loop cycle)."""
@@ -73,10 +82,19 @@ def recognises(attributes: Mapping[str, Any]) -> bool:
     return sc.GEN_AI_OPERATION_NAME in attributes
 
 
-def adapt(attributes: Mapping[str, Any]) -> Mapped:
-    """The span's kind from its operation, and the older usage and provider keys moved to today's. Pure."""
+AG2_SCOPE = "opentelemetry.instrumentation.ag2"
+"""AG2's own instrumentation (``autogen.opentelemetry``): its ``conversation`` span is the run of a chat between
+agents, each ``invoke_agent`` inside it one agent's reply (a step: :mod:`otel_agentdiag.pipeline.loop`)."""
+CONVERSATION = "conversation"
+
+
+def adapt(attributes: Mapping[str, Any], scope: str | None = None) -> Mapped:
+    """The span's kind from its operation, and the older usage and provider keys moved to today's (``scope``: the
+    instrumentation scope's name, for AG2's ``conversation``). Pure."""
     operation = attributes.get(sc.GEN_AI_OPERATION_NAME)
     kind = OPERATION_KINDS.get(operation, sc.KIND_OTHER) if type(operation) is str else sc.KIND_OTHER
+    if operation == CONVERSATION and scope == AG2_SCOPE:
+        kind = sc.KIND_RUN
     out: dict[str, Any] = {}
     copy_if_absent(attributes, out, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME)
     copy_if_absent(attributes, out, sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID)
@@ -98,4 +116,9 @@ def adapt(attributes: Mapping[str, Any]) -> Mapped:
     if kind == sc.KIND_OTHER:
         # A step with an operation we have no kind for: named by its (checked) operation, typed for `show`.
         span_type = operation if type(operation) is str and operation.isidentifier() and len(operation) <= 32 else None
-    return Mapped(kind, out, span_type=span_type, content=GENAI_CONTENT)
+    agents: tuple[str, ...] = ()
+    if scope == AG2_SCOPE and kind == sc.KIND_RUN:
+        # AG2 names these spans after the ConversableAgent objects of the code (their `name`): declared.
+        agent = attributes.get(sc.GEN_AI_AGENT_NAME)
+        agents = (agent,) if type(agent) is str and 0 < len(agent) <= 128 else ()
+    return Mapped(kind, out, span_type=span_type, content=GENAI_CONTENT, agents=agents)
