@@ -241,9 +241,6 @@ class TraceAssembler(SpanProcessor):
         plan = plan_trace(spans) if spans else None
         if plan:
             self.rebuilt += 1
-            trace_id = spans[0].context.trace_id  # type: ignore[union-attr]
-            for span_id, span_type in plan.demoted.items():
-                note_step(trace_id, span_id, span_type)
         # Numbers in start order, a span that has not ended keeping its place (a gap until it ends); the added
         # iterations after the spans they hold.
         ended = {s.context.span_id: s for s in spans if s.context is not None}
@@ -296,6 +293,10 @@ class TraceAssembler(SpanProcessor):
                 attributes[sc.AGENTDIAG_ITERATION_INDEX] = index
             parent = plan.parents.get(span_id, ...)
         copy = with_attributes(span, attributes) if parent is ... else with_attributes(span, attributes, parent=parent)
+        if plan is not None:
+            step = plan.demoted.get(span_id)
+            if step is not None:
+                note_step(copy, step)  # the adapters map it as that step, on every destination
         if own is None and recorded is None and session is not None:
             _ids.TABLE.record_conversation(copy, session)
         _ids.TABLE.pin(copy)  # the raw ids beside the span now follow the copy the destinations queue

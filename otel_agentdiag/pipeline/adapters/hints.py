@@ -2,31 +2,31 @@
 
 :class:`~otel_agentdiag.pipeline.assembly.TraceAssembler` rebuilds a trace once, before the fan-out; the adapters
 map each span per destination, later. A span the rebuild made a step (a wrapper run, a model or tool call seen
-twice: :mod:`otel_agentdiag.pipeline.loop`) is noted here under its ``(trace id, span id)``, with the
-``agentdiag.framework.span_type`` to give it. Bounded: a full table starts afresh (a span whose note was lost is
-mapped as its convention says).
+twice: :mod:`otel_agentdiag.pipeline.loop`) is noted here, with the ``agentdiag.framework.span_type`` to give it,
+against the very span object the assembler hands to every destination: the note goes when that object does.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
-__all__ = ["MAX_HINTS", "note_step", "step_hint"]
+__all__ = ["note_step", "step_hint"]
 
-MAX_HINTS = 65_536
+_HINTS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
 
-_HINTS: dict[tuple[int, int], str] = {}
 
-
-def note_step(trace_id: int, span_id: int, span_type: str) -> None:
-    if len(_HINTS) >= MAX_HINTS:
-        _HINTS.clear()
-    _HINTS[(trace_id, span_id)] = span_type
+def note_step(span: Any, span_type: str) -> None:
+    """``span`` (the object every destination receives) is a step of type ``span_type``."""
+    with _lock:
+        _HINTS[span] = span_type
 
 
 def step_hint(span: Any) -> str | None:
     """The step type the rebuild gave this span, or None."""
     if not _HINTS:
         return None
-    ctx = span.context
-    return None if ctx is None else _HINTS.get((ctx.trace_id, ctx.span_id))
+    with _lock:
+        return _HINTS.get(span)
