@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -118,9 +119,16 @@ class TraceAssembler(SpanProcessor):
         self.max_traces = max_traces
         self.max_spans = max_spans
         self.max_age_s = max_age_s
-        self._held: dict[int, _Held] = {}
+        self.held: dict[int, _Held] = {}
+        """Traces being held, by trace id (the sequencer reads it: their spans are numbered here)."""
         self._closed: dict[int, _Closed] = {}
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._queue: deque[tuple[int, _Held | None, ReadableSpan | None]] = deque()
+        """What the worker hands on, in order: a trace (its id and what was held) or one later span of one."""
+        self._pending = 0
+        self._worker: threading.Thread | None = None
+        self._stopped = False
         self.assembled = 0
         """Traces handed on after assembly."""
         self.rebuilt = 0
@@ -133,27 +141,29 @@ class TraceAssembler(SpanProcessor):
         sequencer.assembler = self
 
     def _at_fork_reinit(self) -> None:
-        self._lock = threading.RLock()
-        self._held = {}
+        """In a forked child: fresh state (the parent's traces are the parent's) and no worker until needed."""
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self.held = {}
         self._closed = {}
+        self._queue = deque()
+        self._pending = 0
+        self._worker = None
 
     # -- the sequencer's side (on_start, on the thread that starts the span) -----------------------------------
-    def holds(self, trace_id: int) -> bool:
-        return trace_id in self._held
-
     def started(self, context: Any, *, root: bool, session: str | None) -> None:
         """A span started in a held trace, or (``root``) another instrumentation's local root, whose trace is then
         held: its place in the start order is kept, and the first ``session`` named at a start is the trace's
         until an ended span says otherwise. A span of a trace handed on meanwhile is numbered when it ends."""
         trace_id, span_id = context.trace_id, context.span_id
         with self._lock:
-            held = self._held.get(trace_id)
+            held = self.held.get(trace_id)
             if held is None:
                 if not root:
                     return
-                if len(self._held) >= self.max_traces:
-                    self._hand_on(next(iter(self._held)), early=True)
-                held = self._held[trace_id] = _Held()
+                if len(self.held) >= self.max_traces:
+                    self._hand_on(next(iter(self.held)), early=True)
+                held = self.held[trace_id] = _Held()
             if root:
                 held.roots.add(span_id)
             held.order[span_id] = len(held.order)
@@ -167,62 +177,104 @@ class TraceAssembler(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         ctx = span.context
         trace_id = ctx.trace_id if ctx is not None else 0
-        if trace_id not in self._held and trace_id not in self._closed:
-            self._forward(span)  # a trace of ours: the common path
+        if trace_id not in self.held and trace_id not in self._closed:
+            for branch in self.branches:  # a trace of ours: the common path
+                branch.on_end(span)
             return
         try:
-            self._end_held(span, trace_id)
-        except Exception as exc:  # noqa: BLE001 - never raise into the agent; the span still goes on
-            log_internal_error("assembling a trace", exc)
-            self._forward(span)
-
-    def _end_held(self, span: ReadableSpan, trace_id: int) -> None:
-        with self._lock:
-            held = self._held.get(trace_id)
-            if held is None:
-                closed = self._closed.get(trace_id)
-                late = self._late(span, closed) if closed is not None else span
-            else:
-                late = None
+            with self._lock:
+                held = self.held.get(trace_id)
+                if held is None:
+                    self._enqueue(trace_id, None, span)  # a later span of a trace handed on: after it, in order
+                    return
                 if not held.spans:
                     held.first_end = time.monotonic()
                 held.spans.append(span)
-                held.roots.discard(span.context.span_id)  # type: ignore[union-attr]
+                held.roots.discard(ctx.span_id)  # type: ignore[union-attr]
                 if not held.roots or len(held.spans) >= self.max_spans:
                     self._hand_on(trace_id, early=bool(held.roots))
                 else:
-                    self._hand_on_aged()
-        if late is not None:
-            self._forward(late)
-
-    def _hand_on_aged(self) -> None:
-        oldest = next(iter(self._held.values()), None)
-        if oldest is not None and oldest.spans and time.monotonic() - oldest.first_end > self.max_age_s:
-            self._hand_on(next(iter(self._held)), early=True)
+                    oldest = next(iter(self.held))
+                    first = self.held[oldest]
+                    if first.spans and time.monotonic() - first.first_end > self.max_age_s:
+                        self._hand_on(oldest, early=True)
+        except Exception as exc:  # noqa: BLE001 - never raise into the agent; the span still goes on
+            log_internal_error("holding a span", exc)
+            self._forward(span)
 
     # -- handing on ----------------------------------------------------------------------------------------
-    def flush_held(self) -> None:
-        """Hand on every held trace as it stands (``force_flush``, ``shutdown``)."""
-        with self._lock:
-            for trace_id in list(self._held):
-                self._hand_on(trace_id, early=True)
-
     def _hand_on(self, trace_id: int, *, early: bool) -> None:
-        """Assemble the held trace and give its spans to every branch (called under the lock)."""
-        held = self._held.pop(trace_id)
-        spans = held.spans
-        self.assembled += 1
+        """Queue the held trace for the worker (called under the lock): from now on its later spans queue
+        behind it, so they reach the branches after it, numbered in its session."""
+        held = self.held.pop(trace_id)
         if early:
             self.early += 1
+        self._closed.pop(trace_id, None)
+        self._closed[trace_id] = _Closed(held.session, [])
+        if len(self._closed) > _MAX_CLOSED:
+            self._closed.pop(next(iter(self._closed)), None)
+        if held.session is not None:  # the spans the trace starts from now on: numbered there at start
+            self.sequencer.file_trace(trace_id, held.session)
+        self._enqueue(trace_id, held, None)
+
+    def _enqueue(self, trace_id: int, held: _Held | None, span: ReadableSpan | None) -> None:
+        """(Under the lock.) One item for the worker, started on first use."""
+        self._queue.append((trace_id, held, span))
+        self._pending += 1
+        self._work.notify()
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._run, name="otel-agentdiag-assembly", daemon=True)
+            self._worker.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._work:
+                while not self._queue:
+                    if self._stopped:
+                        return
+                    self._work.wait()
+                trace_id, held, span = self._queue.popleft()
+            try:
+                if held is not None:
+                    self._assemble_held(trace_id, held)
+                elif span is not None:
+                    self._forward(self._late(span, trace_id))
+            except Exception as exc:  # noqa: BLE001 - the worker goes on; what it held was handed on as it could
+                log_internal_error("assembling a trace", exc)
+            finally:
+                with self._work:
+                    self._pending -= 1
+                    if not self._pending:
+                        self._work.notify_all()
+
+    def flush_held(self, timeout_s: float = 30.0) -> bool:
+        """Hand on every held trace as it stands and wait (at most ``timeout_s``) until the worker has given
+        everything to the branches (``force_flush``, ``shutdown``). True when it has."""
+        deadline = time.monotonic() + timeout_s
+        with self._work:
+            for trace_id in list(self.held):
+                self._hand_on(trace_id, early=True)
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._work.wait(left)
+        return True
+
+    def _assemble_held(self, trace_id: int, held: _Held) -> None:
+        """On the worker: assemble the trace and give its spans to every branch."""
+        spans = held.spans
+        self.assembled += 1
         try:
             out, session, reserved = self._assemble(spans, held)
         except Exception as exc:  # noqa: BLE001 - the spans still go on, numbered as they can be
             self.failed += 1
             log_internal_error("rebuilding a trace", exc)
             out, session, reserved = [self._numbered(s, held.session) for s in spans], held.session, []
-        if len(self._closed) >= _MAX_CLOSED:
-            self._closed.pop(next(iter(self._closed)), None)
-        self._closed[trace_id] = _Closed(session, reserved)
+        with self._lock:
+            closed = self._closed.get(trace_id)
+            if closed is not None:
+                closed.session, closed.reserved = session, reserved
         if session is not None:
             self.sequencer.file_trace(trace_id, session)  # spans it starts from now on: numbered there at start
         for span in out:
@@ -261,11 +313,12 @@ class TraceAssembler(SpanProcessor):
         everything.sort(key=lambda s: (s.end_time or 0, s.start_time or 0))
         return [numbered[id(span)] for span in everything], session, reserved
 
-    def _late(self, span: ReadableSpan, closed: _Closed) -> ReadableSpan:
+    def _late(self, span: ReadableSpan, trace_id: int) -> ReadableSpan:
         """A span of a trace handed on already: numbered under the trace's session (a reserved number first),
         unless it started after the hand-on (the sequencer numbered it then, in the trace's session)."""
         if sc.AGENTDIAG_SEQUENCE in span_attributes(span):
             return span
+        closed = self._closed.get(trace_id) or _Closed(None, [])
         key = _own_session(span) or _recorded_session(span) or closed.session
         number = closed.reserved.pop(0) if key == closed.session and closed.reserved else None
         return self._numbered(span, closed.session, None, number)
@@ -323,12 +376,15 @@ class TraceAssembler(SpanProcessor):
             self.flush_held()
         except Exception as exc:  # noqa: BLE001
             log_internal_error("handing on held traces", exc)
+        with self._work:
+            self._stopped = True
+            self._work.notify_all()
         for branch in self.branches:
             branch.shutdown()
 
     def stats(self) -> dict[str, int]:
         return {
-            "held": len(self._held),
+            "held": len(self.held),
             "assembled": self.assembled,
             "rebuilt": self.rebuilt,
             "early": self.early,

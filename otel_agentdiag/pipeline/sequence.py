@@ -27,6 +27,7 @@ import secrets
 import threading
 import unicodedata
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
@@ -51,8 +52,9 @@ class SpanHolder(Protocol):
     """What the sequencer tells the processor that holds other instrumentations' traces
     (:class:`~otel_agentdiag.pipeline.assembly.TraceAssembler`) about the spans that start."""
 
-    def holds(self, trace_id: int) -> bool:
-        """Whether the spans of this trace are numbered by the holder, not at start."""
+    @property
+    def held(self) -> Mapping[int, Any]:
+        """The traces it holds, by trace id: their spans are numbered by the holder, not at start."""
         ...
 
     def started(self, context: Any, *, root: bool, session: str | None) -> None:
@@ -124,13 +126,12 @@ class SessionSequencer(SpanProcessor):
         self._trace_sessions = {}
         self.observer_id = secrets.token_hex(8)
 
-    def _trace_starts(self, span: Span, raw: Any) -> str | None:
-        """The session key of a span that names its own session; the first such span of a trace files the spans
-        of that trace started after it without one (bounded: the oldest traces are forgotten first)."""
+    def _trace_starts(self, trace_id: int, raw: Any) -> str | None:
+        """The session key of a foreign span that names its own session; the first such span of a trace files the
+        spans of that trace started after it without one (bounded: the oldest traces are forgotten first)."""
         key = session_key(raw)
         if key is not None:
             traces = self._trace_sessions
-            trace_id = span.context.trace_id
             if trace_id not in traces:
                 if len(traces) >= self.max_sessions:
                     with self._lock:
@@ -166,14 +167,16 @@ class SessionSequencer(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
-            if not span.context.trace_flags.sampled:
+            context = span.context
+            if not context.trace_flags.sampled:
                 return  # never exported: numbering it would leave a gap
             attributes = span_attributes(span)
             # Read through the backing dict: the ``Mapping`` API of ``BoundedAttributes`` takes a lock per lookup.
             backing = getattr(attributes, "_dict", None)
             if isinstance(backing, dict):
                 attributes = backing
-            if sc.AGENTDIAG_KIND not in attributes:
+            foreign = sc.AGENTDIAG_KIND not in attributes
+            if foreign:
                 call = otel_context.get_value(LLM_CALL_KEY, parent_context)
                 if call is not None and not getattr(call, "defers", False):
                     # Another instrumentation's span, started inside one of our model calls: if it is an LLM
@@ -182,13 +185,14 @@ class SessionSequencer(SpanProcessor):
             if sc.AGENTDIAG_OBSERVER_ID in attributes:
                 return
             assembler = self.assembler
-            root = False
+            root = deferred = False
             if assembler is not None:
-                parent = span.parent
-                # Another instrumentation's local root: its trace is assembled when the root ends
-                # (pipeline/assembly.py), and numbered then, once its session is known.
-                root = (parent is None or parent.is_remote) and sc.AGENTDIAG_KIND not in attributes
-            deferred = root or (assembler is not None and assembler.holds(span.context.trace_id))
+                # A span of a held trace, or another instrumentation's local root (its trace is then held): the
+                # assembler numbers them when the trace is handed on (pipeline/assembly.py). Ours: one lookup.
+                deferred = context.trace_id in assembler.held
+                if foreign and not deferred:
+                    parent = span.parent
+                    root = deferred = parent is None or parent.is_remote
             if attributes.get(sc.AGENTDIAG_KIND) in _AGENT_STEP_KINDS and sc.GEN_AI_AGENT_NAME not in attributes:
                 # Our model and tool calls name the agent whose run they are part of (the nearest one): tokens,
                 # cost and latency can then be told apart per agent (metrics, Jaeger tag search) without a join.
@@ -203,15 +207,13 @@ class SessionSequencer(SpanProcessor):
                     if found is not None:
                         _ids.TABLE.record_conversation(span, found)  # the assembler files the trace from it
                 assert assembler is not None
-                assembler.started(span.context, root=root, session=session_key(own if own is not None else found))
+                assembler.started(context, root=root, session=session_key(own if own is not None else found))
                 return
             from_context = None
-            if sc.GEN_AI_CONVERSATION_ID in attributes:
-                raw = attributes[sc.GEN_AI_CONVERSATION_ID]
-                key = self._trace_starts(span, raw)
-            elif sc.SESSION_ID in attributes:
-                raw = attributes[sc.SESSION_ID]
-                key = self._trace_starts(span, raw)
+            if sc.GEN_AI_CONVERSATION_ID in attributes or sc.SESSION_ID in attributes:
+                raw = attributes.get(sc.GEN_AI_CONVERSATION_ID, attributes.get(sc.SESSION_ID))
+                # Another instrumentation's span naming its session files the later spans of its trace there.
+                key = self._trace_starts(context.trace_id, raw) if foreign else session_key(raw)
             else:
                 # Ours (an agent run's), else the official GenAI instrumentations' (set on their spans at end
                 # only: numbered under it now, the span is filed where it is numbered), else the session an
@@ -220,7 +222,7 @@ class SessionSequencer(SpanProcessor):
                 raw = from_context = (
                     current_conversation_id(parent_context)
                     or peer_conversation_id(parent_context)
-                    or self._trace_sessions.get(span.context.trace_id)
+                    or (self._trace_sessions.get(context.trace_id) if self._trace_sessions else None)
                 )
                 key = session_key(raw)
             sequence = self.next_sequence(key)
