@@ -1,10 +1,12 @@
 """``TraceAssembler``: hold the trace another instrumentation started until its root ends, then make it true to the run.
 
 Pipeline (design.md §2): sequencer → **assembler** → each destination's batch processor (adapters → redact →
-export). It wraps the destinations' batch processors: the provider hands it every ended span, and it hands them on.
+export). The batch processors stay on the provider; the spans of the traces the assembler holds or has handed on
+(:attr:`TraceAssembler.routes`) do not queue there when they end: the first branch hands them to the assembler,
+which gives them back to every branch (``enqueue``) when their trace is handed on.
 
-- A trace whose local root is ours (it carries ``agentdiag.kind`` when it starts), or any span of such a trace, is
-  handed on at once: one dict lookup per span, nothing held.
+- A trace whose local root is ours (it carries ``agentdiag.kind`` when it starts), or any span of such a trace,
+  queues at once: one dict lookup per span in the sequencer and in each batch processor, no call, nothing held.
 - A trace whose local root another instrumentation started (OpenInference, OpenLLMetry, a framework's own
   output) is *assembled*: the sequencer numbers none of its spans when they start (it counts them); this processor
   holds them as they end, and when the root ends:
@@ -46,8 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import ids as _ids
@@ -55,6 +56,7 @@ from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.spans import span_attributes, with_attributes
 from otel_agentdiag.pipeline.adapters.hints import note_step
+from otel_agentdiag.pipeline.batching import AccountingBatchSpanProcessor
 from otel_agentdiag.pipeline.loop import Plan, plan_trace
 from otel_agentdiag.pipeline.sequence import SessionSequencer, session_key
 
@@ -94,16 +96,14 @@ class _Closed:
     reserved: list[int]
 
 
-class TraceAssembler(SpanProcessor):
-    """See the module doc. ``branches``: the processors every ended span goes to (the destinations' batch
-    processors), in order. Never raises from ``on_end``."""
-
-    exports_only_redacted = True
-    """It exports nothing itself: it hands spans to our batch processors, which redact before export."""
+class TraceAssembler:
+    """See the module doc. ``branches``: the destinations' batch processors, in order: the first hands the spans
+    of held traces in (:meth:`intake`), and every one takes them back when their trace is handed on. Never raises
+    into the thread that ends a span."""
 
     def __init__(
         self,
-        branches: Sequence[SpanProcessor],
+        branches: Sequence[AccountingBatchSpanProcessor],
         sequencer: SessionSequencer,
         *,
         content: ContentRecorder | None = None,
@@ -122,6 +122,8 @@ class TraceAssembler(SpanProcessor):
         self.held: dict[int, _Held] = {}
         """Traces being held, by trace id (the sequencer reads it: their spans are numbered here)."""
         self._closed: dict[int, _Closed] = {}
+        self.routes: dict[int, bool] = {}
+        """Trace ids held or handed on: the batch processors route their ended spans to :meth:`intake`."""
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._queue: deque[tuple[int, _Held | None, ReadableSpan | None]] = deque()
@@ -139,6 +141,8 @@ class TraceAssembler(SpanProcessor):
         """Traces whose rebuild raised: handed on numbered and filed, unchanged otherwise."""
         reinit_after_fork(self._at_fork_reinit)
         sequencer.assembler = self
+        for index, branch in enumerate(self.branches):  # the first hands the routed spans in; the others skip them
+            branch.route(self.routes, self.intake if index == 0 else None)
 
     def _at_fork_reinit(self) -> None:
         """In a forked child: fresh state (the parent's traces are the parent's) and no worker until needed."""
@@ -146,6 +150,7 @@ class TraceAssembler(SpanProcessor):
         self._work = threading.Condition(self._lock)
         self.held = {}
         self._closed = {}
+        self.routes.clear()  # the batch processors keep this very mapping
         self._queue = deque()
         self._pending = 0
         self._worker = None
@@ -164,23 +169,17 @@ class TraceAssembler(SpanProcessor):
                 if len(self.held) >= self.max_traces:
                     self._hand_on(next(iter(self.held)), early=True)
                 held = self.held[trace_id] = _Held()
+                self.routes[trace_id] = True
             if root:
                 held.roots.add(span_id)
             held.order[span_id] = len(held.order)
             if held.session is None:
                 held.session = session
 
-    # -- SpanProcessor -----------------------------------------------------------------------------------------
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        pass  # the sequencer, first on the provider, tells this processor what starts
-
-    def on_end(self, span: ReadableSpan) -> None:
+    def intake(self, span: ReadableSpan) -> None:
+        """An ended span of a routed trace (held, or handed on already), from the first branch's ``on_end``."""
         ctx = span.context
         trace_id = ctx.trace_id if ctx is not None else 0
-        if trace_id not in self.held and trace_id not in self._closed:
-            for branch in self.branches:  # a trace of ours: the common path
-                branch.on_end(span)
-            return
         try:
             with self._lock:
                 held = self.held.get(trace_id)
@@ -212,7 +211,10 @@ class TraceAssembler(SpanProcessor):
         self._closed.pop(trace_id, None)
         self._closed[trace_id] = _Closed(held.session, [])
         if len(self._closed) > _MAX_CLOSED:
-            self._closed.pop(next(iter(self._closed)), None)
+            forgotten = next(iter(self._closed))
+            del self._closed[forgotten]
+            if forgotten not in self.held:
+                self.routes.pop(forgotten, None)  # its spans queue directly again (numbered at start)
         if held.session is not None:  # the spans the trace starts from now on: numbered there at start
             self.sequencer.file_trace(trace_id, held.session)
         self._enqueue(trace_id, held, None)
@@ -359,19 +361,10 @@ class TraceAssembler(SpanProcessor):
 
     def _forward(self, span: ReadableSpan) -> None:
         for branch in self.branches:
-            branch.on_end(span)
+            branch.enqueue(span)
 
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        try:
-            self.flush_held()
-        except Exception as exc:  # noqa: BLE001
-            log_internal_error("handing on held traces", exc)
-        ok = True
-        for branch in self.branches:
-            ok = branch.force_flush(timeout_millis) and ok
-        return ok
-
-    def shutdown(self) -> None:
+    def stop(self) -> None:
+        """Hand on what is held, then stop the worker (the handle's ``shutdown``, before the batch processors')."""
         try:
             self.flush_held()
         except Exception as exc:  # noqa: BLE001
@@ -379,8 +372,6 @@ class TraceAssembler(SpanProcessor):
         with self._work:
             self._stopped = True
             self._work.notify_all()
-        for branch in self.branches:
-            branch.shutdown()
 
     def stats(self) -> dict[str, int]:
         return {

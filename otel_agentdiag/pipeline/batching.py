@@ -31,7 +31,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from opentelemetry.context import Context
@@ -215,6 +215,9 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         self._finisher: SpanFinisher | None = None
         self._adapter: SpanAdapter | None = None
         self._recorder: SpanRecorder | None = None
+        self._routed: Mapping[int, Any] = {}
+        """Trace ids whose spans do not queue here on ``on_end`` (:meth:`route`)."""
+        self._intake: Callable[[ReadableSpan], None] | None = None
         self._reset_state()
         reinit_after_fork(self._at_fork_reinit)
         self._start_worker()
@@ -270,13 +273,29 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
             self._recorder = recorder
 
     # -- the agent's side ---------------------------------------------------------------------------------
+    def route(self, routed: Mapping[int, Any], intake: Callable[[ReadableSpan], None] | None) -> None:
+        """The spans of the traces in ``routed`` (a live mapping, by trace id) do not queue here when they end:
+        they go to ``intake`` (or nowhere, when it is None: another branch's processor hands them on), which hands
+        them back through :meth:`enqueue` (the trace assembler: pipeline/assembly.py). Spans of other traces pay
+        one lookup. Call it before the first span ends."""
+        self._routed = routed
+        self._intake = intake
+
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         pass
 
-    def on_end(self, span: ReadableSpan) -> None:
+    def on_end(self, span: ReadableSpan, route: bool = True) -> None:
+        """Queue the ended span (or refuse it, counted). A span of a routed trace (:meth:`route`) goes to the
+        intake instead, unless ``route`` is False (the intake handing it back: :meth:`enqueue`)."""
         try:
             ctx = span.context
             if ctx is None or not ctx.trace_flags.sampled:
+                return
+            routed = self._routed
+            if route and routed and ctx[0] in routed:  # SpanContext is a tuple: [0] is its trace id
+                intake = self._intake
+                if intake is not None:
+                    intake(span)
                 return
             size = estimate_size(span_attributes(span), getattr(span, "_events", None))
             with self._lock:
@@ -301,6 +320,10 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
                 _logger.warning("otel-agentdiag: the span queue is full; dropping spans (each is counted)")
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("queueing a span", exc)
+
+    def enqueue(self, span: ReadableSpan) -> None:
+        """Queue an ended span whatever its trace (the trace assembler hands its spans on through here)."""
+        self.on_end(span, route=False)
 
     def _refuse_locked(self, span: ReadableSpan) -> bool:
         """Count a span the queue does not take; True on the first ``queue_full`` drop (to be logged)."""

@@ -4,13 +4,13 @@ Pipeline (design.md §2; docs/architecture.md says where the code departs from i
 
     TracerProvider ─┬─ SessionSequencer (on_start: agentdiag.observer.id, agentdiag.sequence, our LLM calls)
                     ├─ ContentRecorder (only with capture_content: content onto the ended span, for the store)
-                    └─ TraceAssembler (other instrumentations' traces: held until the root ends, then filed,
-                       │               numbered and their loop rebuilt; ours handed on at once)
-                       ├─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(local)
-                       │                                          ─ SQLiteSpanExporter
-                       └─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(strict)
-                                                                  ─ OTLPSpanExporter
-                                                                  (with metrics on: ─ MetricsRecorder, on one branch)
+                    ├─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(local)
+                    │                                          ─ SQLiteSpanExporter
+                    └─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(strict)
+                                                               ─ OTLPSpanExporter
+                                                               (with metrics on: ─ MetricsRecorder, on one branch)
+                    TraceAssembler: the spans of a trace another instrumentation started go from the first batch
+                    processor to it, and back to every one once the trace is filed, numbered and its loop rebuilt
 
 The provider hands ended spans to the batch processors; each redacts on its worker thread, just before export,
 so the agent's thread only queues the span and no exporter ever receives anything but the redacted copy.
@@ -212,11 +212,11 @@ def _install(
         provider.add_span_processor(content)
         content.install()
         _logger.info("otel-agentdiag: content capture is on; content is kept in %s only", options.store_path)
-    # The assembler hands ended spans to the batch processors: at once for traces of ours, once assembled for
-    # traces another instrumentation started. Redaction runs in the batch workers (the redacting processors'
-    # on_end would only forward them).
-    assert assembler is not None
-    provider.add_span_processor(assembler)
+    assert assembler is not None  # it routes the spans of other instrumentations' traces through itself
+    for batching in assembler.branches:
+        # Redaction runs in the batch worker, so the provider hands ended spans straight to the batch processor
+        # (one call fewer per span than through the redacting processor, whose on_end would only forward them).
+        provider.add_span_processor(batching)
 
 
 def _local_exporter(options: AgentDiagOptions, retention: RetentionLimits | None) -> SpanExporter | None:

@@ -189,7 +189,7 @@ class AgentDiag:
         started = time.monotonic()
         if self.assembler is not None:
             with handle_internal_errors("handing on held traces"):
-                self.assembler.flush_held()
+                self.assembler.stop()
         with handle_internal_errors("shutting down"):
             self._shutdown_batching(timeout_s)
         if self.metrics is not None:  # after the batch workers recorded their last spans

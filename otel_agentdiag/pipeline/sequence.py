@@ -189,7 +189,7 @@ class SessionSequencer(SpanProcessor):
             if assembler is not None:
                 # A span of a held trace, or another instrumentation's local root (its trace is then held): the
                 # assembler numbers them when the trace is handed on (pipeline/assembly.py). Ours: one lookup.
-                deferred = context.trace_id in assembler.held
+                deferred = context[0] in assembler.held  # SpanContext is a tuple: [0] is its trace id (no call)
                 if foreign and not deferred:
                     parent = span.parent
                     root = deferred = parent is None or parent.is_remote
@@ -211,9 +211,12 @@ class SessionSequencer(SpanProcessor):
                 return
             from_context = None
             if sc.GEN_AI_CONVERSATION_ID in attributes or sc.SESSION_ID in attributes:
-                raw = attributes.get(sc.GEN_AI_CONVERSATION_ID, attributes.get(sc.SESSION_ID))
+                if sc.GEN_AI_CONVERSATION_ID in attributes:
+                    raw = attributes[sc.GEN_AI_CONVERSATION_ID]
+                else:
+                    raw = attributes[sc.SESSION_ID]
                 # Another instrumentation's span naming its session files the later spans of its trace there.
-                key = self._trace_starts(context.trace_id, raw) if foreign else session_key(raw)
+                key = self._trace_starts(context[0], raw) if foreign else session_key(raw)
             else:
                 # Ours (an agent run's), else the official GenAI instrumentations' (set on their spans at end
                 # only: numbered under it now, the span is filed where it is numbered), else the session an
@@ -222,7 +225,7 @@ class SessionSequencer(SpanProcessor):
                 raw = from_context = (
                     current_conversation_id(parent_context)
                     or peer_conversation_id(parent_context)
-                    or (self._trace_sessions.get(context.trace_id) if self._trace_sessions else None)
+                    or (self._trace_sessions.get(context[0]) if self._trace_sessions else None)
                 )
                 key = session_key(raw)
             sequence = self.next_sequence(key)
