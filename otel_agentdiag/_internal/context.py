@@ -105,4 +105,3 @@ def claim_streaming_step(ctx: otel_context.Context) -> Any:
     if node.ended or trace.get_current_span(ctx) is not node.ambient:
         return None
     return node
-

@@ -9,8 +9,9 @@ The agent has three tools. The model asks for ``get_weather`` twice, then for ``
 handled ``ToolException``: ToolNode tells the model), then answers. Sentinels sit in the prompt, the system
 prompt, the tool descriptions, arguments and results, the call ids, the thread id (the conversation), the failing
 tool's message, the answer and the API key. One run goes through ``invoke``, two more through ``ainvoke`` under
-``asyncio.gather``, each in its own thread. Each run must be run → one iteration per LangGraph step → its
-``chat`` or ``execute_tool`` span, one LLM span per model call, usage on the leaves only with roll-ups equal to
+``asyncio.gather``, each in its own thread. Each run must be run → one iteration per model call (LangGraph's model
+step, joined by the tool step it asked for) → its ``chat`` and ``execute_tool`` spans, one LLM span per model
+call, usage on the leaves only with roll-ups equal to
 their sums, a valid receipt per session, and no sentinel in the store or on the wire.
 """
 
@@ -84,9 +85,10 @@ class Model:
     """True for ChatOpenAI, talking to the fake model server through the real client (instrumented too)."""
 
     def tree(self) -> list[list[str]]:
-        """Per LangGraph step of a run, its leaf as ``kind:name``: the model's steps and the tools' alternate."""
-        chat = [f"llm:chat {self.name}"]
-        return [x for name in SCRIPT for x in (chat, [f"tool:execute_tool {name}"])] + [chat]
+        """Per iteration of a run, its leaves as ``kind:name`` (sorted): a model call and the tool it asked for
+        (LangGraph runs the tool in a step of its own, which joins the model step's iteration), then the answer."""
+        chat = f"llm:chat {self.name}"
+        return [sorted([chat, f"tool:execute_tool {name}"]) for name in SCRIPT] + [[chat]]
 
 
 MODELS = (
@@ -199,7 +201,8 @@ def test_each_run_is_run_iterations_chat_and_tools(run: Run, model: Model) -> No
         assert root.attributes[sc.AGENTDIAG_STOP_REASON] == "completed"
         assert leaves == model.tree()
         iterations = sorted((s for s in spans if s.kind == "iteration"), key=lambda s: s.start_ns)
-        assert [s.attributes[sc.AGENTDIAG_ITERATION_INDEX] for s in iterations] == list(range(1, 2 * TURNS))
+        # The index is LangGraph's step of the model call that opened the iteration.
+        assert [s.attributes[sc.AGENTDIAG_ITERATION_INDEX] for s in iterations] == list(range(1, 2 * TURNS, 2))
         assert len({s.attributes[sc.GEN_AI_CONVERSATION_ID] for s in spans}) == 1  # every span in its session
 
 

@@ -2,8 +2,10 @@
 
 :class:`RunTable` is the state of :class:`~.callback.AgentDiagCallbackHandler` (its base class, so the hooks
 reach it without a layer in between): one :class:`Run` per LangChain run in progress (the node its children
-hang under, and its role), a run's iterations (one per LangGraph step, ended when the next step starts or the
-run ends), the tool call ids that got a span, and the cleanup of whatever a run or ``close()`` leaves open.
+hang under, and its role), a run's iterations (one per model call: opened by a step of the graph node that calls
+the model, joined by the steps of other nodes, such as the tool node running the calls it asked for; ended when
+the next one opens or the run ends), the tool call ids that got a span, and the cleanup of whatever a run or
+``close()`` leaves open.
 What each span is called and carries comes from :mod:`._mapping`.
 """
 
@@ -100,7 +102,8 @@ class RunTable:
             return
         step = as_count(metadata.get("langgraph_step")) if metadata else None
         if parent.kind == sc.KIND_RUN and step is not None:
-            self._start_step(run_id, parent, step)
+            graph_node = metadata.get("langgraph_node") if metadata else None
+            self._start_step(run_id, parent, step, graph_node if isinstance(graph_node, str) else None)
             return
         # Prompt templates, RunnableSequence internals, LangGraph's inner chains, a subgraph: no span of their own.
         tree.alias(run_id, parent)
@@ -127,14 +130,31 @@ class RunTable:
             self._runs[run_id] = Run(node, ROOT)
         return node
 
-    def _start_step(self, run_id: UUID, run: Node, step: int) -> None:
-        """A LangGraph node of ``run``: the iteration span of its step, started by the step's first node."""
+    def _start_step(self, run_id: UUID, run: Node, step: int, graph_node: str | None = None) -> None:
+        """A LangGraph node of ``run``: the iteration span of its step, started by the step's first node. One
+        iteration is one model call and the tool calls it asked for: once the run knows which graph node calls the
+        model, a step of another node (the tool node that runs the calls) joins the iteration still current."""
         finished: list[Node] = []
         with self._lock:
             iterations: dict[int, Node] = run.extra["iterations"]
+            current: Node | None = run.extra.get("current")
+            model_node = run.extra.get("model_node")
+            joins = (
+                step not in iterations
+                and current is not None
+                and not current.ended
+                and model_node is not None
+                and graph_node != model_node
+            )
+            if joins:
+                iterations[step] = current  # type: ignore[assignment]
+            seen: set[int] = set()
             for other, node in list(iterations.items()):
-                if other != step and node.extra["open"] == 0:
-                    finished.append(iterations.pop(other))
+                if other != step and node.extra["open"] == 0 and node is not iterations.get(step):
+                    iterations.pop(other)
+                    if id(node) not in seen:
+                        seen.add(id(node))
+                        finished.append(node)
             iteration = iterations.get(step)
             if iteration is None:
                 key: Hashable = ("agentdiag.iteration", run.key, step)
@@ -150,6 +170,7 @@ class RunTable:
                     return
                 iteration.extra["open"] = 0
                 iterations[step] = iteration
+                run.extra["current"] = iteration
             iteration.extra["open"] += 1
             self._runs[run_id] = Run(iteration, STEP)
         self._tree.alias(run_id, iteration)
@@ -202,6 +223,7 @@ class RunTable:
                     if record.node is not run:
                         nodes[id(record.node)] = record.node
             run.extra["iterations"] = {}
+            run.extra.pop("current", None)
 
         def depth(node: Node) -> int:
             return sum(1 for _ in node.ancestors())
@@ -266,6 +288,11 @@ class RunTable:
             return None
         with self._lock:
             self._runs[run_id] = Run(node, LLM)
+        graph_node = metadata.get("langgraph_node")
+        if isinstance(graph_node, str):
+            run = node.nearest(sc.KIND_RUN)
+            if run is not None and "model_node" not in run.extra:
+                run.extra["model_node"] = graph_node  # the node whose steps open iterations from now on
         tools = tool_names(params.get("tools"))
         if tools:
             # The tools bound to this call are the agent's declared tools: their names are code.

@@ -11,8 +11,11 @@ LangChain run                          OpenTelemetry span                notes
 outermost chain / graph (no parent,    ``invoke_agent {name}`` (run)     the run's ``name`` (``create_agent(name=...)``,
 or a parent not traced here; or a                                        ``create_react_agent(name=...)``, a
 chain run by a tool: a nested agent)                                     ``run_name``, ``LangGraph``); stop reason
-LangGraph node (``langgraph_step``)    ``agent.iteration`` (iteration)   one per step of a run, shared by the step's
-                                                                         nodes; ``agentdiag.iteration.index`` = step
+LangGraph node (``langgraph_step``)    ``agent.iteration`` (iteration)   one per model call: a step of the node that
+                                                                         calls the model opens one (shared by the
+                                                                         step's nodes), the steps of other nodes (the
+                                                                         tool node) join it; ``agentdiag.iteration
+                                                                         .index`` = the opening step
 any other chain, retriever             no span                           its children hang under its parent's span
 chat model / LLM                       ``chat {model}`` (llm, CLIENT)    ``text_completion {model}`` for a plain LLM;
                                                                          usage, response model, finish reasons

@@ -1,0 +1,116 @@
+"""One contract for every integration (issue 32, item 7): each setup of ``contract_setups`` runs the scripted
+agent run once, through ``configure()`` to a real SQLite store and a real OTLP/HTTP receiver (strict policy), and
+every check of ``contract_checks`` is a test of its own. A check a setup is known to miss (``Setup.short``, with
+its reason) is an expected failure, strictly: when it starts to pass, the test says so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import secrets
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from contract_checks import CHECK_FUNCTIONS, CHECKS, Outcome, Truth
+from contract_server import ContractServer
+from contract_setups import SETUPS, Setup, Target
+from e2e.otlp_receiver import OTLPReceiver
+
+import otel_agentdiag
+from otel_agentdiag import semconv as sc
+from otel_agentdiag.cli import cli
+from otel_agentdiag.diagnostics.receipt import session_receipt
+from otel_agentdiag.storage import SpanStore
+
+_OUTCOMES: dict[str, Outcome] = {}
+
+
+def declared(setup: Setup) -> Truth:
+    """The setup's truth with names of its own (the name registry is one per process: a name another setup
+    declared must not make this one's look declared)."""
+    tag = sorted(SETUPS).index(setup.name)
+    truth = setup.truth
+    return replace(
+        truth,
+        tools=(f"{truth.tools[0]}_{tag}", f"{truth.tools[1]}_{tag}"),
+        agent=None if truth.agent is None else f"{truth.agent}_{tag}",
+    )
+
+
+def _cli(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def run_setup(setup: Setup, folder: Path) -> Outcome:
+    """Run ``setup`` once and read back what it left: store, OTLP, receipt, status, exports."""
+    store = folder / "traces.db"
+    with ContractServer() as server, OTLPReceiver() as receiver:
+        truth = declared(setup)
+        server.tools = truth.tools
+        diag = otel_agentdiag.configure(
+            service_name="contract",
+            store=store,
+            otlp_endpoint=receiver.endpoint,
+            hash_key=secrets.token_bytes(32),
+            set_global=False,
+        )
+        try:
+            setup.run(diag, Target(server.base_url, server.anthropic_base_url, truth))
+        finally:
+            diag.shutdown()
+        assert receiver.errors == []
+        received, bodies = receiver.spans(), list(receiver.raw_bodies)
+    with SpanStore(store, create=False) as reader:
+        spans = [span for t in reader.list_traces() for span in reader.get_trace(t.trace_id)]
+        runs = [s for s in spans if s.kind == sc.KIND_RUN] or spans
+        session = runs[0].attributes.get(sc.GEN_AI_CONVERSATION_ID) if runs else None
+        receipt = session_receipt(reader, session)
+    status_args = ["status", "--store", str(store), "--format", "json"]
+    if session is not None:
+        status_args += ["--session", str(session)]
+    status = json.loads(_cli(*status_args))
+    exports = []
+    for fmt in ("bundle", "otlp-json", "jaeger-json"):
+        out = folder / f"export.{fmt}"
+        export_args = ["export", "--out", str(out), "--format", fmt, "--store", str(store)]
+        if session is not None:
+            export_args += ["--session", str(session)]
+        _cli(*export_args)
+        exports.append(out.read_bytes())
+    return Outcome(store, spans, received, bodies, exports, (receipt.status, list(receipt.reasons)), status)
+
+
+def _cases() -> list[Any]:
+    cases = []
+    for name, setup in sorted(SETUPS.items()):
+        for check in CHECKS:
+            marks = []
+            if check in setup.short:
+                marks.append(pytest.mark.xfail(strict=True, reason=setup.short[check]))
+            cases.append(pytest.param(name, check, id=f"{name} :: {check}", marks=marks))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "check"), _cases())
+def test_contract(name: str, check: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    setup = SETUPS[name]
+    missing = [module for module in setup.requires if importlib.util.find_spec(module) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+    outcome = _OUTCOMES.get(name)
+    if outcome is None:
+        outcome = _OUTCOMES[name] = run_setup(setup, tmp_path_factory.mktemp("contract"))
+    problems = CHECK_FUNCTIONS[check](outcome, declared(setup))
+    assert problems == [], problems
+
+
+def test_every_short_check_is_a_known_check_and_says_why() -> None:
+    for setup in SETUPS.values():
+        assert set(setup.short) <= set(CHECKS), setup.name
+        assert all(reason.strip() for reason in setup.short.values()), setup.name
