@@ -95,6 +95,10 @@ LLMs send it when the stream is first read): the next client call made in this c
 that step's call. Claimed once (:func:`claim_streaming_step`)."""
 
 
+STREAMING_IN_USE: list[bool] = [False]
+"""Set once a framework handler left a :data:`STREAMING_STEP`: until then no client call looks for one."""
+
+
 def claim_streaming_step(ctx: otel_context.Context) -> Any:
     """The model-call step still waiting for its streamed request in this context (and forget it), or None. Only
     while no OpenTelemetry span was made current since that step started (that span would be closer)."""

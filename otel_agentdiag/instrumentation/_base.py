@@ -30,7 +30,13 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal import ids as _ids
-from otel_agentdiag._internal.context import LLM_CALL_KEY, ROLLUP_KEY, claim_streaming_step, framework_parent
+from otel_agentdiag._internal.context import (
+    LLM_CALL_KEY,
+    ROLLUP_KEY,
+    STREAMING_IN_USE,
+    claim_streaming_step,
+    framework_parent,
+)
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag.cost.pricing import leaf_cost
 from otel_agentdiag.instrumentation._provider import tracer_for  # re-exported: its home before _provider
@@ -141,7 +147,9 @@ class LLMCallState:
             if owner is None:
                 # Inside a framework's model-call step: that step owns the call. Inside another framework
                 # step: the span is its child, and its usage rolls up into the step's run.
-                step = framework_parent(ctx) or claim_streaming_step(ctx)
+                step = framework_parent(ctx)
+                if step is None and STREAMING_IN_USE[0]:
+                    step = claim_streaming_step(ctx)
                 if step is not None:
                     ctx, owner = step.context, step.llm
             if owner is not None:

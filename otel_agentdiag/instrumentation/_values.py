@@ -74,7 +74,8 @@ def get(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
-_RAW_RESPONSE_TYPES = frozenset({"LegacyAPIResponse", "APIResponse", "AsyncAPIResponse"})
+RAW_RESPONSE_TYPES = frozenset({"LegacyAPIResponse", "APIResponse", "AsyncAPIResponse"})
+"""Class names of the SDKs' ``with_raw_response`` results (callers check ``type(x).__name__`` first: no call)."""
 _MAX_RAW_BODY = 1 << 24
 
 
@@ -84,7 +85,7 @@ def raw_answer(response: Any) -> Any:
     read it (a non-streamed call). Anything else is returned as it is; a raw response whose body is unread (a
     stream, ``with_streaming_response``) or is not a JSON object gives ``None``: it is never read here, so the
     caller's response is left exactly as the SDK returned it."""
-    if type(response).__name__ not in _RAW_RESPONSE_TYPES:
+    if type(response).__name__ not in RAW_RESPONSE_TYPES:
         return response
     try:
         body = response.http_response.content  # httpx raises ResponseNotRead for an unread body; never reads it

@@ -52,7 +52,7 @@ def begin_call(tracer: trace.Tracer, describe: Describe, instance: Any, kwargs: 
         log_internal_error("describing an LLM call", exc)
         return None
     call = LLMCallState.begin(tracer, name, attributes)
-    if call is not None:
+    if call is not None and ("tools" in kwargs or "functions" in kwargs):
         _declare_offered_tools(call, kwargs)
     return call
 

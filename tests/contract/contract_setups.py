@@ -313,3 +313,118 @@ SETUPS.update(
         )
     }
 )
+
+
+def _pydantic_ai(diag: Any, target: Target) -> None:
+    """Pydantic AI: an ``Agent`` with two plain tools (one raising ``ModelRetry``, Pydantic AI's way to tell the
+    model) and ``OpenAIChatModel``, traced through its own OpenTelemetry output (our instrumentor)."""
+    import asyncio
+
+    from openai import AsyncOpenAI
+    from pydantic_ai import Agent, ModelRetry
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from otel_agentdiag.instrumentation.pydantic_ai import PydanticAIInstrumentor
+
+    PydanticAIInstrumentor().instrument(tracer_provider=diag.tracer_provider)
+    try:
+
+        async def run() -> None:
+            client = AsyncOpenAI(api_key=fake.SENTINEL_API_KEY, base_url=target.base_url, max_retries=0)
+            model = OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(openai_client=client))
+            agent: Agent[None, str] = Agent(model, name=target.agent, instructions=fake.SENTINEL_SYSTEM)
+
+            @agent.tool_plain(name=target.weather, description=fake.SENTINEL_TOOL_DESCRIPTION)
+            def weather(city: str, unit: str) -> str:
+                return f"sunny {fake.SENTINEL_TOOL_RESULT}"
+
+            @agent.tool_plain(name=target.lookup, sequential=True)
+            def lookup(city: str, unit: str) -> str:
+                raise ModelRetry(f"lookup failed {fake.SENTINEL_TOOL_RESULT}")
+
+            await agent.run(fake.SENTINEL_PROMPT, conversation_id=fake.SENTINEL_CONVERSATION)
+            await client.close()
+
+        asyncio.run(run())
+    finally:
+        PydanticAIInstrumentor().uninstrument()
+
+
+def _llama_index(diag: Any, target: Target) -> None:
+    """LlamaIndex: a ``FunctionAgent`` (not streaming) with two ``FunctionTool`` s (one raising: the agent tells
+    the model) and a function-calling LLM that calls the scripted server through the ``openai`` client, traced by
+    our instrumentor with the OpenAI instrumentor on too."""
+    import asyncio
+
+    import openai
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.llms import ChatMessage, ChatResponse, MessageRole
+    from llama_index.core.llms.llm import ToolSelection
+    from llama_index.core.tools import FunctionTool
+    from llama_index_agent import ScriptedLLM
+
+    from otel_agentdiag.instrumentation.llama_index import LlamaIndexInstrumentor
+    from otel_agentdiag.instrumentation.openai import OpenAIInstrumentor
+
+    class WireLLM(ScriptedLLM):
+        """Asks the scripted server, through the real openai client, and answers what it said."""
+
+        def chat(self, messages: Any, **kwargs: Any) -> ChatResponse:
+            client = openai.OpenAI(api_key=fake.SENTINEL_API_KEY, base_url=target.base_url, max_retries=0)
+            wire: list[dict[str, Any]] = [{"role": "user", "content": fake.SENTINEL_PROMPT}]
+            if any(m.role == MessageRole.TOOL for m in messages):
+                wire.append({"role": "tool", "tool_call_id": "x", "content": "done"})
+            response = client.chat.completions.create(model="gpt-4o-mini", messages=wire, tools=_openai_tools(target))
+            message = response.choices[0].message
+            calls = [
+                {"tool_id": c.id, "tool_name": c.function.name, "tool_kwargs": json.loads(c.function.arguments)}
+                for c in message.tool_calls or []
+            ]
+            usage = response.usage
+            raw = {"usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}}
+            chat = ChatMessage(
+                role=MessageRole.ASSISTANT, content=message.content or "", additional_kwargs={"tool_calls": calls}
+            )
+            return ChatResponse(message=chat, raw=raw)
+
+        def get_tool_calls_from_response(self, response: Any, error_on_no_tool_call: bool = True, **kwargs: Any) -> Any:
+            return [ToolSelection(**c) for c in response.message.additional_kwargs.get("tool_calls", [])]
+
+    LlamaIndexInstrumentor().instrument(tracer_provider=diag.tracer_provider)
+    OpenAIInstrumentor().instrument(tracer_provider=diag.tracer_provider)
+    try:
+        tools = [
+            FunctionTool.from_defaults(get_weather, name=target.weather, description=fake.SENTINEL_TOOL_DESCRIPTION),
+            FunctionTool.from_defaults(lookup_city, name=target.lookup, description="Look a city up."),
+        ]
+        agent = FunctionAgent(name=target.agent, description="weather", tools=tools, llm=WireLLM(), streaming=False)
+        async def run() -> None:
+            await agent.run(user_msg=fake.SENTINEL_PROMPT)
+
+        asyncio.run(run())
+    finally:
+        OpenAIInstrumentor().uninstrument()
+        LlamaIndexInstrumentor().uninstrument()
+
+
+SETUPS.update(
+    {
+        setup.name: setup
+        for setup in (
+            Setup(
+                "Pydantic AI (ours)",
+                ("pydantic-ai-slim",),
+                _pydantic_ai,
+                requires=("pydantic_ai",),
+            ),
+            Setup(
+                "LlamaIndex FunctionAgent (ours)",
+                ("llama-index-core",),
+                _llama_index,
+                requires=("llama_index.core",),
+                truth=Truth(session=False),
+            ),
+        )
+    }
+)

@@ -28,6 +28,10 @@ from otel_agentdiag.storage import SpanStore
 
 _OUTCOMES: dict[str, Outcome] = {}
 
+# llama-index-workflows lists a pydantic model's members with inspect.getmembers, which reads pydantic 2's deprecated
+# `__fields__`: LlamaIndex's warnings, not ours.
+pytestmark = pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
+
 
 def declared(setup: Setup) -> Truth:
     """The setup's truth with names of its own (the name registry is one per process: a name another setup
@@ -114,3 +118,9 @@ def test_every_short_check_is_a_known_check_and_says_why() -> None:
     for setup in SETUPS.values():
         assert set(setup.short) <= set(CHECKS), setup.name
         assert all(reason.strip() for reason in setup.short.values()), setup.name
+
+
+def test_the_docs_table_is_the_setups() -> None:
+    from contract_table import current, render
+
+    assert current() == render(), "docs/integrations.md is stale: run `python tests/contract/contract_table.py --write`"

@@ -21,6 +21,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation._base import LLMCallState
 from otel_agentdiag.instrumentation._stream import TextBuffer
 from otel_agentdiag.instrumentation._values import (
+    RAW_RESPONSE_TYPES,
     as_float,
     as_int,
     as_str,
@@ -84,7 +85,8 @@ def _answer(message: Any, content: Any, stop_reason: Any) -> list[dict[str, Any]
 
 def message_outputs(message: Any) -> Any:
     """The answer's content: ``[{"role": "assistant", "content": <its content blocks>, "stop_reason"}]``."""
-    message = raw_answer(message)
+    if type(message).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
+        message = raw_answer(message)
     if get(message, "type") != "message":
         return None  # a stream's raw response (unread) or something else
     return _answer(message, get(message, "content"), get(message, "stop_reason"))
@@ -105,7 +107,8 @@ def _usage(usage: Any, out: dict[str, Any]) -> None:
 
 def message_response(message: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    message = raw_answer(message)  # with_raw_response: the body the SDK read
+    if type(message).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
+        message = raw_answer(message)
     if get(message, "type") != "message":
         return out  # a stream's raw response (unread) or something else
     put(out, sc.GEN_AI_RESPONSE_MODEL, as_str(get(message, "model")))

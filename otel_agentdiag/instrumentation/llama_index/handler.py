@@ -48,7 +48,7 @@ from workflows import Workflow
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
-from otel_agentdiag._internal.context import ACTIVE_FRAMEWORK_STEP, STREAMING_STEP
+from otel_agentdiag._internal.context import ACTIVE_FRAMEWORK_STEP, STREAMING_IN_USE, STREAMING_STEP
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag.instrumentation._base import error_type_of
@@ -235,6 +235,7 @@ class StepTable:
         # LlamaIndex's streaming LLMs send their request when the stream is first read: the client call made then
         # in this context is this step's (a client instrumentation enriches it), not a trace of its own.
         STREAMING_STEP.set(node)
+        STREAMING_IN_USE[0] = True
 
     # -- events ------------------------------------------------------------------------------------------
     def model_response(self, span_id: Any, response: Any) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation._stream import TextBuffer
 from otel_agentdiag.instrumentation._values import (
+    RAW_RESPONSE_TYPES,
     as_float,
     as_int,
     as_str,
@@ -113,7 +114,8 @@ def _response_basics(response: Any, out: dict[str, Any]) -> None:
 
 def chat_response(response: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    response = raw_answer(response)  # with_raw_response: the body the SDK read
+    if type(response).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
+        response = raw_answer(response)
     if get(response, "object") != "chat.completion":
         return out  # a stream's raw response (unread) or something else: nothing to read without consuming it
     _response_basics(response, out)
@@ -126,7 +128,8 @@ def chat_response(response: Any) -> dict[str, Any]:
 
 def chat_outputs(response: Any) -> Any:
     """The answer's content: its choices, as ``[{"index", "finish_reason", "message"}]``."""
-    response = raw_answer(response)
+    if type(response).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
+        response = raw_answer(response)
     if get(response, "object") != "chat.completion":
         return None  # a stream's raw response (unread): nothing to read without consuming it
     return [
@@ -314,7 +317,8 @@ def responses_inputs(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def responses_outputs(response: Any) -> Any:
     """The answer's content: the response's ``output`` items."""
-    response = raw_answer(response)
+    if type(response).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
+        response = raw_answer(response)
     if get(response, "object") != "response":
         return None
     return get(response, "output")
@@ -334,7 +338,8 @@ def _responses_finish_reason(response: Any) -> str | None:
 
 def responses_response(response: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    response = raw_answer(response)  # with_raw_response: the body the SDK read
+    if type(response).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
+        response = raw_answer(response)
     if get(response, "object") != "response":
         return out
     _response_basics(response, out)
@@ -426,7 +431,8 @@ def embeddings_inputs(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def embeddings_response(response: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    response = raw_answer(response)  # with_raw_response: the body the SDK read
+    if type(response).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
+        response = raw_answer(response)
     if get(response, "object") != "list":
         return out
     put(out, sc.GEN_AI_RESPONSE_MODEL, as_str(get(response, "model")))
