@@ -130,19 +130,14 @@ class SessionSequencer(SpanProcessor):
         """The session key of a foreign span that names its own session; the first such span of a trace files the
         spans of that trace started after it without one (bounded: the oldest traces are forgotten first)."""
         key = session_key(raw)
-        if key is not None:
-            traces = self._trace_sessions
-            if trace_id not in traces:
-                if len(traces) >= self.max_sessions:
-                    with self._lock:
-                        while len(traces) >= self.max_sessions:
-                            traces.pop(next(iter(traces)), None)
-                traces[trace_id] = key
+        if key is not None and trace_id not in self._trace_sessions:
+            self.file_trace(trace_id, key)
         return key
 
     def file_trace(self, trace_id: int, key: str) -> None:
         """File the spans of ``trace_id`` that start from now on without a session of their own in session ``key``
-        (the assembler, once it has handed on a trace, for the spans that trace still starts)."""
+        (also the assembler, once it has handed on a trace, for the spans that trace still starts). Bounded: the
+        oldest traces are forgotten first."""
         traces = self._trace_sessions
         if len(traces) >= self.max_sessions:
             with self._lock:
