@@ -49,12 +49,20 @@ class Setup:
     name: str
     """The row's name: the framework, and how it is traced."""
     version_of: tuple[str, ...]
-    """The distributions whose versions the table gives."""
-    run: Callable[[Any, Target], None]
+    """The distributions the setup is about."""
+    run: Callable[[Any, Target], None] | None = None
+    """In this process: run the agent through the configured pipeline (``diag``)."""
     truth: Truth = field(default_factory=Truth)
     short: Mapping[str, str] = field(default_factory=dict)
     requires: tuple[str, ...] = ()
-    """Modules the setup needs (the test skips without them)."""
+    """Modules the setup needs in this process (the test skips without them)."""
+    env: str | None = None
+    """A framework whose pins cannot share the dev venv: the environment ``tests/envs/<env>.txt``
+    (``tests/isolated_envs.py``), where ``app`` runs instead of ``run``."""
+    app: str | None = None
+    """With ``env``: the script, in ``tests/contract/apps/``, run as ``python APP STORE OTLP_ENDPOINT BASE_URL
+    ANTHROPIC_BASE_URL NAMES_JSON`` (``{"agent", "tools"}``, the names to declare); it configures the pipeline
+    itself (``contract_app.configure``), runs the agent once, shuts down, exits 0."""
 
 
 def get_weather(city: str, unit: str = "celsius") -> str:
@@ -399,6 +407,7 @@ def _llama_index(diag: Any, target: Target) -> None:
             FunctionTool.from_defaults(lookup_city, name=target.lookup, description="Look a city up."),
         ]
         agent = FunctionAgent(name=target.agent, description="weather", tools=tools, llm=WireLLM(), streaming=False)
+
         async def run() -> None:
             await agent.run(user_msg=fake.SENTINEL_PROMPT)
 
@@ -428,3 +437,19 @@ SETUPS.update(
         )
     }
 )
+
+
+def _discover() -> None:
+    """Setups of frameworks that run in environments of their own live in ``setups_<framework>.py`` beside this
+    module, each with a ``SETUPS`` tuple: one file per framework, so they are added without touching this one."""
+    import importlib
+    from pathlib import Path
+
+    for path in sorted(Path(__file__).parent.glob("setups_*.py")):
+        module = importlib.import_module(path.stem)
+        for setup in module.SETUPS:
+            assert setup.name not in SETUPS, setup.name
+            SETUPS[setup.name] = setup
+
+
+_discover()

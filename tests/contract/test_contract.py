@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import secrets
+import shutil
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -57,17 +59,21 @@ def run_setup(setup: Setup, folder: Path) -> Outcome:
     with ContractServer() as server, OTLPReceiver() as receiver:
         truth = declared(setup)
         server.tools = truth.tools
-        diag = otel_agentdiag.configure(
-            service_name="contract",
-            store=store,
-            otlp_endpoint=receiver.endpoint,
-            hash_key=secrets.token_bytes(32),
-            set_global=False,
-        )
-        try:
-            setup.run(diag, Target(server.base_url, server.anthropic_base_url, truth))
-        finally:
-            diag.shutdown()
+        if setup.env is not None:
+            _run_in_env(setup, truth, store, receiver.endpoint, server)
+        else:
+            assert setup.run is not None, setup.name
+            diag = otel_agentdiag.configure(
+                service_name="contract",
+                store=store,
+                otlp_endpoint=receiver.endpoint,
+                hash_key=secrets.token_bytes(32),
+                set_global=False,
+            )
+            try:
+                setup.run(diag, Target(server.base_url, server.anthropic_base_url, truth))
+            finally:
+                diag.shutdown()
         assert receiver.errors == []
         received, bodies = receiver.spans(), list(receiver.raw_bodies)
     with SpanStore(store, create=False) as reader:
@@ -90,6 +96,18 @@ def run_setup(setup: Setup, folder: Path) -> Outcome:
     return Outcome(store, spans, received, bodies, exports, (receipt.status, list(receipt.reasons)), status)
 
 
+def _run_in_env(setup: Setup, truth: Truth, store: Path, endpoint: str, server: ContractServer) -> None:
+    """Run the setup's app in its own environment (its framework's pins cannot share the dev venv)."""
+    from isolated_envs import run_in
+
+    assert setup.app is not None, setup.name
+    names = json.dumps({"agent": truth.agent, "tools": list(truth.tools)})
+    app = Path(__file__).with_name("apps") / setup.app
+    args = [str(app), str(store), endpoint, server.base_url, server.anthropic_base_url, names]
+    done = run_in(setup.env or "", args, env={"PYTHONPATH": str(Path(__file__).parent)}, timeout=600)
+    assert done.returncode == 0, f"{setup.app} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
 def _cases() -> list[Any]:
     cases = []
     for name, setup in sorted(SETUPS.items()):
@@ -105,6 +123,8 @@ def _cases() -> list[Any]:
 def test_contract(name: str, check: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     setup = SETUPS[name]
     missing = [module for module in setup.requires if importlib.util.find_spec(module) is None]
+    if setup.env is not None and shutil.which("pip") is None and not Path(sys.executable).with_name("pip").exists():
+        missing.append("pip (to build the test environment)")
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed")
     outcome = _OUTCOMES.get(name)
@@ -124,3 +144,11 @@ def test_the_docs_table_is_the_setups() -> None:
     from contract_table import current, render
 
     assert current() == render(), "docs/integrations.md is stale: run `python tests/contract/contract_table.py --write`"
+
+
+def test_the_apps_sentinels_are_the_fakes() -> None:
+    import contract_app
+    from fakes import openai_server as fake
+
+    for name in ("PROMPT", "SYSTEM", "TOOL_DESCRIPTION", "TOOL_RESULT", "CONVERSATION", "API_KEY"):
+        assert getattr(contract_app, f"SENTINEL_{name}") == getattr(fake, f"SENTINEL_{name}"), name
