@@ -257,3 +257,26 @@ def test_cost_and_budget_in_the_runs_list_the_run_and_its_spans(cost_store: Path
             assert sorted((x["cost_usd"], x["budget_exceeded_runs"]) for x in conversations if x["cost_usd"]) == [
                 (0.2542, 1)
             ]
+
+
+def test_a_span_says_why_its_name_reads_other(tmp_path: Path) -> None:
+    """A tool name no code declared is exported as `_OTHER`; the span's `name_note` says why (never the name)."""
+    import secrets
+
+    import otel_agentdiag as agentdiag
+    from otel_agentdiag._internal.why_other import OTHER_UNDECLARED
+
+    store = tmp_path / "traces.db"
+    invented = f"invented_{secrets.token_hex(4)}"
+    diag = agentdiag.configure(service_name="why", store=store, hash_key=secrets.token_bytes(32), set_global=False)
+    try:
+        with agentdiag.agent_run("why-agent"):
+            with agentdiag.tool_call(invented):
+                pass
+    finally:
+        diag.shutdown()
+    for client in _client(store, LOOPBACK):
+        spans = client.get(f"/ui/api/runs/{_only_run(client)['trace_id']}").json()["spans"]
+        notes = {s["name"]: s["name_note"] for s in spans}
+        assert notes == {"invoke_agent why-agent": None, "execute_tool _OTHER": OTHER_UNDECLARED}
+        assert invented not in str(spans)
