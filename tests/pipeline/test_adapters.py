@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from fakes.secret_names import RECOGNISED
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
@@ -732,3 +733,46 @@ def test_agent_loops_reported_as_chains_are_runs_and_dspy_tools_are_declared() -
     assert elsewhere is not None and elsewhere.kind == sc.KIND_OTHER
     tool = map_span({"openinference.span.kind": "TOOL"}, "get_weather.__call__", "openinference.instrumentation.dspy")
     assert tool is not None and tool.set[sc.GEN_AI_TOOL_NAME] == "get_weather" and tool.tools == ("get_weather",)
+
+
+@pytest.mark.parametrize("shape", sorted(RECOGNISED))
+def test_declared_name_sources_never_let_a_credential_or_personal_data_out(
+    shape: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Attacks on the new name sources: a tool definition named with a credential (the GenAI conventions',
+    OpenInference's and OpenLLMetry's keys), an agent object named with one or with an e-mail address (a span named
+    `{agent}.run`): none is registered, every one leaves as `_OTHER`, and no log line repeats it."""
+    import json
+
+    from otel_agentdiag._internal.names import default_registry
+
+    secret = RECOGNISED[shape]()
+    email = f"jane.doe.{shape}@example.com"
+    adapter = ConventionAdapter()
+    judge = SpanRedactor(STRICT, IdHasher(HASH_KEY), default_registry)
+    with caplog.at_level("DEBUG", logger="otel_agentdiag"):
+        spans = adapter.adapt_batch(
+            [
+                span({"gen_ai.operation.name": "chat", "gen_ai.tool.definitions": json.dumps([{"name": secret}])}, "c"),
+                span(
+                    {"openinference.span.kind": "LLM", "llm.tools.0.tool.json_schema": json.dumps({"name": secret})},
+                    "llm",
+                    span_id=3,
+                ),
+                span({"llm.request.type": "chat", "llm.request.functions.0.name": secret}, "o", span_id=4),
+                span({"openinference.span.kind": "AGENT"}, f"{secret}.run", span_id=5),
+                span({"openinference.span.kind": "AGENT"}, f"{email}._execute_core", span_id=6),
+                span({"openinference.span.kind": "TOOL", "tool.name": secret}, "t", span_id=7),
+            ]
+        )
+        redacted = [judge.redact(s) for s in spans]
+    assert secret not in default_registry.tools and secret not in default_registry.agents
+    assert email not in default_registry.agents
+    (agent, other_agent, tool) = redacted[3:]
+    assert (agent.attributes or {})["gen_ai.agent.name"] == "_OTHER"
+    assert (other_agent.attributes or {})["gen_ai.agent.name"] == "_OTHER"
+    assert (tool.attributes or {})["gen_ai.tool.name"] == "_OTHER"
+    for s in redacted:
+        assert secret not in s.name and email not in s.name
+        assert all(secret not in str(v) and email not in str(v) for v in (s.attributes or {}).values())
+    assert all(secret not in r.getMessage() and email not in r.getMessage() for r in caplog.records)
