@@ -22,6 +22,9 @@ which gives them back to every branch (``enqueue``) when their trace is handed o
      ``agentdiag.sequence``), the added iterations included; a span of the trace that started but has not ended
      keeps a number reserved for it, so it leaves a gap until it ends, as a span numbered at start would.
 
+  A span of the trace that ends after its root (AutoGen closes an async generator's span after its caller's) is
+  waited for, at most :data:`DEFAULT_GRACE_S`, so the rebuild sees the whole trace.
+
   Then the spans, copies where anything changed, go to every destination in one go. Both destinations see the
   same trace (same ids, numbers and iterations): the assembly runs once, before the fan-out.
 
@@ -63,13 +66,15 @@ from otel_agentdiag.pipeline.sequence import SessionSequencer, session_key
 if TYPE_CHECKING:
     from otel_agentdiag.content.recorder import ContentRecorder
 
-__all__ = ["DEFAULT_MAX_AGE_S", "DEFAULT_MAX_SPANS", "DEFAULT_MAX_TRACES", "TraceAssembler"]
+__all__ = ["DEFAULT_GRACE_S", "DEFAULT_MAX_AGE_S", "DEFAULT_MAX_SPANS", "DEFAULT_MAX_TRACES", "TraceAssembler"]
 
 _logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TRACES = 256
 DEFAULT_MAX_SPANS = 4_096
 DEFAULT_MAX_AGE_S = 300.0
+DEFAULT_GRACE_S = 2.0
+"""Seconds a trace whose root ended waits for a span of it still open (a child that ends after its parent)."""
 _MAX_CLOSED = 4_096
 """Traces handed on, remembered (their session and reserved numbers) for their spans that end later."""
 
@@ -86,6 +91,8 @@ class _Held:
     """The first session a span of the trace named when it started (its own id, or a run of ours around it)."""
     spans: list[ReadableSpan] = field(default_factory=list)
     first_end: float = 0.0
+    rooted_end: float = 0.0
+    """When its (last) root ended while a span of it was still open (monotonic seconds), else 0."""
 
 
 @dataclass
@@ -110,9 +117,11 @@ class TraceAssembler:
         max_traces: int = DEFAULT_MAX_TRACES,
         max_spans: int = DEFAULT_MAX_SPANS,
         max_age_s: float = DEFAULT_MAX_AGE_S,
+        grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
-        if max_traces < 1 or max_spans < 1 or not max_age_s > 0:
-            raise ValueError("max_traces and max_spans must be at least 1, max_age_s positive")
+        if max_traces < 1 or max_spans < 1 or not max_age_s > 0 or not grace_s > 0:
+            raise ValueError("max_traces and max_spans must be at least 1, max_age_s and grace_s positive")
+        self.grace_s = grace_s
         self.branches = tuple(branches)
         self.sequencer = sequencer
         self.content = content
@@ -129,6 +138,8 @@ class TraceAssembler:
         self._queue: deque[tuple[int, _Held | None, ReadableSpan | None]] = deque()
         """What the worker hands on, in order: a trace (its id and what was held) or one later span of one."""
         self._pending = 0
+        self._waiting: dict[int, float] = {}
+        """Traces whose roots ended with a span of theirs still open: trace id → when the grace ends."""
         self._worker: threading.Thread | None = None
         self._stopped = False
         self.assembled = 0
@@ -153,6 +164,7 @@ class TraceAssembler:
         self.routes.clear()  # the batch processors keep this very mapping
         self._queue = deque()
         self._pending = 0
+        self._waiting = {}
         self._worker = None
 
     # -- the sequencer's side (on_start, on the thread that starts the span) -----------------------------------
@@ -190,8 +202,17 @@ class TraceAssembler:
                     held.first_end = time.monotonic()
                 held.spans.append(span)
                 held.roots.discard(ctx.span_id)  # type: ignore[union-attr]
-                if not held.roots or len(held.spans) >= self.max_spans:
-                    self._hand_on(trace_id, early=bool(held.roots))
+                if len(held.spans) >= self.max_spans:
+                    self._hand_on(trace_id, early=True)
+                elif not held.roots:
+                    if len(held.spans) >= len(held.order):
+                        self._hand_on(trace_id, early=False)  # complete: every span it started has ended
+                    elif held.rooted_end == 0.0:
+                        # A span of it still open although its root ended (an async generator closed after its
+                        # caller's block): its loop is rebuilt with it when it ends, or after a short grace.
+                        held.rooted_end = time.monotonic()
+                        self._waiting[trace_id] = held.rooted_end + self.grace_s
+                        self._wake_worker()
                 else:
                     oldest = next(iter(self.held))
                     first = self.held[oldest]
@@ -206,6 +227,7 @@ class TraceAssembler:
         """Queue the held trace for the worker (called under the lock): from now on its later spans queue
         behind it, so they reach the branches after it, numbered in its session."""
         held = self.held.pop(trace_id)
+        self._waiting.pop(trace_id, None)
         if early:
             self.early += 1
         self._closed.pop(trace_id, None)
@@ -223,6 +245,10 @@ class TraceAssembler:
         """(Under the lock.) One item for the worker, started on first use."""
         self._queue.append((trace_id, held, span))
         self._pending += 1
+        self._wake_worker()
+
+    def _wake_worker(self) -> None:
+        """(Under the lock.) Wake the worker, started on first use."""
         self._work.notify()
         if self._worker is None or not self._worker.is_alive():
             self._worker = threading.Thread(target=self._run, name="otel-agentdiag-assembly", daemon=True)
@@ -234,7 +260,17 @@ class TraceAssembler:
                 while not self._queue:
                     if self._stopped:
                         return
-                    self._work.wait()
+                    if self._waiting:
+                        # Traces whose root ended with a span of theirs still open: handed on when their grace ends.
+                        now = time.monotonic()
+                        for waiting, deadline in list(self._waiting.items()):
+                            if deadline <= now and waiting in self.held:
+                                self._hand_on(waiting, early=True)
+                        if self._queue:
+                            break
+                        self._work.wait(max(min(self._waiting.values(), default=now) - now, 0.001))
+                    else:
+                        self._work.wait()
                 trace_id, held, span = self._queue.popleft()
             try:
                 if held is not None:
@@ -346,6 +382,10 @@ class TraceAssembler:
             index = plan.indexes.get(span_id)
             if index is not None:
                 attributes[sc.AGENTDIAG_ITERATION_INDEX] = index
+            agent = plan.runs.get(span_id)
+            if agent is not None:
+                attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
+                attributes[sc.GEN_AI_AGENT_NAME] = agent
             parent = plan.parents.get(span_id, ...)
         copy = with_attributes(span, attributes) if parent is ... else with_attributes(span, attributes, parent=parent)
         if plan is not None:

@@ -20,8 +20,8 @@ no instrumentation of ours made (ours already say what they are):
    names the agent stays (the outer one when both name the same agent, or only it does), the other becomes a
    step (``agent_wrapper``). A run that makes calls of its own and delegates to another agent keeps both: a real
    sub-agent stays a nested run. A run inside a run that made no call at all (BeeAI's final-answer event) is a
-   step too. AG2's ``conversation`` (a chat between agents) is the run, and each agent's ``invoke_agent`` reply
-   inside it a step (``agent_reply``).
+   step too. AG2's ``conversation`` (a chat between agents) is the run, of the one agent whose replies call the
+   model (``invoke_agent {agent}``), and each agent's ``invoke_agent`` reply inside it a step (``agent_reply``).
 4. **One iteration per model call and the tool calls it asked for**, under each run that has no iteration of its
    own: a model call opens an iteration, and each tool call joins the iteration of the last model call that
    started before it (tools before the first model call join the first). The iteration span is new
@@ -115,9 +115,12 @@ class Plan:
     demoted: dict[int, str] = field(default_factory=dict)
     indexes: dict[int, int] = field(default_factory=dict)
     iterations: list[ReadableSpan] = field(default_factory=list)
+    runs: dict[int, str] = field(default_factory=dict)
+    """span id → the agent a run span is the run of, when the rebuild tells it better than the span (AG2's
+    conversation: the agent whose replies call the model, not the one that opened the chat)."""
 
     def __bool__(self) -> bool:
-        return bool(self.parents or self.demoted or self.indexes or self.iterations)
+        return bool(self.parents or self.demoted or self.indexes or self.iterations or self.runs)
 
 
 def _text(value: Any) -> str | None:
@@ -242,11 +245,18 @@ def _scope(node: _Node) -> str | None:
 
 def _demote_replies(nodes: list[_Node], plan: Plan) -> None:
     """AG2: each agent's reply inside its ``conversation`` run (both its own spans) is a step of that run."""
+    answering: dict[int, set[str]] = {}
     for node in nodes:
         if node.run and not node.ours and _scope(node) == AG2_SCOPE:
             outer = _nearest_run(node)
             if outer is not None and _scope(outer) == AG2_SCOPE and outer.conversation:
                 node.demoted = plan.demoted[node.span_id] = AGENT_REPLY
+                calls_model = any(n.kind == sc.KIND_LLM for n in _below(node, frozenset({sc.KIND_RUN})))
+                if calls_model and node.agent is not None:
+                    answering.setdefault(outer.span_id, set()).add(node.agent)
+    for span_id, agents in answering.items():
+        if len(agents) == 1:  # one agent answers with the model: the conversation is its run
+            plan.runs[span_id] = agents.pop()
 
 
 def _demote_wrapper_runs(nodes: list[_Node], plan: Plan) -> None:

@@ -35,8 +35,9 @@ def render() -> str:
             if reason is None:
                 cells.append("✓")
             else:
-                notes.append(reason)
-                cells.append(f"✗ ({len(notes)})")
+                if reason not in notes:
+                    notes.append(reason)
+                cells.append(f"✗ ({notes.index(reason) + 1})")
         passed = sum(c == "✓" for c in cells)
         lines.append(f"| {name} ({passed}/{len(CHECKS)}) | " + " | ".join(cells) + " |")
     lines.append("")

@@ -68,7 +68,7 @@ def map_span(attributes: Mapping[str, Any], name: str, scope: str | None = None)
     if _OI_KIND in attributes:
         return openinference.adapt(attributes, name, scope)
     if _TL_KIND in attributes or _TL_REQUEST in attributes:
-        return openllmetry.adapt(attributes)
+        return openllmetry.adapt(attributes, scope)
     if _OPERATION in attributes:
         return genai.adapt(attributes, scope)
     return None

@@ -39,10 +39,13 @@ from otel_agentdiag.redaction import keys as _keys
 
 __all__ = [
     "AG2_SCOPE",
+    "AGENT_DECLARING_SCOPES",
     "AGGREGATED_USAGE",
+    "AUTOGEN_CORE_SCOPE",
     "CONVERSATION",
     "LOOP_STEP_KEYS",
     "OLD_USAGE",
+    "SEMANTIC_KERNEL_AGENTS_SCOPE",
     "VENDOR_FINISH_REASONS",
     "adapt",
     "recognises",
@@ -86,6 +89,12 @@ AG2_SCOPE = "opentelemetry.instrumentation.ag2"
 """AG2's own instrumentation (``autogen.opentelemetry``): its ``conversation`` span is the run of a chat between
 agents, each ``invoke_agent`` inside it one agent's reply (a step: :mod:`otel_agentdiag.pipeline.loop`)."""
 CONVERSATION = "conversation"
+SEMANTIC_KERNEL_AGENTS_SCOPE = "semantic_kernel.utils.telemetry.agent_diagnostics.decorators"
+"""Semantic Kernel's agent diagnostics: its ``invoke_agent`` span names the agent object of the code."""
+AGENT_DECLARING_SCOPES = frozenset({AG2_SCOPE, SEMANTIC_KERNEL_AGENTS_SCOPE})
+"""Scopes whose run spans name an agent object of the code (``gen_ai.agent.name``): declared."""
+AUTOGEN_CORE_SCOPE = "autogen-core"
+"""autogen-core's own spans: its ``execute_tool`` span is opened by the tool object itself, under its own name."""
 
 
 def adapt(attributes: Mapping[str, Any], scope: str | None = None) -> Mapped:
@@ -94,7 +103,7 @@ def adapt(attributes: Mapping[str, Any], scope: str | None = None) -> Mapped:
     operation = attributes.get(sc.GEN_AI_OPERATION_NAME)
     kind = OPERATION_KINDS.get(operation, sc.KIND_OTHER) if type(operation) is str else sc.KIND_OTHER
     if operation == CONVERSATION and scope == AG2_SCOPE:
-        kind = sc.KIND_RUN
+        kind = sc.KIND_RUN  # (the trace's rebuild names it the run of the agent that answers: invoke_agent)
     out: dict[str, Any] = {}
     copy_if_absent(attributes, out, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME)
     copy_if_absent(attributes, out, sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID)
@@ -117,8 +126,14 @@ def adapt(attributes: Mapping[str, Any], scope: str | None = None) -> Mapped:
         # A step with an operation we have no kind for: named by its (checked) operation, typed for `show`.
         span_type = operation if type(operation) is str and operation.isidentifier() and len(operation) <= 32 else None
     agents: tuple[str, ...] = ()
-    if scope == AG2_SCOPE and kind == sc.KIND_RUN:
-        # AG2 names these spans after the ConversableAgent objects of the code (their `name`): declared.
+    tools: tuple[str, ...] = ()
+    if scope in AGENT_DECLARING_SCOPES and kind == sc.KIND_RUN:
+        # AG2 (its ConversableAgent objects) and Semantic Kernel (its agent objects) name these spans after agents
+        # of the code (their `name`): declared.
         agent = attributes.get(sc.GEN_AI_AGENT_NAME)
         agents = (agent,) if type(agent) is str and 0 < len(agent) <= 128 else ()
-    return Mapped(kind, out, span_type=span_type, content=GENAI_CONTENT, agents=agents)
+    elif scope == AUTOGEN_CORE_SCOPE and kind == sc.KIND_TOOL:
+        # autogen-core opens its tool span in the tool object's own run (BaseTool.run_json): its name is code.
+        tool = attributes.get(sc.GEN_AI_TOOL_NAME)
+        tools = (tool,) if type(tool) is str and 0 < len(tool) <= 128 else ()
+    return Mapped(kind, out, span_type=span_type, content=GENAI_CONTENT, agents=agents, tools=tools)

@@ -50,6 +50,7 @@ from otel_agentdiag.pipeline.adapters._common import Mapped, copy_if_absent, cop
 __all__ = [
     "AGENT_CHAINS",
     "AGENT_METHODS",
+    "AGENT_NAMED_SCOPES",
     "DSPY_SCOPE",
     "OPENAI_AGENTS_SCOPE",
     "SMOLAGENTS_SCOPE",
@@ -65,6 +66,9 @@ OPENAI_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"
 """The instrumentation scope of ``openinference-instrumentation-openai-agents``: its ``turn`` CHAIN spans are the
 SDK's turns, one per pass of the agent loop."""
 _TURN = "turn"
+AGENT_NAMED_SCOPES = frozenset({OPENAI_AGENTS_SCOPE, "openinference.instrumentation.beeai"})
+"""Scopes whose AGENT spans are named after the agent object of the code (the Agents SDK's ``Agent``, BeeAI's
+agents): the span's name is a declared agent name."""
 DSPY_SCOPE = "openinference.instrumentation.dspy"
 AGENT_CHAINS: dict[str, frozenset[str]] = {
     "openinference.instrumentation.haystack": frozenset({"Agent.run", "Agent.run_async"}),
@@ -137,7 +141,7 @@ def adapt(attributes: Mapping[str, Any], span_name: str, scope: str | None = Non
         return Mapped(sc.KIND_LLM, _keep_operation(attributes, out), content=_LLM_CONTENT)
     if oi_kind == "AGENT":
         out[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
-        declared = span_name if scope == OPENAI_AGENTS_SCOPE else _declared_agent(span_name)
+        declared = span_name if scope in AGENT_NAMED_SCOPES else _declared_agent(span_name)
         copy_if_absent(attributes, out, "agent.name", sc.GEN_AI_AGENT_NAME)
         copy_if_absent({"name": declared or span_name}, out, "name", sc.GEN_AI_AGENT_NAME)
         return Mapped(sc.KIND_RUN, _keep_operation(attributes, out), agents=(declared,) if declared else ())

@@ -27,7 +27,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.pipeline.adapters import genai
 from otel_agentdiag.pipeline.adapters._common import GENAI_CONTENT, Mapped, copy_if_absent, copy_tokens, is_text
 
-__all__ = ["SPAN_KIND", "adapt", "recognises"]
+__all__ = ["OPENAI_AGENTS_SCOPE", "SPAN_KIND", "adapt", "recognises"]
 
 SPAN_KIND = "traceloop.span.kind"
 REQUEST_TYPE = "llm.request.type"
@@ -55,8 +55,14 @@ def recognises(attributes: Mapping[str, Any]) -> bool:
     return SPAN_KIND in attributes or REQUEST_TYPE in attributes
 
 
-def adapt(attributes: Mapping[str, Any]) -> Mapped:
-    """Our kind and keys for an OpenLLMetry span. Pure; a kind of the wrong type or unknown is ``other``."""
+OPENAI_AGENTS_SCOPE = "opentelemetry.instrumentation.openai_agents"
+"""OpenLLMetry's OpenAI Agents SDK instrumentor: its agent and tool spans are named, at start, after the SDK's
+``Agent`` and ``FunctionTool`` objects (the SDK runs no tool it was not given): declared names."""
+
+
+def adapt(attributes: Mapping[str, Any], scope: str | None = None) -> Mapped:
+    """Our kind and keys for an OpenLLMetry span (``scope``: its instrumentation scope's name). Pure; a kind of
+    the wrong type or unknown is ``other``."""
     span_kind = attributes.get(SPAN_KIND)
     if type(span_kind) is str and is_text(span_kind):
         known = _SPAN_KINDS.get(span_kind)
@@ -67,13 +73,23 @@ def adapt(attributes: Mapping[str, Any]) -> Mapped:
                 moved[sc.GEN_AI_OPERATION_NAME] = step_operation
             if name_key is not None:
                 copy_if_absent(attributes, moved, ENTITY_NAME, name_key)
-            return Mapped(kind, moved, content=_TOOL_CONTENT if kind == sc.KIND_TOOL else GENAI_CONTENT)
+            declared: tuple[str, ...] = ()
+            if scope == OPENAI_AGENTS_SCOPE and name_key is not None:
+                name = attributes.get(name_key, moved.get(name_key))
+                declared = (name,) if is_text(name) and len(name) <= 128 else ()
+            return Mapped(
+                kind,
+                moved,
+                content=_TOOL_CONTENT if kind == sc.KIND_TOOL else GENAI_CONTENT,
+                agents=declared if kind == sc.KIND_RUN else (),
+                tools=declared if kind == sc.KIND_TOOL else (),
+            )
         if span_kind in ("task", "unknown") and sc.GEN_AI_OPERATION_NAME not in attributes:
             return Mapped(sc.KIND_OTHER, {}, name=sc.FRAMEWORK_SPAN_NAME, span_type=span_kind)
     request_type = attributes.get(REQUEST_TYPE)
     operation = _REQUEST_OPERATIONS.get(request_type) if type(request_type) is str else None
     if sc.GEN_AI_OPERATION_NAME in attributes or operation is None:
-        return genai.adapt(attributes)  # an operation of its own, or none we know: `other`
+        return genai.adapt(attributes, scope)  # an operation of its own, or none we know: `other`
     out: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: operation}
     copy_if_absent(attributes, out, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME)
     copy_tokens(attributes, out, genai.OLD_USAGE)

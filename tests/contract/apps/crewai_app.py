@@ -8,9 +8,8 @@ from __future__ import annotations
 import os
 
 os.environ["CREWAI_DISABLE_TELEMETRY"] = "true"  # no anonymous telemetry to CrewAI
-os.environ["CREWAI_DISABLE_TRACKING"] = "true"
+os.environ["CREWAI_DISABLE_TRACKING"] = "true"  # (crewai_core.telemetry reads either)
 os.environ["CREWAI_TRACING_ENABLED"] = "false"  # no trace upload to CrewAI's service
-os.environ["OTEL_SDK_DISABLED"] = "false"
 
 import contract_app as c
 from crewai import LLM, Agent, Crew, Task
