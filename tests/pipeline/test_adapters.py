@@ -776,3 +776,55 @@ def test_declared_name_sources_never_let_a_credential_or_personal_data_out(
         assert secret not in s.name and email not in s.name
         assert all(secret not in str(v) and email not in str(v) for v in (s.attributes or {}).values())
     assert all(secret not in r.getMessage() and email not in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("attributes", "name", "scope", "agents", "tools"),
+    [
+        (
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t1"},
+            "execute_tool t1",
+            "autogen-core",
+            (),
+            ("t1",),
+        ),
+        ({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t1"}, "execute_tool t1", "elsewhere", (), ()),
+        (
+            {"traceloop.span.kind": "agent", "gen_ai.agent.name": "a1"},
+            "a1.agent",
+            "opentelemetry.instrumentation.openai_agents",
+            ("a1",),
+            (),
+        ),
+        (
+            {"traceloop.span.kind": "tool", "gen_ai.tool.name": "t2"},
+            "t2.tool",
+            "opentelemetry.instrumentation.openai_agents",
+            (),
+            ("t2",),
+        ),
+        ({"traceloop.span.kind": "agent", "gen_ai.agent.name": "a1"}, "a1.agent", "opentelemetry.x", (), ()),
+        (
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a3"},
+            "invoke_agent a3",
+            "semantic_kernel.utils.telemetry.agent_diagnostics.decorators",
+            ("a3",),
+            (),
+        ),
+        (
+            {"openinference.span.kind": "AGENT", "agent.name": "a4"},
+            "a4",
+            "openinference.instrumentation.beeai",
+            ("a4",),
+            (),
+        ),
+    ],
+)
+def test_spans_named_after_objects_of_the_code_declare_them_by_scope(
+    attributes: dict[str, Any], name: str, scope: str, agents: tuple[str, ...], tools: tuple[str, ...]
+) -> None:
+    """Scopes whose spans are named after the code's agent and tool objects (autogen-core's tools, OpenLLMetry's Agents
+    SDK, Semantic Kernel's and BeeAI's agents) declare those names; the same keys elsewhere declare nothing."""
+    mapped = map_span(attributes, name, scope)
+    assert mapped is not None
+    assert (mapped.agents, mapped.tools) == (agents, tools)

@@ -291,3 +291,29 @@ def test_a_trace_over_the_span_bound_is_handed_on_early_and_still_complete(tmp_p
     (session,) = {s.attributes.get(sc.GEN_AI_CONVERSATION_ID) for s in spans}
     with SpanStore(tmp_path / "t.db", create=False) as reader:
         assert session_receipt(reader, session).status == "valid"
+
+
+def test_a_span_that_ends_after_its_root_is_waited_for(pipe: Any) -> None:
+    """AutoGen closes its agent span after its parent's: the rebuild waits for it (a short grace), so the wrapper
+    run is seen and the calls get their iterations."""
+    diag, store = pipe
+    tracer = diag.tracer_provider.get_tracer("peer")
+    agent = unique("late_agent")
+    root = tracer.start_span(
+        f"invoke_agent {agent}",
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent, "session.id": SESSION},
+    )
+    inner = tracer.start_span(
+        f"{agent}.on_messages_stream",
+        context=trace.set_span_in_context(root),
+        attributes={"openinference.span.kind": "AGENT"},
+    )
+    ctx = trace.set_span_in_context(inner)
+    for tokens in ((31, 12), (57, 9)):
+        tracer.start_span("chat", context=ctx, attributes=oi_llm((), *tokens)).end()
+    root.end()  # before its child
+    inner.end()
+    diag.shutdown()
+    spans = stored(store)
+    assert [s.kind for s in spans].count("run") == 1
+    assert len(loop_of(spans)) == 2
