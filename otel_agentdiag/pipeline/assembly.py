@@ -8,8 +8,8 @@ which gives them back to every branch (``enqueue``) when their trace is handed o
 - A trace whose local root is ours (it carries ``agentdiag.kind`` when it starts), or any span of such a trace,
   queues at once: one dict lookup per span in the sequencer and in each batch processor, no call, nothing held.
 - A trace whose local root another instrumentation started (OpenInference, OpenLLMetry, a framework's own
-  output) is *assembled*: the sequencer numbers none of its spans when they start (it counts them); this processor
-  holds them as they end, and when the root ends:
+  output) is *assembled*: the sequencer numbers none of its spans when they start (it tells the assembler their
+  order); the assembler holds them as they end, and when the root ends:
 
   1. **its session** is the first conversation id any of its spans names, in start order (its own
      ``gen_ai.conversation.id`` or ``session.id``, set at start or later, or the conversation of a run of ours it
@@ -32,7 +32,8 @@ Why here, and not on each destination's worker or in the store: the numbers are 
 for every destination (two workers would number an added iteration twice), and what is rebuilt must reach OTLP as
 well as the store (``show``, ``status``, the viewer, the Jaeger API, exports and Jaeger or Tempo behind the
 Collector all read the same spans). The cost on the thread that ends a span: a dict lookup for spans of our own
-traces; an append for held ones; the rebuild, on the thread that ends the root, linear in the trace's spans.
+traces; an append under a lock for held ones. The rebuild (linear in the trace's spans) runs on the assembler's
+own worker thread, started on first use: a process that only ever sees its own traces never starts it.
 
 Bounds: at most :data:`DEFAULT_MAX_TRACES` traces held and :data:`DEFAULT_MAX_SPANS` spans per trace; beyond either,
 or :data:`DEFAULT_MAX_AGE_S` after a held trace's first span ended, that trace is handed on as it stands (numbered
