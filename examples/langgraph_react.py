@@ -8,8 +8,8 @@ Without them it prints that install line on stderr and exits with code 2.
 The agent's model is a tiny scripted chat model defined below (no network, no API key): the first answer asks
 for the ``get_weather`` tool, the second answers. The LangChain instrumentor turns the run into
 ``invoke_agent weather_agent`` → one ``agent.iteration`` per model call → ``chat scripted-model`` and the
-``execute_tool get_weather`` it asked for; the thread id is the conversation. The script prints ``agentdiag show`` of the
-run's trace.
+``execute_tool get_weather`` it asked for; the thread id is the conversation. The script prints ``agentdiag show``
+of the run's trace.
 """
 
 from __future__ import annotations
