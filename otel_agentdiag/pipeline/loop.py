@@ -49,7 +49,7 @@ from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.spans import span_attributes
-from otel_agentdiag.pipeline.adapters import map_span
+from otel_agentdiag.pipeline.adapters import DUPLICATE_LLM_CALL, map_span
 from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS
 from otel_agentdiag.pipeline.adapters.genai import AG2_SCOPE, CONVERSATION
 from otel_agentdiag.version import __version__
@@ -69,7 +69,6 @@ AGENT_WRAPPER = "agent_wrapper"
 """``agentdiag.framework.span_type`` of a run span that only wraps another run."""
 DUPLICATE_TOOL_CALL = "duplicate_tool_call"
 """``agentdiag.framework.span_type`` of a tool span that is another tool span's call seen again."""
-DUPLICATE_LLM_CALL = "duplicate_llm_call"
 
 SCOPE = InstrumentationScope("otel_agentdiag.pipeline.loop", __version__)
 """The instrumentation scope of the iteration spans this module adds."""

@@ -194,8 +194,14 @@ class SessionSequencer(SpanProcessor):
                 agent = otel_context.get_value(AGENT_NAME_KEY, parent_context)
                 if type(agent) is str:
                     set_own_attributes(span, {sc.GEN_AI_AGENT_NAME: agent})
+            # The session the span names itself (plain lookups: no call on our spans' path).
+            if sc.GEN_AI_CONVERSATION_ID in attributes:
+                own = attributes[sc.GEN_AI_CONVERSATION_ID]
+            elif sc.SESSION_ID in attributes:
+                own = attributes[sc.SESSION_ID]
+            else:
+                own = None
             if deferred:
-                own = attributes.get(sc.GEN_AI_CONVERSATION_ID, attributes.get(sc.SESSION_ID))
                 found = None
                 if own is None:
                     found = current_conversation_id(parent_context) or peer_conversation_id(parent_context)
@@ -205,11 +211,8 @@ class SessionSequencer(SpanProcessor):
                 assembler.started(context, root=root, session=session_key(own if own is not None else found))
                 return
             from_context = None
-            if sc.GEN_AI_CONVERSATION_ID in attributes or sc.SESSION_ID in attributes:
-                if sc.GEN_AI_CONVERSATION_ID in attributes:
-                    raw = attributes[sc.GEN_AI_CONVERSATION_ID]
-                else:
-                    raw = attributes[sc.SESSION_ID]
+            if own is not None:
+                raw = own
                 # Another instrumentation's span naming its session files the later spans of its trace there.
                 key = self._trace_starts(context[0], raw) if foreign else session_key(raw)
             else:

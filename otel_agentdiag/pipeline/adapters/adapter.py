@@ -56,6 +56,7 @@ _TL_REQUEST = openllmetry.REQUEST_TYPE
 _OPERATION = sc.GEN_AI_OPERATION_NAME
 _SPAN_TYPE = sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE
 _COST = sc.AGENTDIAG_COST_USD
+_FAILED = Status(StatusCode.ERROR)
 _DECLARING_KINDS = frozenset({sc.KIND_LLM, sc.KIND_RUN})
 """Mapped spans whose tool definitions are read (``_internal.declared.tool_names_in_attributes``)."""
 
@@ -210,6 +211,3 @@ def _rebuild(span: ReadableSpan, attributes: Mapping[str, Any], mapped: Mapped, 
         # say `error.type` means. The status says so without a description (the message is data).
         return with_attributes(span, out, name, status=_FAILED)
     return with_attributes(span, out, name)
-
-
-_FAILED = Status(StatusCode.ERROR)

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.providers import PROVIDER_ALIASES
+from otel_agentdiag.cost.pricing import active_table
 from otel_agentdiag.redaction.finish_reasons import FINISH_REASONS
 
 __all__ = ["FRAMEWORK_PROVIDERS", "PROVIDER_ALIASES", "normalise"]
@@ -62,8 +63,6 @@ def _host(value: str) -> str | None:
 
 
 def _provider_of_model(attributes: dict[str, Any]) -> str | None:
-    from otel_agentdiag.cost.pricing import active_table
-
     table = active_table()
     for key in (sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL):
         model = attributes.get(key)
