@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract_checks import Truth
+from contract_server import ContractServer
 from fakes import openai_server as fake
 
 import otel_agentdiag as agentdiag
@@ -63,6 +64,9 @@ class Setup:
     """With ``env``: the script, in ``tests/contract/apps/``, run as ``python APP STORE OTLP_ENDPOINT BASE_URL
     ANTHROPIC_BASE_URL NAMES_JSON`` (``{"agent", "tools"}``, the names to declare); it configures the pipeline
     itself (``contract_app.configure``), runs the agent once, shuts down, exits 0."""
+    server: type[ContractServer] = ContractServer
+    """The scripted model server: a subclass when a framework's loop needs the script said otherwise (a final
+    answer given as a tool call, say), never a different run: two model calls, two tool calls, one failing."""
 
 
 def get_weather(city: str, unit: str = "celsius") -> str:

@@ -56,7 +56,7 @@ def _cli(*args: str) -> str:
 def run_setup(setup: Setup, folder: Path) -> Outcome:
     """Run ``setup`` once and read back what it left: store, OTLP, receipt, status, exports."""
     store = folder / "traces.db"
-    with ContractServer() as server, OTLPReceiver() as receiver:
+    with setup.server() as server, OTLPReceiver() as receiver:
         truth = declared(setup)
         server.tools = truth.tools
         if setup.env is not None:
