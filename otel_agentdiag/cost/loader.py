@@ -35,19 +35,94 @@ class PriceTableError(ValueError):
     """A price table that cannot be used; the message starts with ``file:line:`` when the line is known."""
 
 
+MAX_TABLE_BYTES = 1 << 20
+"""The largest price table read (1 MiB; the bundled one is about 16 KiB): a bigger file is refused unread."""
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
 def load_price_table(path: str | os.PathLike[str]) -> PriceTable:
-    """Read the TOML price table at ``path``. Raises :class:`PriceTableError` naming the file (and line)."""
+    """Read the TOML price table at ``path``. Raises :class:`PriceTableError` naming the file (and line).
+
+    Prices drive budgets, so the file is trusted like the hash key file (:mod:`otel_agentdiag._internal.trust`):
+    it must be a regular file (a FIFO, ``/dev/zero`` or a folder is refused without blocking or reading), owned
+    by the effective user, not writable by group or others, and at most :data:`MAX_TABLE_BYTES`. A final symbolic
+    link is not followed blindly: its target is opened without following links and checked the same way.
+    """
     source = os.fspath(path)
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        raise PriceTableError(f"{source}: cannot read the price table: {exc.strerror or exc}") from None
+    raw = _read_trusted(source)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PriceTableError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     return parse_price_table(text, source)
+
+
+def _read_trusted(source: str) -> bytes:
+    """The bytes of the price table file ``source``, checked before a byte is read (see :func:`load_price_table`)."""
+    from otel_agentdiag._internal import trust
+
+    flags = os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+    try:
+        try:
+            fd = os.open(source, flags)
+        except OSError:
+            if not (_NOFOLLOW and os.path.islink(source)):
+                raise
+            # A final symbolic link (ELOOP under O_NOFOLLOW): the file it names is checked as if named directly.
+            fd = os.open(os.path.realpath(source), flags)
+    except OSError as exc:
+        raise PriceTableError(f"{source}: cannot read the price table: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        try:
+            trust.check_stat(st, source, "price table")
+        except trust.UntrustedPathError as exc:
+            raise PriceTableError(f"{source}: refusing the price table: {exc.reason}") from None
+        if not trust.CHECKS_APPLY and not _is_regular(st):
+            raise PriceTableError(f"{source}: refusing the price table: is not a regular file")
+        if st.st_size > MAX_TABLE_BYTES:
+            raise PriceTableError(f"{source}: refusing the price table: larger than {MAX_TABLE_BYTES} bytes")
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_TABLE_BYTES:
+            chunk = os.read(fd, MAX_TABLE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_TABLE_BYTES:  # grew after the fstat
+            raise PriceTableError(f"{source}: refusing the price table: larger than {MAX_TABLE_BYTES} bytes")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise PriceTableError(f"{source}: cannot read the price table: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _is_regular(st: os.stat_result) -> bool:
+    import stat
+
+    return stat.S_ISREG(st.st_mode)
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` for an error message when it is safe to repeat in a log line (a short number, date or
+    name that passes the public-safety check), else a placeholder: a table's typo may be a pasted credential."""
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (date, datetime)):
+        return value.isoformat()
+    if isinstance(value, str) and len(value) <= 64 and value.isprintable():
+        from otel_agentdiag.redaction.policy import is_sensitive
+
+        if not is_sensitive(value):
+            return repr(value)
+    return "(a value not shown: it may be a secret)"
 
 
 def parse_price_table(text: str, source: str = "prices") -> PriceTable:
@@ -119,7 +194,9 @@ class _Reader:
     def table(self, data: Mapping[str, Any]) -> PriceTable:
         for key in data:
             if key not in _TOP_KEYS:
-                raise self.error(None, key, f"unknown key {key!r} (expected one of {', '.join(sorted(_TOP_KEYS))})")
+                raise self.error(
+                    None, key, f"unknown key {_shown(key)} (expected one of {', '.join(sorted(_TOP_KEYS))})"
+                )
         currency = self._currency(None, data.get("currency", CURRENCY))
         as_of = self._date(None, "as_of", data["as_of"]) if "as_of" in data else None
         sources = data.get("sources", [])
@@ -136,7 +213,9 @@ class _Reader:
             raise self.error(index, None, "must be a table")
         for key in raw:
             if key not in _ENTRY_KEYS:
-                raise self.error(index, key, f"unknown key {key!r} (expected one of {', '.join(sorted(_ENTRY_KEYS))})")
+                raise self.error(
+                    index, key, f"unknown key {_shown(key)} (expected one of {', '.join(sorted(_ENTRY_KEYS))})"
+                )
         providers = self._providers(index, raw.get("provider"))
         model, pattern = raw.get("model"), raw.get("model_pattern")
         if model is not None and pattern is not None:
@@ -187,7 +266,9 @@ class _Reader:
     def _currency(self, index: int | None, value: Any) -> str:
         if value != CURRENCY:
             raise self.error(
-                index, "currency", f"currency {value!r} is not supported: prices must be in USD (the attribute is .usd)"
+                index,
+                "currency",
+                f"currency {_shown(value)} is not supported: prices must be in USD (the attribute is .usd)",
             )
         return CURRENCY
 
@@ -196,7 +277,7 @@ class _Reader:
             raise self.error(index, key, f"{key} must be a number (US dollars per million tokens)")
         amount = float(value)
         if not math.isfinite(amount) or amount < 0:
-            raise self.error(index, key, f"{key} must be a finite number, zero or more (got {value!r})")
+            raise self.error(index, key, f"{key} must be a finite number, zero or more (got {_shown(value)})")
         if amount > _MAX_PRICE:
             raise self.error(index, key, f"{key} is over {_MAX_PRICE:g} US dollars per million tokens")
         return amount
@@ -211,4 +292,4 @@ class _Reader:
                 return date.fromisoformat(value)
             except ValueError:
                 pass
-        raise self.error(index, key, f"{key} must be a date (YYYY-MM-DD), got {value!r}")
+        raise self.error(index, key, f"{key} must be a date (YYYY-MM-DD), got {_shown(value)}")
