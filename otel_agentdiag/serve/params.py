@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import datetime
 
@@ -38,8 +39,12 @@ _UNITS_NS = {
     "m": 60_000_000_000,
     "h": 3_600_000_000_000,
 }
-_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_LOOKBACK = re.compile(r"(\d+)([mhdw])")
+# ASCII digits only: ``\d`` (and ``str.isdigit``) take Unicode digits, which ``int()`` then refuses or reads.
+_GO_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_LOOKBACK = re.compile(r"([0-9]{1,19})([mhdw])")
+_INTEGER = re.compile(r"[+-]?[0-9]{1,19}")
+MAX_TAGS_TEXT = 8192
+"""The longest ``tags`` JSON read (a filter is a few pairs; a bigger text is refused unparsed)."""
 _LOOKBACK_NS = {"m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
 
@@ -56,13 +61,15 @@ def go_duration_ns(name: str, text: str) -> int:
         match = _GO_PART.match(value, position)
         if match is None:
             break
-        total += float(match.group(1)) * _UNITS_NS[match.group(2)]
+        total += float(match.group(1)) * _UNITS_NS[match.group(2)]  # inf for a number past float's range
         position = match.end()
     if not value or position != len(value):
         raise BadParameter(
             f"{name}: not a duration ({describe_input(text)}); use a Go duration such as 1.5ms, 2s, 100us or 1m30s"
         )
-    return min(round(total), MAX_NS)  # beyond: longer than any span
+    if not math.isfinite(total) or total >= MAX_NS:
+        return MAX_NS  # beyond: longer than any span
+    return round(total)
 
 
 def lookback_ns(name: str, text: str) -> int | None:
@@ -79,14 +86,15 @@ def lookback_ns(name: str, text: str) -> int | None:
             raise BadParameter(
                 f"{name}: not a lookback ({describe_input(text)}); use 30m, 1h, 2d, 1w or custom"
             ) from None
-    return int(match.group(1)) * _LOOKBACK_NS[match.group(2)] * 1_000_000_000
+    return min(int(match.group(1)) * _LOOKBACK_NS[match.group(2)] * 1_000_000_000, MAX_NS)
 
 
-def parse_int(name: str, text: str, *, minimum: int = 0) -> int:
-    """A decimal integer of at least ``minimum``."""
+def parse_int(name: str, text: str, *, minimum: int = 0, maximum: int = MAX_NS) -> int:
+    """A decimal integer (ASCII digits) from ``minimum`` to ``maximum``: by default what SQLite's 64-bit integers
+    hold, so no query parameter can overflow a statement."""
     value = text.strip()
-    if not re.fullmatch(r"[+-]?\d{1,19}", value) or int(value) < minimum:
-        raise BadParameter(f"{name}: not an integer of at least {minimum} ({describe_input(text)})")
+    if not _INTEGER.fullmatch(value) or not minimum <= int(value) <= maximum:
+        raise BadParameter(f"{name}: not an integer from {minimum} to {maximum} ({describe_input(text)})")
     return int(value)
 
 
@@ -94,7 +102,7 @@ def rfc3339_ns(name: str, text: str) -> int:
     """An RFC 3339 time (``2024-01-15T10:30:00Z``, fractional seconds to the nanosecond, any offset) in
     nanoseconds since the epoch."""
     value = text.strip()
-    match = re.fullmatch(r"(\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?([Zz]|[+-]\d\d:\d\d)", value)
+    match = re.fullmatch(r"(\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?([Zz]|[+-]\d\d:\d\d)", value, re.ASCII)
     if match is None:
         raise BadParameter(f"{name}: not an RFC 3339 time ({describe_input(text)}); e.g. 2024-01-15T10:30:00Z")
     head, fraction, offset = match.groups()
@@ -124,13 +132,17 @@ def parse_tags(name: str, texts: list[str], pairs: list[str]) -> dict[str, str]:
     for text in texts:
         if not text.strip():
             continue
+        if len(text) > MAX_TAGS_TEXT:
+            raise BadParameter(f"{name}: longer than {MAX_TAGS_TEXT} characters ({describe_input(text)})")
         try:
             value = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the stack (short texts can be)
             value = None
         if not isinstance(value, dict):
             raise BadParameter(f'{name}: not a JSON object of tags ({describe_input(text)}); e.g. {{"error":"true"}}')
         for key, item in value.items():
+            if isinstance(item, (dict, list)):
+                raise BadParameter(f"{name}: a tag's value must be text, a number or a boolean, not an object or array")
             found[str(key)] = _text(item)
     for pair in pairs:
         separator = ":" if ":" in pair else "="

@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from otel_agentdiag._internal.trust import UntrustedPathError
+from otel_agentdiag.serve.params import MAX_NS
 from otel_agentdiag.serve.viewer_json import conversation_json, dumps, run_json
 from otel_agentdiag.serve.viewer_reads import page_receipts, run_detail
 from otel_agentdiag.storage.migrations import StoreError
@@ -35,6 +36,8 @@ MAX_LIMIT = 500
 STATUSES = ("ok", "error", "unset")
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _MAX_PARAM = 512
+_DIGITS = re.compile(r"[0-9]{1,19}")
+"""A whole number as a parameter: ASCII digits (``str.isdigit`` takes ``²``, which ``int()`` refuses), at most 19."""
 
 
 class BadParameter(ValueError):
@@ -62,7 +65,7 @@ def _limit(request: Request) -> int:
     text = _text(request, "limit")
     if text is None:
         return DEFAULT_LIMIT
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+    if not _DIGITS.fullmatch(text) or not 1 <= int(text) <= MAX_LIMIT:
         raise BadParameter(f"limit must be a whole number from 1 to {MAX_LIMIT}")
     return int(text)
 
@@ -72,7 +75,9 @@ def _time_ns(request: Request, name: str) -> int | None:
     text = _text(request, name)
     if text is None:
         return None
-    if text.isdigit():
+    if _DIGITS.fullmatch(text):
+        if int(text) > MAX_NS:
+            raise BadParameter(f"{name} must be a time, or nanoseconds since 1970 up to {MAX_NS}")
         return int(text)
     try:
         moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
@@ -83,7 +88,7 @@ def _time_ns(request: Request, name: str) -> int | None:
     seconds = int(moment.timestamp())
     if seconds < 0:
         raise BadParameter(f"{name} must not be before 1970")
-    return seconds * 1_000_000_000 + moment.microsecond * 1000
+    return min(seconds * 1_000_000_000 + moment.microsecond * 1000, MAX_NS)  # past 2262: no bound
 
 
 def _cursor(request: Request) -> tuple[int, str] | None:
@@ -92,7 +97,7 @@ def _cursor(request: Request) -> tuple[int, str] | None:
     if text is None:
         return None
     ns, sep, key = text.partition(":")
-    if not sep or not ns.isdigit() or not key:
+    if not sep or not _DIGITS.fullmatch(ns) or int(ns) > MAX_NS or not key:
         raise BadParameter("before must be the next cursor of a previous page")
     return int(ns), key
 
