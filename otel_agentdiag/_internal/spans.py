@@ -52,7 +52,9 @@ def span_attributes(span: Any) -> Mapping[str, Any]:
     own = getattr(span, "_attributes", None)
     if own.__class__ in _KNOWN_MAPPINGS:
         return own  # type: ignore[no-any-return]
-    return own if isinstance(own, Mapping) else (span.attributes or {})
+    if isinstance(own, Mapping):
+        return own
+    return getattr(span, "attributes", None) or {}  # a NonRecordingSpan has none
 
 
 _SDK: tuple[type, ...] = ()

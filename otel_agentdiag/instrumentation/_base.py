@@ -163,7 +163,8 @@ class LLMCallState:
             span = _ids.start_span(tracer, name, context=ctx, kind=SpanKind.CLIENT, attributes=attributes)
             state = cls(span, owns=True)
             # Its usage and cost roll up into the framework step it is in, else into the manual run or iteration.
-            state.rollup = step if step is not None else otel_context.get_value(ROLLUP_KEY, ctx)
+            if span.is_recording():  # sampled out or switched off: nothing to sum, nothing allocated
+                state.rollup = step if step is not None else otel_context.get_value(ROLLUP_KEY, ctx)
             return state
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("starting an LLM span", exc)
@@ -253,8 +254,8 @@ class LLMCallState:
     def _end_span(self) -> None:
         if self.span.is_recording():
             leaf_cost(self.span)  # its agentdiag.cost.usd, when priced, before it rolls up and ends
-        if self.rollup is not None:
-            self.rollup.add_span_usage(self.span)  # before end(): the span's attributes are still readable
+            if self.rollup is not None:
+                self.rollup.add_span_usage(self.span)  # before end(): the span's attributes are still readable
         self.span.end()
 
     def finish(self, attributes: Mapping[str, Any] | None = None, *, stream_end: str | None = None) -> None:

@@ -94,7 +94,7 @@ class _SpanScope:
                 span = _ids.start_span(manual_tracer(), name, context=ctx, kind=self._kind, attributes=attributes)
             self._span = span
             child = self._context_values(trace.set_span_in_context(span, ctx))
-            if self._sums:
+            if self._sums and span.is_recording():  # sampled out or switched off: no roll-up is allocated
                 parent = otel_context.get_value(ROLLUP_KEY, ctx)
                 self._rollup = Rollup(span, parent if isinstance(parent, Rollup) else None, is_run=self._is_run)
                 child = otel_context.set_value(ROLLUP_KEY, self._rollup, child)
@@ -122,8 +122,8 @@ class _SpanScope:
                     roll = rollup.attributes()
                     if roll:
                         set_own_attributes(span, roll)
-            elif rollup is not None or self._rolls_up:
-                if self._rolls_up and span.is_recording():
+            elif (rollup is not None or self._rolls_up) and span.is_recording():
+                if self._rolls_up:
                     leaf_cost(span)  # its agentdiag.cost.usd, when priced, before it rolls up and ends
                 if rollup is not None:
                     rollup.add_span_usage(span)
