@@ -44,6 +44,7 @@ from otel_agentdiag.storage import RetentionLimits, ScrubIncomplete, SpanStore, 
 from otel_agentdiag.storage.provenance import (
     provenance_of,
 )
+from otel_agentdiag.storage.receipt_rules import NO_OBSERVATIONS
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _HEX = re.compile(r"[0-9a-f]{4,64}")
@@ -115,7 +116,7 @@ def _receipt_lines(receipt: Receipt, *, title: str) -> list[str]:
     colour = _COLOURS.get(receipt.status, "red")
     lines = [
         f"{title}: {click.style(receipt.status, fg=colour, bold=True)}",
-        f"  reasons: {printable(', '.join(receipt.reasons)) if receipt.reasons else 'none'}",
+        f"  reasons: {_reasons_text(receipt.reasons)}",
         f"  spans stored {c['spans']}  (ledger: stored {c['stored']}, pruned {c['pruned_spans']},"
         f" cleared {c['cleared_spans']})",
         f"  observed {c['observed']} = accepted {c['accepted']} + rejected {c['rejected']} + dropped {c['dropped']}",
@@ -128,7 +129,7 @@ def _receipt_lines(receipt: Receipt, *, title: str) -> list[str]:
         f"  observers: {printable(', '.join(receipt.observers)) if receipt.observers else 'none'}",
         f"  provenance: {receipt.provenance}",
     ]
-    if receipt.status == "invalid" and not receipt.reasons:
+    if receipt.status == "invalid" and set(receipt.reasons) <= {NO_OBSERVATIONS}:
         why = nothing_to_judge(receipt)
         if why is not None:
             lines.insert(1, f"  (nothing to judge: {_NOT_JUDGED[why]}; the store's receipt leaves it out)")
@@ -146,6 +147,14 @@ def _receipt_lines(receipt: Receipt, *, title: str) -> list[str]:
             " agentdiag sessions lists them as invalid"
         )
     return lines
+
+
+def _reasons_text(reasons: list[str]) -> str:
+    if not reasons:
+        return "none"
+    if reasons == [NO_OBSERVATIONS]:
+        return f"{NO_OBSERVATIONS} (nothing was recorded here: nothing is wrong, and nothing can be vouched for)"
+    return printable(", ".join(reasons))
 
 
 _NOT_JUDGED = {

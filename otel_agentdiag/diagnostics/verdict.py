@@ -81,6 +81,7 @@ from otel_agentdiag.storage.receipt_rules import (
     INVALID,
     LEDGER_INVALID,
     MIXED,
+    NO_OBSERVATIONS,
     PUBLIC_SAFETY_COUNTER,
     PUBLIC_SAFETY_VIOLATION,
     QUARANTINED,
@@ -105,6 +106,7 @@ REASONS = (
     IMPORTED,
     INGEST_VIOLATION,
     LEDGER_INVALID,
+    NO_OBSERVATIONS,
     PUBLIC_SAFETY_VIOLATION,
     REDACTOR_ERROR,
     SEQUENCE_GAP,
@@ -147,6 +149,13 @@ class Receipt:
     unattributed_drops: Mapping[str, int] = field(default_factory=dict)
     """A session receipt: observer -> spans it dropped or rejected that are counted under no session (its overflow
     row), some of which may be this session's (see the module doc). In the JSON only when not empty."""
+
+    def __post_init__(self) -> None:
+        # Invalid for want of anything to judge, and for no other reason: say so (``no_observations``), so that
+        # ``reasons`` is never empty on an invalid receipt.
+        c = self.counts
+        if self.status == INVALID and not self.reasons and not c.get("spans") and not c.get("malformed_rows"):
+            object.__setattr__(self, "reasons", [NO_OBSERVATIONS])
 
     def to_json(self) -> dict[str, Any]:
         """The documented JSON shape: ``{"session", "status", "reasons", "counts", "observers", "provenance"}``,

@@ -52,6 +52,10 @@ UNFINISHED_SPAN = "unfinished_span"
 STATS_MISSING = "stats_missing"
 LEDGER_INVALID = "ledger_invalid"
 INGEST_VIOLATION = "ingest_violation"
+NO_OBSERVATIONS = "no_observations"
+"""Why a receipt with no stored span, no malformed row and no other reason is ``invalid``: nothing was recorded
+there (an empty or just-cleared store, a session whose spans were all pruned), so there is nothing to vouch for;
+nothing is wrong. Given on :class:`~otel_agentdiag.diagnostics.verdict.Receipt` only, never stored."""
 
 INVALID_REASONS = frozenset({STATS_MISSING, LEDGER_INVALID, INGEST_VIOLATION})
 QUARANTINE_REASONS = frozenset({REDACTOR_ERROR, PUBLIC_SAFETY_VIOLATION})
@@ -133,7 +137,7 @@ def count_reasons(counts: Mapping[str, int]) -> set[str]:
 def nothing_reason(counts: Mapping[str, int], reasons: Sequence[str]) -> str | None:
     """Why a session receipt with these counts and reasons has nothing to judge (see
     :func:`~otel_agentdiag.diagnostics.verdict.nothing_to_judge`), or None."""
-    if reasons or counts.get("spans") or counts.get("malformed_rows"):
+    if any(reason != NO_OBSERVATIONS for reason in reasons) or counts.get("spans") or counts.get("malformed_rows"):
         return None
     if counts.get("cleared_spans"):
         return "cleared"

@@ -426,7 +426,7 @@ def test_clear_by_raw_id_deletes_the_session(agent_store: tuple[Path, str]) -> N
     assert row["cleared_at"] is not None
     assert row["receipt_status"] == "invalid"  # nothing left to judge
     receipt = ok_json("receipt", "--session", digest, "--format", "json", "--store", path)
-    assert (receipt["status"], receipt["reasons"]) == ("invalid", [])
+    assert (receipt["status"], receipt["reasons"]) == ("invalid", ["no_observations"])
     assert receipt["counts"]["stored"] == 7
     text = invoke("clear", "--session", digest, "--yes", "--store", path)
     assert text.exit_code == 0
@@ -459,3 +459,14 @@ def test_prune_refuses_a_bad_limit(value: str, agent_store: tuple[Path, str]) ->
 
 def test_every_command_is_registered() -> None:
     assert set(COMMANDS) <= set(cli.commands)
+
+
+def test_an_empty_store_s_receipt_says_nothing_was_recorded_not_that_something_is_wrong(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    SpanStore(path).close()
+    doc = ok_json("receipt", "--format", "json", "--store", path)
+    assert (doc["status"], doc["reasons"]) == ("invalid", ["no_observations"])
+    result = CliRunner().invoke(cli, ["receipt", "--store", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "reasons: no_observations (nothing was recorded here: nothing is wrong" in result.output
+    assert "reasons: none" not in result.output

@@ -42,10 +42,10 @@ def test_a_cleared_session_has_one_verdict_everywhere(tmp_path: Path) -> None:
     for session, status in listed.items():  # every session: the list and its own receipt agree
         assert run_json("receipt", "--session", session, "--store", store)["status"] == status, session
 
-    # The truth about a cleared session: nothing is left to vouch for, so its receipt is "invalid" with no
-    # reason code, while its ledger accounts for every span it had (all stored, all cleared on request).
+    # The truth about a cleared session: nothing is left to vouch for, so its receipt is "invalid" for
+    # no_observations alone, while its ledger accounts for every span it had (all stored, all cleared on request).
     own = run_json("receipt", "--session", cleared, "--store", store)
-    assert (own["status"], own["reasons"]) == ("invalid", [])
+    assert (own["status"], own["reasons"]) == ("invalid", ["no_observations"])
     counts = own["counts"]
     assert counts["spans"] == 0 and counts["stored"] == counts["cleared_spans"] == 12
     assert counts["observed"] == counts["accepted"] == 12

@@ -198,7 +198,7 @@ def test_stats_missing_ledger_invalid_malformed_and_nothing_to_judge_are_invalid
     assert corrupt.counts["malformed_rows"] == 1
     assert (corrupt.status, corrupt.reasons) == ("invalid", [])
     empty = receipt_of([], [stats(2, stored=2)], cleared_spans=2)
-    assert (empty.status, empty.reasons, empty.counts["spans"]) == ("invalid", [], 0)
+    assert (empty.status, empty.reasons, empty.counts["spans"]) == ("invalid", ["no_observations"], 0)
 
 
 def test_a_parent_that_started_and_never_ended_is_unfinished_once() -> None:
@@ -272,6 +272,7 @@ def test_reason_codes_are_the_documented_ones() -> None:
         "ledger_invalid",
         "ingest_violation",
         "imported",
+        "no_observations",
     }
 
 

@@ -169,7 +169,7 @@ def test_spans_outside_any_session_pruned_away_keep_the_store_valid(tmp_path: Pa
         assert store.session_spans(None) == []
     outside = receipt(path, None)
     assert outside.counts["pruned_spans"] == 3
-    assert (outside.status, outside.reasons) == ("invalid", [])  # nothing left to judge there
+    assert (outside.status, outside.reasons) == ("invalid", ["no_observations"])  # nothing left to judge there
     whole = receipt(path, store_wide=True)
     assert (whole.status, whole.reasons) == ("valid", []), whole
     assert whole.counts["spans"] == react_span_count(PLAN)
@@ -528,7 +528,7 @@ def test_an_empty_store_has_nothing_to_judge(tmp_path: Path) -> None:
     path = tmp_path / "traces.db"
     SpanStore(path).close()
     r = receipt(path, store_wide=True)
-    assert (r.status, r.reasons, r.counts["spans"]) == ("invalid", [], 0)
+    assert (r.status, r.reasons, r.counts["spans"]) == ("invalid", ["no_observations"], 0)
     s = status(path, None)
     assert (s.stage, s.active) == ("idle", False)
 
