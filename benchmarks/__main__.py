@@ -87,6 +87,7 @@ BENCHMARKS: dict[str, Runner] = {
     "push_throughput": _module("push_throughput"),
     "serve": _module("serve"),
     "metrics": _module("metrics"),
+    "disabled": _module("disabled"),
 }
 OPTIONAL = {"phoenix_ingest": _module("phoenix_ingest")}
 

@@ -27,6 +27,7 @@ EXPECTED = {
     "push_throughput",
     "serve",
     "metrics",
+    "disabled",
 }
 
 
@@ -58,6 +59,7 @@ def test_the_quick_benchmark_run_completes_and_reports_every_goal(tmp_path: Path
     ids = {goal["id"] for goal in report["goals"]}
     assert {
         "pipeline_local_span_caller_cpu",
+        "disabled_vs_unconfigured_caller_cpu",
         "pipeline_otlp_iteration_caller_cpu",
         "redaction_vs_logfire",
         "store_throughput_vs_raw",
