@@ -23,15 +23,17 @@ _MIN_SCRUBBED = 4
 
 def describe_input(value: object) -> str:
     """``value`` by its shape, never its text: ``"an empty value"`` or ``"a value of 40 characters (hex
-    digits only)"``; the kinds are ``hex digits only``, ``letters and digits``, ``printable characters`` and
-    ``non-printable characters too``."""
+    digits only)"``; the kinds are ``hex digits only`` (with a digit, or 8 characters or more: ``abc`` is letters),
+    ``letters only``, ``letters and digits``, ``printable characters`` and ``non-printable characters too``."""
     text = value if isinstance(value, str) else str(value)
     stripped = text.strip()
     if not stripped:
         return "an empty value"
     n = len(text)
-    if set(stripped) <= _HEX:
+    if set(stripped) <= _HEX and (len(stripped) >= 8 or any(c.isdigit() for c in stripped)):
         kind = "hex digits only"
+    elif stripped.isascii() and stripped.isalpha():
+        kind = "letters only"
     elif stripped.isascii() and stripped.isalnum():
         kind = "letters and digits"
     elif text.isprintable():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import re
 import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any
@@ -101,7 +102,8 @@ class _Group(click.Group):
             if not isinstance(exc, CliError):
                 # click's own messages quote what was typed (a bad value, an unknown option, an extra argument):
                 # each word given is described instead, as our own messages do (describe_input).
-                message = scrub(message, _given_words(sys.argv[1:] if args is None else args), self._names())
+                given = [str(a) for a in (sys.argv[1:] if args is None else args) or ()]
+                message = scrub(message, _given_words(given), self._names() | self._safe_words(given))
             click.echo(f"agentdiag: error: {_one_line(message)}{_one_line(hint)}", err=True)
             sys.exit(exc.exit_code if isinstance(exc, CliIncomplete) else EXIT_USAGE)
         except click.Abort:
@@ -147,6 +149,14 @@ class _Group(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in rows])
 
+    def _safe_words(self, args: list[str]) -> set[str]:
+        """The words of ``args`` an error may repeat: see :func:`_safe_to_echo` and :func:`_path_words`."""
+        words = {w for w in args for w in (w, *w.split("=", 1)[1:]) if _safe_to_echo(w)}
+        at = next((i for i, w in enumerate(args) if not w.startswith("-")), None)
+        if at is None or args[at] not in self.commands:
+            return words
+        return words | _path_words(self.commands[args[at]], args[at + 1 :])
+
     def _names(self) -> set[str]:
         """Command and option names: words a message may repeat (they are ours, not the user's data)."""
         names: set[str] = set(self.commands)
@@ -155,6 +165,59 @@ class _Group(click.Group):
                 names.update(param.opts)
                 names.update(param.secondary_opts)
         return names
+
+
+_OPTION_WORD = re.compile(r"--?[a-z]+(?:-[a-z]+)*")
+_NUMBER_WORD = re.compile(r"[+-]?[0-9]{1,10}(?:\.[0-9]{1,10})?")
+_PLAIN_WORD = re.compile(r"[a-z]+(?:[-_][a-z]+)*")
+_MAX_ECHOED = 40
+
+
+def _safe_to_echo(word: str) -> bool:
+    """Whether a word typed on the command line may be repeated in an error: an option or command name (lowercase
+    words and hyphens), a number of at most 10 digits, or a lowercase word (a mistyped format or choice), short,
+    passing the public-safety check. Everything else (an id, a session, a time, a URL, a value with capitals or
+    digits in it: what a credential or an identifier looks like) is described by its shape instead."""
+    if len(word) > _MAX_ECHOED:
+        return False
+    if not (_OPTION_WORD.fullmatch(word) or _NUMBER_WORD.fullmatch(word) or _PLAIN_WORD.fullmatch(word)):
+        return False
+    from otel_agentdiag.redaction.policy import is_sensitive  # on the error path only
+
+    return not is_sensitive(word)
+
+
+def _path_words(command: click.Command | None, args: list[str]) -> set[str]:
+    """The values given to ``command``'s path-typed options and arguments (the user's own files, named so that
+    an error about one says which)."""
+    if command is None:
+        return set()
+    takes_value = {}
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.is_flag and not param.count:
+            for opt in param.opts:
+                takes_value[opt] = isinstance(param.type, click.Path)
+    path_arguments = [isinstance(p.type, click.Path) for p in command.params if isinstance(p, click.Argument)]
+    found: set[str] = set()
+    position, i = 0, 0
+    while i < len(args):
+        word = args[i]
+        if word.startswith("-") and word != "-":
+            name, equals, value = word.partition("=")
+            if name in takes_value:
+                if equals:
+                    if takes_value[name]:
+                        found.add(value)
+                elif i + 1 < len(args):
+                    if takes_value[name]:
+                        found.add(args[i + 1])
+                    i += 1
+        else:
+            if position < len(path_arguments) and path_arguments[position]:
+                found.add(word)
+            position += 1
+        i += 1
+    return found
 
 
 def _given_words(args: Any) -> list[str]:

@@ -158,6 +158,46 @@ def test_describe_input_says_the_shape_only() -> None:
     assert describe_input("conv-42") == "a value of 7 characters (printable characters)"
     assert describe_input("a\x1bb") == "a value of 3 characters (non-printable characters too)"
     assert describe_input(0.5) == "a value of 3 characters (printable characters)"
+    assert describe_input("abc") == "a value of 3 characters (letters only)"  # not hex: too short, no digit
+    assert describe_input("123") == "a value of 3 characters (hex digits only)"
+
+
+# -- what is safe is said as typed (issue 34): option and command names, numbers, lowercase words, the user's paths --
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["traces", "--bogus"], "No such option '--bogus'"),
+        (["serve", "--port", "99999"], "99999 is not in the range"),
+        (["show", "--format", "yaml", "abcd"], "'yaml' is not one of 'text', 'json'"),
+        (["traces", "--format=bogus"], "'bogus' is not one of"),
+        (["bogus-cmd"], "No such command 'bogus-cmd'"),
+        (["traces", "--limit", "abc"], "'abc' is not a valid integer"),
+    ],
+)
+def test_what_is_safe_to_repeat_is_repeated(args: list[str], says: str) -> None:
+    result = run(*args)
+    assert result.exit_code == 2
+    assert says in result.stderr, result.stderr
+
+
+def test_a_path_the_user_typed_is_named(tmp_path: Path) -> None:
+    folder = tmp_path / "Secret_Looking-Dir42"
+    folder.mkdir()
+    for args in (["traces", "--store", str(folder)], ["traces", f"--store={folder}"]):
+        result = run(*args)
+        assert result.exit_code == 2
+        assert f"File '{folder}' is a directory" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "word",
+    [SENTINEL, "4111111111111111", "Bearer-abc", "jane@example.com", "2026-12-06T10:00:00Z", "http://h/x", "abc123def"],
+)
+def test_a_value_that_may_be_an_id_a_time_or_a_secret_is_still_described(word: str) -> None:
+    for args in (["traces", "--format", word], ["show", f"--{word}"], [word]):
+        result = run(*args)
+        assert result.exit_code == 2
+        assert word not in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,7 @@ def one_error_line(result: Result, code: int) -> str:
     [
         (["--protocol", "carrier-pigeon"], "--protocol must be one of http/protobuf, grpc"),
         (["--protocol", "http/json"], "'http/json' is not supported"),
-        (["--since", "yesterday"], "--since: a value of 9 characters (letters and digits) is not an ISO-8601 time"),
+        (["--since", "yesterday"], "--since: a value of 9 characters (letters only) is not an ISO-8601 time"),
         (["--since", "2025-01-31T12:00:00"], "a time without a timezone"),
         (["--since", "-5"], "--since"),
         (["--timeout", "0"], "--timeout must be a positive number"),
