@@ -164,6 +164,41 @@ def test_a_genai_span_session_id_is_its_conversation_a_digest_on_export() -> Non
     assert SENTINEL not in repr(exported)
 
 
+@pytest.mark.parametrize(
+    ("scope", "tool", "kind"),
+    [
+        ("gcp.vertex.agent", "(merged tools)", "other"),  # ADK's merge of parallel calls' answers: a step
+        ("gcp.vertex.agent", "lookup_city", "tool"),  # each call's own span: a tool call
+        ("another.scope", "(merged tools)", "tool"),  # the placeholder elsewhere means nothing
+    ],
+)
+def test_google_adks_merge_of_parallel_tool_calls_is_a_step_not_a_tool_call(scope: str, tool: str, kind: str) -> None:
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    raw = {sc.GEN_AI_OPERATION_NAME: "execute_tool", sc.GEN_AI_TOOL_NAME: tool, sc.GEN_AI_TOOL_CALL_ID: SENTINEL}
+    ended = ReadableSpan(
+        name="execute_tool (merged)" if tool.startswith("(") else f"execute_tool {tool}",
+        context=SpanContext(TRACE, 2, False, TraceFlags(1)),
+        parent=SpanContext(TRACE, 1, False, TraceFlags(1)),
+        attributes=raw,
+        start_time=1,
+        end_time=2,
+        instrumentation_scope=InstrumentationScope(scope),
+    )
+    mapped = ConventionAdapter().adapt(ended)
+    got = attrs(mapped)
+    assert got[sc.AGENTDIAG_KIND] == kind
+    exported = redactor(tools=("lookup_city",)).redact(mapped)
+    if kind == "other":
+        assert got[sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE] == "merged_tool_calls"
+        assert sc.GEN_AI_OPERATION_NAME not in got  # no call: neither named nor counted as one
+        assert mapped.name == exported.name == sc.FRAMEWORK_SPAN_NAME
+    else:
+        assert got[sc.GEN_AI_OPERATION_NAME] == "execute_tool"
+        assert exported.name.startswith("execute_tool ")
+    assert SENTINEL not in repr(attrs(exported))
+
+
 # --- OpenInference --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("oi_kind", "kind", "operation", "name"),

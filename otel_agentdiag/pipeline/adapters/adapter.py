@@ -36,7 +36,7 @@ from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag._internal.spans import span_attributes, with_attributes
 from otel_agentdiag.cost.pricing import cost_usd
 from otel_agentdiag.pipeline.adapters import genai, openinference, openllmetry
-from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, Mapped
+from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, OPERATION_KINDS, Mapped
 from otel_agentdiag.pipeline.adapters.hints import step_hint
 from otel_agentdiag.pipeline.adapters.normalise import normalise
 from otel_agentdiag.pipeline.adapters.owners import Enclosing, LLMCallOwners
@@ -132,8 +132,9 @@ class ConventionAdapter:
                 # run span), are code: registered before any tool span using them is judged (tools end later).
                 register_tools(tool_names_in_attributes(attributes))
             duplicate = mapped.kind == sc.KIND_LLM and self._duplicate(span)
-            # A step the trace's rebuild made of it (a wrapper run, a model or tool call seen twice).
-            step = DUPLICATE_LLM_CALL if duplicate else step_hint(span)
+            # A step the trace's rebuild made of it (a wrapper run, a model or tool call seen twice), or one its
+            # convention maps to a step though it names a call's operation (Google ADK's merge of parallel calls).
+            step = DUPLICATE_LLM_CALL if duplicate else step_hint(span) or _call_named_step(attributes, mapped)
             adapted = _rebuild(span, attributes, mapped, step)
             content = self.content
             if content is not None and mapped.content and step is None:  # a duplicate's content is ours already
@@ -151,6 +152,20 @@ class ConventionAdapter:
         """Whether a peer's LLM span is one of our model calls seen again: inside ours, or around ours."""
         owners = self.owners
         return (owners is not None and owners.is_inside(span)) or self.enclosing.encloses_ours(span)
+
+
+def _call_named_step(attributes: Mapping[str, Any], mapped: Mapped) -> str | None:
+    """The step type of a span its convention maps to a framework step (kind ``other``, named and typed as one)
+    though it names a call's operation, which it must lose (it is no call: it would be named, counted and metered
+    as one); None for any other span."""
+    if (
+        mapped.kind == sc.KIND_OTHER
+        and mapped.name == sc.FRAMEWORK_SPAN_NAME
+        and mapped.span_type is not None
+        and attributes.get(_OPERATION) in OPERATION_KINDS
+    ):
+        return mapped.span_type
+    return None
 
 
 def _content_items(attributes: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Any], ...]:

@@ -17,6 +17,11 @@ it stays where it is (the redactor drops it: no policy names it).
 Conversations: ``session.id`` (the general conventions' session, which frameworks such as Strands put on every span
 of a run from their trace attributes) fills a missing ``gen_ai.conversation.id`` (a digest once exported).
 
+Google ADK's merge of parallel tool calls: when one answer asks for several tools, ADK runs each under its own
+``execute_tool {tool}`` span and then opens ``execute_tool (merged)`` (scope :data:`GOOGLE_ADK_SCOPE`,
+``gen_ai.tool.name`` its placeholder :data:`ADK_MERGED_TOOLS`) around the merge of their answers: no tool call,
+a step (kind ``other``, type :data:`MERGED_TOOL_CALLS`; the adapter drops its operation).
+
 Loop steps: the conventions have no operation for one. A span that carries a framework's own loop-step key is an
 iteration (``agent.iteration``; its ``agentdiag.iteration.index`` kept when an instrumentor of ours set one):
 Strands' ``execute_event_loop_cycle`` spans, marked by its ``event_loop.cycle_id`` (:data:`LOOP_STEP_KEYS`).
@@ -38,12 +43,15 @@ from otel_agentdiag.pipeline.adapters._common import (
 from otel_agentdiag.redaction import keys as _keys
 
 __all__ = [
+    "ADK_MERGED_TOOLS",
     "AG2_SCOPE",
     "AGENT_DECLARING_SCOPES",
     "AGGREGATED_USAGE",
     "AUTOGEN_CORE_SCOPE",
     "CONVERSATION",
+    "GOOGLE_ADK_SCOPE",
     "LOOP_STEP_KEYS",
+    "MERGED_TOOL_CALLS",
     "OLD_USAGE",
     "SEMANTIC_KERNEL_AGENTS_SCOPE",
     "VENDOR_FINISH_REASONS",
@@ -95,6 +103,12 @@ AGENT_DECLARING_SCOPES = frozenset({AG2_SCOPE, SEMANTIC_KERNEL_AGENTS_SCOPE})
 """Scopes whose run spans name an agent object of the code (``gen_ai.agent.name``): declared."""
 AUTOGEN_CORE_SCOPE = "autogen-core"
 """autogen-core's own spans: its ``execute_tool`` span is opened by the tool object itself, under its own name."""
+GOOGLE_ADK_SCOPE = "gcp.vertex.agent"
+"""Google ADK's own spans (its tracer's scope)."""
+ADK_MERGED_TOOLS = "(merged tools)"
+"""The ``gen_ai.tool.name`` ADK gives the span around the merge of parallel tool calls' answers."""
+MERGED_TOOL_CALLS = "merged_tool_calls"
+"""``agentdiag.framework.span_type`` of that span: a step, not a tool call (each call has its own span)."""
 
 
 def adapt(attributes: Mapping[str, Any], scope: str | None = None) -> Mapped:
@@ -107,6 +121,8 @@ def adapt(attributes: Mapping[str, Any], scope: str | None = None) -> Mapped:
     out: dict[str, Any] = {}
     copy_if_absent(attributes, out, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME)
     copy_if_absent(attributes, out, sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID)
+    if kind == sc.KIND_TOOL and scope == GOOGLE_ADK_SCOPE and attributes.get(sc.GEN_AI_TOOL_NAME) == ADK_MERGED_TOOLS:
+        return Mapped(sc.KIND_OTHER, out, name=sc.FRAMEWORK_SPAN_NAME, span_type=MERGED_TOOL_CALLS)
     if kind == sc.KIND_OTHER and type(operation) is str:
         marker = LOOP_STEP_KEYS.get(operation)
         if marker is not None and marker in attributes:
