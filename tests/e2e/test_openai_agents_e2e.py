@@ -145,7 +145,7 @@ def test_each_run_is_run_iterations_chat_and_tools(run: Run) -> None:
         assert root.attributes[sc.AGENTDIAG_STOP_REASON] == "completed"
         assert leaves == TREE
         iterations = sorted((s for s in spans if s.kind == "iteration"), key=lambda s: s.start_ns)
-        assert [s.attributes[sc.AGENTDIAG_ITERATION_INDEX] for s in iterations] == list(range(1, TURNS + 1))
+        assert [s.attributes[sc.AGENTDIAG_ITERATION_INDEX] for s in iterations] == list(range(TURNS))
         assert len({s.attributes[sc.GEN_AI_CONVERSATION_ID] for s in spans}) == 1  # every span in its session
 
 

@@ -218,7 +218,7 @@ def test_a_run_is_run_iterations_llm_and_tool_spans(
     assert spans.started_with(run)["gen_ai.operation.name"] == "invoke_agent"
     assert spans.started_with(run)["gen_ai.agent.name"] == "weather_agent"  # sampling-relevant: at start
     iterations = named(finished, "agent.iteration")
-    assert [attrs(s)["agentdiag.iteration.index"] for s in iterations] == [1, 3]  # the model steps
+    assert [attrs(s)["agentdiag.iteration.index"] for s in iterations] == [0, 1]  # one per model step, from 0
     assert all(s.end_time is not None and run.end_time is not None and s.end_time <= run.end_time for s in iterations)
 
     first, second = named(finished, "chat fake-chat-model")

@@ -188,7 +188,7 @@ def test_a_run_is_run_iterations_llm_and_tool_spans(spans: Spans, instrumented: 
     assert attrs(root)["gen_ai.operation.name"] == "invoke_agent"
     assert attrs(root)["agentdiag.stop_reason"] == "completed"
     assert spans.started_with(root)["gen_ai.agent.name"] == "weather_agent"  # sampling-relevant: at start
-    assert [attrs(s)["agentdiag.iteration.index"] for s in named(finished, "agent.iteration")] == [1, 2]
+    assert [attrs(s)["agentdiag.iteration.index"] for s in named(finished, "agent.iteration")] == [0, 1]
     (tool,) = named(finished, "execute_tool get_weather")
     assert "gen_ai.tool.call.id" not in raw_ids(tool)  # the scripted model does not record its answer
     assert attrs(tool)["gen_ai.tool.type"] == "function"

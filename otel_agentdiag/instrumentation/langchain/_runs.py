@@ -158,12 +158,14 @@ class RunTable:
             iteration = iterations.get(step)
             if iteration is None:
                 key: Hashable = ("agentdiag.iteration", run.key, step)
+                index = run.extra.get("opened", 0)  # 0-based, as every integration's: LangGraph's steps skip
+                run.extra["opened"] = index + 1
                 iteration = self._tree.start(
                     key,
                     run.key,
                     kind=sc.KIND_ITERATION,
                     name=sc.ITERATION_SPAN_NAME,
-                    attributes={sc.AGENTDIAG_ITERATION_INDEX: step},
+                    attributes={sc.AGENTDIAG_ITERATION_INDEX: index},
                     activate=False,
                 )
                 if iteration is None:

@@ -195,8 +195,10 @@ def run_attributes(agent: str | None) -> dict[str, Any]:
 
 
 def iteration_span(data: Any) -> tuple[str, dict[str, Any]]:
-    """A turn: ``agent.iteration`` with the turn's index (0 when the SDK's is not a count)."""
-    index = data.turn if as_count(data.turn) is not None else 0
+    """A turn: ``agent.iteration`` with the turn's index, 0-based as every integration's (the SDK counts its turns
+    from 1; 0 when the SDK's is not a count)."""
+    turn = as_count(data.turn)
+    index = max(turn - 1, 0) if turn is not None else 0
     return sc.ITERATION_SPAN_NAME, {sc.AGENTDIAG_ITERATION_INDEX: index}
 
 
