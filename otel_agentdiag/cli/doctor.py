@@ -253,7 +253,9 @@ def _print_text(result: dict[str, Any]) -> None:
     config = result["configuration"]
     click.echo("configuration")
     click.echo(f"  enabled        {'yes' if config['enabled'] else 'no (AGENTDIAG_ENABLED is false)'}")
-    click.echo(f"  service name   {config['service_name'] or '(SDK default)'}")
+    unset = "none in OTEL_SERVICE_NAME: your code's configure(service_name=...), else unknown_service"
+    shown = config["service_name"] or unset
+    click.echo(f"  service name   {shown}")
     click.echo(f"  store          {config['store'] or '(off)'}")
     click.echo(f"  otlp endpoint  {config['otlp_endpoint'] or '(off)'}")
     if config["otlp_protocol"]:

@@ -328,3 +328,15 @@ def test_without_an_sdk_provider_doctor_says_where_the_check_lives(tmp_path: Pat
     )
     assert proc.returncode == 0, proc.stderr
     assert "no SDK TracerProvider here" in proc.stdout and "AgentDiag.foreign_processors()" in proc.stdout
+
+
+def test_the_service_name_line_does_not_claim_the_sdk_default_for_a_program_that_names_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    line = next(line for line in invoke().output.splitlines() if "service name" in line)
+    assert "(SDK default)" not in line
+    assert "configure(service_name=...)" in line and "OTEL_SERVICE_NAME" in line
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "trip-planner")
+    line = next(line for line in invoke().output.splitlines() if "service name" in line)
+    assert line.split() == ["service", "name", "trip-planner"]
