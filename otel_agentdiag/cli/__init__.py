@@ -27,7 +27,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "doctor": ("otel_agentdiag.cli.doctor", "Show the resolved configuration and prove redaction with a canary."),
     "traces": ("otel_agentdiag.cli.traces", "List traces, newest first."),
-    "show": ("otel_agentdiag.cli.traces", "Show one trace as a tree: TRACE_ID is the full id or a unique prefix."),
+    "show": (
+        "otel_agentdiag.cli.traces",
+        "Show one trace as a tree: TRACE_ID is the full id or a unique prefix of it (4 hex digits or more).",
+    ),
     "sessions": ("otel_agentdiag.cli.health", "List sessions, newest activity first, with their receipt status."),
     "receipt": ("otel_agentdiag.cli.health", "Print the integrity receipt of a session, or of the whole store."),
     "status": (

@@ -43,7 +43,7 @@ def traces(store_path: Path | None, output_format: str, limit: int | None) -> No
     "under each span; long values are folded in text (--format json shows them whole). Local only.",
 )
 def show(trace_id: str, store_path: Path | None, output_format: str, with_content: bool) -> None:
-    """Show one trace as a tree: TRACE_ID is the full id or a unique prefix."""
+    """Show one trace as a tree: TRACE_ID is the full id or a unique prefix of it (4 hex digits or more)."""
     with open_reader(store_path) as store:
         try:
             full_id = store.resolve_trace_id(trace_id)
