@@ -4,7 +4,9 @@ Each span gets ``agentdiag.observer.id`` (this pipeline instance: 16 random hex 
 in one process) and ``agentdiag.sequence`` (0, 1, 2, ... per (observer, session), in start order). The
 session is the one the store will file the span under: the span's ``gen_ai.conversation.id`` (else
 ``session.id``) when set at start, else the conversation id of the enclosing :func:`agent_run` (carried by the
-OpenTelemetry context), else none (spans outside any session are numbered too, as one more "session").
+OpenTelemetry context), else the session of an agent run that started its trace in this process (a span started
+from the trace context alone: an in-process MCP server's), else none (spans outside any session are numbered too,
+as one more "session").
 
 The raw id is only a key of an in-process dict. A conversation id taken from the context is recorded beside
 the span (``_internal/ids.py``), never set on it: every redactor of ours files the span under that session's
@@ -226,6 +228,12 @@ class SessionSequencer(SpanProcessor):
                     or (self._trace_sessions.get(context[0]) if self._trace_sessions else None)
                 )
                 key = session_key(raw)
+                if key is not None and attributes.get(sc.AGENTDIAG_KIND) == sc.KIND_RUN:
+                    # Our agent run files its trace in its session: a span of that trace started here without
+                    # the run's context (an MCP server's span in process, parented on the trace context the
+                    # client sent) belongs to the run's session too.
+                    if context[0] not in self._trace_sessions:
+                        self.file_trace(context[0], key)
             sequence = self.next_sequence(key)
             if isinstance(backing, dict) and getattr(span_attributes(span), "_immutable", True) is False:
                 # Our own, already valid values into the span's backing dict: ``set_attribute`` would take the

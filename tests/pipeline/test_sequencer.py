@@ -94,6 +94,36 @@ def test_a_trace_whose_run_names_its_session_files_its_other_spans_there(traced)
     }
 
 
+def test_a_span_of_a_runs_trace_started_from_the_trace_context_alone_is_filed_in_the_runs_session(traced) -> None:
+    """An MCP server in the same process starts its span of a ``tools/call`` from the ``traceparent`` the client
+    sent (a context without the run's conversation): it is part of the run's trace, so of the run's session, not
+    of "(no session)". A span parented the same way on a trace no run of ours started is not."""
+    from opentelemetry import propagate
+    from opentelemetry.context import Context
+
+    provider, _sequencer, memory = traced
+    tracer = provider.get_tracer("t")
+    served = {sc.AGENTDIAG_KIND: sc.KIND_OTHER}
+    with agentdiag.agent_run("a", conversation_id="c-1"):  # 0 in c-1
+        with agentdiag.tool_call("t"):  # 1 in c-1
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            with tracer.start_as_current_span("served", propagate.extract(carrier, Context()), attributes=served):
+                pass  # 2 in c-1: the run's trace
+    with tracer.start_as_current_span("other-root"):  # 0 outside any session
+        other: dict[str, str] = {}
+        propagate.inject(other)
+    with tracer.start_as_current_span("served-other", propagate.extract(other, Context()), attributes=served):
+        pass  # 1 outside any session
+    assert _numbers(memory) == {
+        "invoke_agent a": ("c-1", 0),
+        "execute_tool t": ("c-1", 1),
+        "served": ("c-1", 2),
+        "other-root": (None, 0),
+        "served-other": (None, 1),
+    }
+
+
 def test_openinference_using_session_files_our_spans_in_its_session(traced) -> None:
     """OpenInference carries its session in the context (``using_session``) and sets it on its own spans only: a
     model or tool call of ours inside is part of the same session."""
