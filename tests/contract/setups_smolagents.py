@@ -21,7 +21,6 @@ FINAL_ANSWER = "final_answer"
 """smolagents' own tool, through which its model gives the answer (the loop ends when it is called)."""
 
 TASK = fake.SENTINEL_PROMPT
-_ANSWER_IS_A_TOOL = "smolagents' model answers by calling smolagents' own final_answer tool: a third tool call"
 
 
 def _text(message: Any) -> str:
@@ -119,7 +118,6 @@ SETUPS = (
         ("smolagents", "openinference-instrumentation-smolagents"),
         smolagents_tool_calling,
         truth=Truth(),
-        short={"tool_calls": _ANSWER_IS_A_TOOL, "names": _ANSWER_IS_A_TOOL, "receipt": _ANSWER_IS_A_TOOL},
         requires=("smolagents", "openinference.instrumentation.smolagents"),
         server=SmolagentsServer,
     ),

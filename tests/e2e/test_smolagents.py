@@ -176,14 +176,17 @@ def test_run_iterations_llm_and_tool_spans(run: Run) -> None:
     assert {s.parent_span_id for s in iterations} == {agent.span_id}
     llm = _kinds(spans, "llm")
     tools = _kinds(spans, "tool")
+    (answer,) = _kinds(spans, "other")  # smolagents' final_answer tool: the run's answer, a step, not a tool call
+    assert answer.name == sc.FRAMEWORK_SPAN_NAME
+    assert answer.attributes[sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE] == "final_answer"
     assert [s.name for s in llm] == ["chat gpt-4o-mini"] * CALLS
-    assert [s.name for s in tools] == [f"execute_tool {name}" for name, _ in SCRIPT]
-    for step, (call, used) in enumerate(zip(llm, tools, strict=True)):  # one model call and its tool per step
+    assert [s.name for s in tools] == [f"execute_tool {name}" for name, _ in SCRIPT[:-1]]
+    for step, (call, used) in enumerate(zip(llm, [*tools, answer], strict=True)):  # a model call and its tool
         assert call.parent_span_id == used.parent_span_id == iterations[step].span_id, step
-    assert [s.status == "error" for s in tools] == [False, False, True, False]
+    assert [s.status == "error" for s in tools] == [False, False, True]
     assert tools[2].attributes[sc.ERROR_TYPE] == "LookupError"  # the type only: never the message
     assert [s.status == "error" for s in iterations] == [False, False, True, False]
-    assert {s.kind for s in spans} == {"run", "iteration", "llm", "tool"}
+    assert {s.kind for s in spans} == {"run", "iteration", "llm", "tool", "other"}
 
 
 def test_tokens_on_the_llm_leaves_only(run: Run) -> None:
@@ -198,7 +201,7 @@ def test_tokens_on_the_llm_leaves_only(run: Run) -> None:
     summary = trace_summaries(run.store)  # the roll-ups `traces` and `sessions` read
     tokens_in = CALLS * fake.TOOL_CALL_USAGE.prompt_tokens
     tokens_out = CALLS * fake.TOOL_CALL_USAGE.completion_tokens
-    assert summary == [("run", CALLS, CALLS, tokens_in, tokens_out)]
+    assert summary == [("run", CALLS, CALLS - 1, tokens_in, tokens_out)]  # final_answer is no tool call
 
 
 def test_the_receipt_is_valid(run: Run) -> None:

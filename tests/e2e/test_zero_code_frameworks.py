@@ -139,9 +139,10 @@ def _summaries(store: Path) -> list[tuple[Any, ...]]:
     return sorted(trace_summaries(store, "llm_calls, tool_calls, input_tokens, output_tokens"))
 
 
-def _assert_loop(spans: list[StoredSpan], tools: list[str]) -> StoredSpan:
+def _assert_loop(spans: list[StoredSpan], tools: list[str], *, answer_step: bool = False) -> StoredSpan:
     """One trace: run → one iteration per model call → (a framework step →) our ``chat`` span, and the step's
-    tool; the third tool failed. Returns the run."""
+    tool; the third tool failed; with ``answer_step``, the last iteration holds the framework's answer tool as a
+    step (smolagents' ``final_answer``). Returns the run."""
     assert len({s.trace_id for s in spans}) == 1
     (run,) = _kinds(spans, "run")
     assert run.parent_span_id is None
@@ -150,7 +151,10 @@ def _assert_loop(spans: list[StoredSpan], tools: list[str]) -> StoredSpan:
     assert {s.parent_span_id for s in iterations} == {run.span_id}
     # The framework's (or OpenInference's) LLM span and ours wrap the same call: ours owns it (usage, finish
     # reason), the outer one stays as a step without usage.
-    steps = {s.span_id: s for s in _kinds(spans, "other")}
+    others = _kinds(spans, "other")
+    answers = [s for s in others if s.attributes.get(sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE) == "final_answer"]
+    assert [s.parent_span_id for s in answers] == ([iterations[-1].span_id] if answer_step else [])
+    steps = {s.span_id: s for s in others if s not in answers}
     assert {s.attributes.get(sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE) for s in steps.values()} == {"duplicate_llm_call"}
     llm = _kinds(spans, "llm")
     assert [s.name for s in llm] == ["chat gpt-4o-mini"] * len(iterations)
@@ -217,14 +221,14 @@ def test_smolagents_run_iterations_llm_and_tool_spans(smolagents_run: Run) -> No
     assert run.requests == len(SCRIPT) + 1
     # Names on OpenInference's spans are data; our agentdiag_smolagents entry point registers the names the
     # agent's definitions declare (its name, its tools, smolagents' own final_answer) before the run.
-    agent = _assert_loop(run.spans, [*SCRIPT, "final_answer"])
+    agent = _assert_loop(run.spans, list(SCRIPT), answer_step=True)
     assert agent.name == "invoke_agent weather_agent"
     assert _kinds(run.spans, "tool")[2].attributes[sc.ERROR_TYPE] == "LookupError"
     tokens = [*USED, fake.TOOL_CALL_USAGE]  # smolagents answers with its final_answer tool
     llm = _kinds(run.spans, "llm")
     assert [s.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] for s in llm] == [u.prompt_tokens for u in tokens]
     total_in, total_out = sum(u.prompt_tokens for u in tokens), sum(u.completion_tokens for u in tokens)
-    assert _summaries(run.store) == [(len(tokens), len(tokens), total_in, total_out)]
+    assert _summaries(run.store) == [(len(tokens), len(SCRIPT), total_in, total_out)]  # final_answer: a step
 
 
 def test_litellm_one_llm_span_per_call(litellm_run: Run) -> None:

@@ -167,6 +167,38 @@ def test_a_genai_span_session_id_is_its_conversation_a_digest_on_export() -> Non
 @pytest.mark.parametrize(
     ("scope", "tool", "kind"),
     [
+        ("openinference.instrumentation.smolagents", "final_answer", "other"),  # smolagents' answer tool: a step
+        ("openinference.instrumentation.beeai", "final_answer", "other"),  # BeeAI's too
+        ("openinference.instrumentation.smolagents", "lookup_city", "tool"),  # the agent's own tools: calls
+        ("openinference.instrumentation.langchain", "final_answer", "tool"),  # a tool of the user's so named
+    ],
+)
+def test_a_frameworks_own_answer_tool_is_a_step_not_a_tool_call(scope: str, tool: str, kind: str) -> None:
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    raw = {"openinference.span.kind": "TOOL", "tool.name": tool, "session.id": SENTINEL}
+    ended = ReadableSpan(
+        name=tool,
+        context=SpanContext(TRACE, 2, False, TraceFlags(1)),
+        parent=SpanContext(TRACE, 1, False, TraceFlags(1)),
+        attributes=raw,
+        start_time=1,
+        end_time=2,
+        instrumentation_scope=InstrumentationScope(scope),
+    )
+    got = attrs(ConventionAdapter().adapt(ended))
+    assert got[sc.AGENTDIAG_KIND] == kind
+    assert got[sc.GEN_AI_CONVERSATION_ID] == SENTINEL  # the session stays: the step is filed with its run
+    if kind == "other":
+        assert got[sc.AGENTDIAG_FRAMEWORK_SPAN_TYPE] == "final_answer"
+        assert sc.GEN_AI_OPERATION_NAME not in got and sc.GEN_AI_TOOL_NAME not in got
+    else:
+        assert got[sc.GEN_AI_OPERATION_NAME] == "execute_tool" and got[sc.GEN_AI_TOOL_NAME] == tool
+
+
+@pytest.mark.parametrize(
+    ("scope", "tool", "kind"),
+    [
         ("gcp.vertex.agent", "(merged tools)", "other"),  # ADK's merge of parallel calls' answers: a step
         ("gcp.vertex.agent", "lookup_city", "tool"),  # each call's own span: a tool call
         ("another.scope", "(merged tools)", "tool"),  # the placeholder elsewhere means nothing

@@ -51,7 +51,9 @@ __all__ = [
     "AGENT_CHAINS",
     "AGENT_METHODS",
     "AGENT_NAMED_SCOPES",
+    "ANSWER_TOOL_SCOPES",
     "DSPY_SCOPE",
+    "FINAL_ANSWER",
     "OPENAI_AGENTS_SCOPE",
     "SMOLAGENTS_SCOPE",
     "SPAN_KIND",
@@ -69,6 +71,11 @@ _TURN = "turn"
 AGENT_NAMED_SCOPES = frozenset({OPENAI_AGENTS_SCOPE, "openinference.instrumentation.beeai"})
 """Scopes whose AGENT spans are named after the agent object of the code (the Agents SDK's ``Agent``, BeeAI's
 agents): the span's name is a declared agent name."""
+FINAL_ANSWER = "final_answer"
+"""The tool through which smolagents' and BeeAI's agents give their answer: a step (``agentdiag.framework.span_type``
+``final_answer``), not a tool call."""
+ANSWER_TOOL_SCOPES = frozenset({SMOLAGENTS_SCOPE, "openinference.instrumentation.beeai"})
+"""Instrumentations whose ``final_answer`` TOOL span is the framework's answer tool (:data:`FINAL_ANSWER`)."""
 DSPY_SCOPE = "openinference.instrumentation.dspy"
 AGENT_CHAINS: dict[str, frozenset[str]] = {
     "openinference.instrumentation.haystack": frozenset({"Agent.run", "Agent.run_async"}),
@@ -146,6 +153,10 @@ def adapt(attributes: Mapping[str, Any], span_name: str, scope: str | None = Non
         copy_if_absent({"name": declared or span_name}, out, "name", sc.GEN_AI_AGENT_NAME)
         return Mapped(sc.KIND_RUN, _keep_operation(attributes, out), agents=(declared,) if declared else ())
     if oi_kind == "TOOL":
+        if scope in ANSWER_TOOL_SCOPES and (span_name == FINAL_ANSWER or attributes.get("tool.name") == FINAL_ANSWER):
+            # The framework's own answer tool (the loop ends when the model calls it): the run's answer, not a
+            # tool call of the agent's. A step, so that status, health and the contract count the agent's tools.
+            return Mapped(sc.KIND_OTHER, out, name=sc.FRAMEWORK_SPAN_NAME, span_type=FINAL_ANSWER)
         out[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
         called = _declared_tool(span_name) if scope == DSPY_SCOPE else None
         copy_if_absent(attributes, out, "tool.name", sc.GEN_AI_TOOL_NAME)
