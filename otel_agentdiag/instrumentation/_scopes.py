@@ -94,7 +94,9 @@ class _SpanScope:
                 span = _ids.start_span(manual_tracer(), name, context=ctx, kind=self._kind, attributes=attributes)
             self._span = span
             child = self._context_values(trace.set_span_in_context(span, ctx))
-            if self._sums and span.is_recording():  # sampled out or switched off: no roll-up is allocated
+            # Sampled out or switched off (the API's NonRecordingSpan, also what the SDK's sampler returns): no
+            # roll-up is allocated. A class check, not is_recording(): this is every run's and iteration's path.
+            if self._sums and span.__class__ is not trace.NonRecordingSpan:
                 parent = otel_context.get_value(ROLLUP_KEY, ctx)
                 self._rollup = Rollup(span, parent if isinstance(parent, Rollup) else None, is_run=self._is_run)
                 child = otel_context.set_value(ROLLUP_KEY, self._rollup, child)
