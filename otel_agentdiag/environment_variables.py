@@ -10,7 +10,8 @@ AGENTDIAG_ENABLED = "AGENTDIAG_ENABLED"
 
 ``false`` (also ``0``, ``no``, ``off``) turns otel-agentdiag into a no-op: :func:`otel_agentdiag.configure`
 installs no processor, sets no provider and creates no file; the manual wrappers still run the user's code
-unchanged. Any other value, or no value, means enabled.
+unchanged. ``true`` (``1``, ``yes``, ``on``), empty or unset means enabled; any other value means enabled too,
+with a warning that names the variable (never the value), as the other switches warn.
 """
 
 AGENTDIAG_STORE = "AGENTDIAG_STORE"
@@ -184,6 +185,14 @@ def is_disabled(value: str | None) -> bool:
     return value is not None and value.strip().lower() in _FALSE_VALUES
 
 
+def is_malformed_switch(value: str | None) -> bool:
+    """Whether a boolean switch's value is neither true nor false (nor empty): worth a warning."""
+    if value is None or not value.strip():
+        return False
+    word = value.strip().lower()
+    return word not in _TRUE_VALUES and word not in _FALSE_VALUES
+
+
 def parse_bool(name: str, value: str | None, *, default: bool) -> bool:
     """A boolean environment variable: ``true/1/yes/on`` or ``false/0/no/off`` (any case), ``default`` when
     unset or empty. A malformed value gives the *more private* choice, ``False``, and logs a warning."""
@@ -237,8 +246,9 @@ AGENTDIAG_SERVE_TOKEN = "AGENTDIAG_SERVE_TOKEN"
 """
 .. envvar:: AGENTDIAG_SERVE_TOKEN
 
-The bearer token every request to ``agentdiag serve --allow-remote`` must carry (``Authorization: Bearer
-<token>``), when ``--token-file`` is not given; at least 16 characters
-(``python -c "import secrets; print(secrets.token_urlsafe(32))"``). Read only by a server bound to an address
-that is not loopback; a loopback server needs no token.
+The token every request to ``agentdiag serve`` must carry, loopback included, when ``--token-file`` is not
+given: ``Authorization: Bearer <token>``, or the cookie a browser is given for the URL ``serve`` prints (which
+carries the token). At least 16 characters (``python -c "import secrets; print(secrets.token_urlsafe(32))"``).
+Unset, a loopback server makes a random token each start; a server bound to an address that is not loopback
+(``--allow-remote``) requires this or ``--token-file``. ``--insecure-no-token`` (loopback only) ignores it.
 """

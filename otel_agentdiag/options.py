@@ -36,8 +36,17 @@ __all__ = [
 
 
 def is_enabled() -> bool:
-    """False when ``AGENTDIAG_ENABLED`` switches otel-agentdiag off."""
-    return not env.is_disabled(os.environ.get(env.AGENTDIAG_ENABLED))
+    """False when ``AGENTDIAG_ENABLED`` switches otel-agentdiag off; a value that is neither true nor false leaves
+    it on, with a warning naming the variable."""
+    value = os.environ.get(env.AGENTDIAG_ENABLED)
+    if env.is_malformed_switch(value):
+        import logging
+
+        logging.getLogger("otel_agentdiag").warning(
+            "otel-agentdiag: %s is not true or false (true/1/yes/on, false/0/no/off); otel-agentdiag stays on",
+            env.AGENTDIAG_ENABLED,
+        )
+    return not env.is_disabled(value)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -63,6 +63,26 @@ def test_disabled_creates_nothing_and_changes_nothing(clean_env, monkeypatch, va
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
+@pytest.mark.parametrize("value", ["maybe", "enabled", "SENTINEL-VALUE-9d2f"])
+def test_a_switch_neither_true_nor_false_stays_on_and_says_so(clean_env, monkeypatch, caplog, value):
+    monkeypatch.setenv("AGENTDIAG_ENABLED", value)
+    with caplog.at_level("WARNING", logger="otel_agentdiag"):
+        with agentdiag.configure(store=clean_env / "t.db", set_global=False) as diag:
+            assert diag.enabled
+    warnings = [r.getMessage() for r in caplog.records if "AGENTDIAG_ENABLED" in r.getMessage()]
+    said = "AGENTDIAG_ENABLED is not true or false (true/1/yes/on, false/0/no/off); otel-agentdiag stays on"
+    assert warnings == [f"otel-agentdiag: {said}"]
+    assert value not in caplog.text
+
+
+@pytest.mark.parametrize("value", ["true", "1", "YES", " on ", ""])
+def test_a_true_or_empty_switch_is_quiet(clean_env, monkeypatch, caplog, value):
+    monkeypatch.setenv("AGENTDIAG_ENABLED", value)
+    with caplog.at_level("WARNING", logger="otel_agentdiag"):
+        agentdiag.configure(store=clean_env / "t.db", set_global=False).shutdown()
+    assert "AGENTDIAG_ENABLED" not in caplog.text
+
+
 def test_default_store_key_file_and_modes(clean_env):
     with agentdiag.configure(set_global=False) as diag:
         assert _agent(1) == 2
@@ -188,3 +208,18 @@ def test_clean_interpreter_exit_flushes_and_sets_the_global_provider(clean_env):
         spans = store.get_trace(summary.trace_id)
     assert summary.name == "invoke_agent exit_agent"
     assert len(spans) == 2
+
+
+def test_configure_twice_while_the_first_runs_says_so_once(clean_env, caplog):
+    from otel_agentdiag.pipeline import handle
+
+    for left_running in list(handle._LIVE):  # by another test of this process
+        left_running.shutdown()
+    with caplog.at_level("WARNING", logger="otel_agentdiag"):
+        first = agentdiag.configure(store=clean_env / "one.db", set_global=False)
+        second = agentdiag.configure(store=clean_env / "two.db", set_global=False)
+        first.shutdown()
+        second.shutdown()
+        agentdiag.configure(store=clean_env / "three.db", set_global=False).shutdown()  # the others stopped: quiet
+    said = [r.getMessage() for r in caplog.records if "configure() was called again" in r.getMessage()]
+    assert len(said) == 1 and "shut the earlier one down first" in said[0]

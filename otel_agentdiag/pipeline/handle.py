@@ -8,9 +8,11 @@ answers what became of every span (:meth:`AgentDiag.stats`).
 from __future__ import annotations
 
 import atexit
+import logging
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +36,11 @@ if TYPE_CHECKING:
     from otel_agentdiag.pipeline.metrics_setup import Metrics
 
 __all__ = ["AgentDiag"]
+
+_logger = logging.getLogger("otel_agentdiag")
+_LIVE: weakref.WeakSet[AgentDiag] = weakref.WeakSet()
+"""The handles whose pipeline is running: a second ``configure()`` while one runs is worth a warning."""
+_LIVE_LOCK = threading.Lock()
 
 
 class AgentDiag:
@@ -79,6 +86,15 @@ class AgentDiag:
         self._lock = threading.Lock()
         self._is_shutdown = not options.enabled
         if options.enabled:
+            with _LIVE_LOCK:
+                running = any(not other._is_shutdown for other in _LIVE)
+                _LIVE.add(self)
+            if running:
+                _logger.warning(
+                    "otel-agentdiag: configure() was called again while an earlier call's pipeline still runs: the"
+                    " wrappers and instrumentors now use the new one; shut the earlier one down first"
+                    " (diag.shutdown(), or `with configure(...) as diag:`)"
+                )
             atexit.register(self.shutdown)
             _shutdown_when_worker_exits(self, forked=False)
             reinit_after_fork(self._after_fork_in_child)
