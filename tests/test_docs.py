@@ -167,10 +167,10 @@ def test_the_openai_agents_example_prints_its_tree_and_its_receipt_is_valid(tmp_
     lines = [re.split(r"  (?=\d)", line)[0] for line in out.splitlines() if line]
     assert lines[2:] == [
         "✓ invoke_agent weather_agent",
-        "├─ ✓ agent.iteration #1",
+        "├─ ✓ agent.iteration #0",
         "│  ├─ ✓ chat gpt-4o-mini",
         "│  └─ ✓ execute_tool get_weather",
-        "└─ ✓ agent.iteration #2",
+        "└─ ✓ agent.iteration #1",
         "   └─ ✓ chat gpt-4o-mini",
     ]
     assert _receipt_statuses(store) == ["valid"]
