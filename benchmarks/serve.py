@@ -61,7 +61,7 @@ from benchmarks.startup import agentdiag_command
 from otel_agentdiag.diagnostics.projection import load_store_hasher
 from otel_agentdiag.serve import queries
 from otel_agentdiag.serve.server import running
-from otel_agentdiag.serve.settings import ServeSettings
+from otel_agentdiag.serve.settings import ServeSettings, new_token
 from otel_agentdiag.storage.reading import ReadOnlyStore
 from otel_agentdiag.testing import TEST_HASH_KEY
 
@@ -79,11 +79,16 @@ Timing = tuple[float, float]
 """(wall seconds, CPU seconds of this process) of one call or block."""
 
 
+TOKEN = new_token()
+"""The token of the benchmark's servers (every request needs one, as from any client): sent as a bearer header."""
+AUTHORIZATION = {"Authorization": f"Bearer {TOKEN}"}
+
+
 @contextmanager
 def running_server(path: Path) -> Iterator[str]:
     """The serve application for the store at ``path`` as ``agentdiag serve`` runs it (its socket, its Uvicorn
-    configuration), on a thread of this process; yields its base URL."""
-    with running(ServeSettings(store_path=path, host="127.0.0.1", port=0)) as url:
+    configuration, its token check), on a thread of this process; yields its base URL."""
+    with running(ServeSettings(store_path=path, host="127.0.0.1", port=0, token=TOKEN)) as url:
         yield url
 
 
@@ -175,8 +180,12 @@ def _start_times(store: Path, rounds: int) -> dict[str, list[float]]:
                 ) as process:
                     assert process.stdout is not None
                     line = process.stdout.readline()  # blocks until the URL line: the socket listens
-                    url = line.split(" ")[2].rstrip("/") if line.startswith("agentdiag serve: http://") else ""
-                    answered = bool(url) and httpx.get(f"{url}/api/services", timeout=30).status_code == 200
+                    printed = line.split(" ")[2] if line.startswith("agentdiag serve: http://") else ""
+                    url, _, token = printed.partition("/?token=")
+                    headers = {"Authorization": f"Bearer {token}"}
+                    answered = (
+                        bool(url) and httpx.get(f"{url}/api/services", headers=headers, timeout=30).status_code == 200
+                    )
                     elapsed = time.perf_counter() - started  # to its first answer
                     process.send_signal(signal.SIGINT)
                     _out, err = process.communicate(timeout=30)
@@ -228,7 +237,7 @@ def run(quick: bool) -> dict[str, Any]:
             for name, s in stores.items()
         }
         with (
-            httpx.Client(timeout=60.0) as client,
+            httpx.Client(timeout=60.0, headers=AUTHORIZATION) as client,
             running_server(stores["small"].path) as small_url,
             running_server(stores["big"].path) as big_url,
         ):

@@ -34,10 +34,11 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTDIAG_", "OTEL_"))}
         cmd = [sys.executable, "-m", "otel_agentdiag", "demo", "--store", str(store)]
         subprocess.run(cmd, cwd=folder, env=env, check=True, capture_output=True)
-        with running(ServeSettings(store_path=store, port=0)) as url, sync_playwright() as playwright:
+        settings = ServeSettings(store_path=store, port=0)
+        with running(settings) as url, sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=options.chromium, args=ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900}, color_scheme="light")
-            page.goto(f"{url}/")
+            page.goto(f"{url}/?token={settings.token}")  # as the owner opens the printed URL: then a cookie
             page.locator("#runs tbody tr").first.click()
             page.locator(".wf-row.err").first.click()
             page.locator("#span-details .error-type").wait_for()

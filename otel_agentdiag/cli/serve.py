@@ -1,14 +1,19 @@
 """``agentdiag serve``: the local store as a trace backend (the Jaeger query API and a web viewer) over HTTP.
 
-Read-only on the store; binds 127.0.0.1 unless told otherwise. The socket is bound here, before Uvicorn starts, so
-a port in use is one error line and ``--port 0`` picks a free port; the URL is printed once the socket listens.
+Read-only on the store; binds 127.0.0.1 unless told otherwise; every request needs the token (loopback too), unless
+``--insecure-no-token``. The socket is bound here, before Uvicorn starts, so a port in use is one error line and
+``--port 0`` picks a free port; the URL is printed once the socket listens, with the token in it: the only place the
+token is ever shown.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from urllib.parse import quote
 
 import click
 
@@ -58,7 +63,10 @@ def _read_token_file(path: Path) -> str:
         raise CliError(f"the serve token file {path} is not UTF-8 text") from None
 
 
-def _token(token_file: Path | None) -> str:
+def _token(token_file: Path | None, *, remote: bool) -> str:
+    """The token: from ``token_file``, else ``AGENTDIAG_SERVE_TOKEN``, else (loopback only) a random one."""
+    from otel_agentdiag.serve.settings import new_token
+
     if token_file is not None:
         token = _read_token_file(token_file)
         source = f"the token file {token_file}"
@@ -66,6 +74,8 @@ def _token(token_file: Path | None) -> str:
         token = os.environ.get(env.AGENTDIAG_SERVE_TOKEN, "").strip()
         source = env.AGENTDIAG_SERVE_TOKEN
         if not token:
+            if not remote:
+                return new_token()
             raise CliError(
                 f"--allow-remote needs a bearer token: set {env.AGENTDIAG_SERVE_TOKEN} or give --token-file"
                 " (a file of yours, mode 0600)"
@@ -110,9 +120,37 @@ def _ready_store(path: Path) -> None:
         ) from None
 
 
-def _url(host: str, port: int) -> str:
+def _url(host: str, port: int, token: str | None) -> str:
+    """The viewer's URL, with the token as ``?token=`` (exchanged for a cookie on the first visit)."""
     shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    return f"http://{shown}:{port}/"
+    query = "" if token is None else f"?token={quote(token, safe='')}"
+    return f"http://{shown}:{port}/{query}"
+
+
+@contextmanager
+def _opener(url: str) -> Iterator[str]:
+    """A ``file://`` URL of a page (mode 0600, in a private temporary folder) that sends the browser on to
+    ``url``, removed when the block ends: the browser is started with this path, never with the token, since
+    every user can read the command line of a process it starts."""
+    import html
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="agentdiag-serve-")
+    page = Path(folder) / "open.html"
+    target = html.escape(url, quote=True)
+    try:
+        fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+            stream.write(
+                '<!doctype html><html><head><meta charset="utf-8">'
+                f'<meta http-equiv="refresh" content="0; url={target}"><link rel="icon" href="data:,">'
+                "<title>agentdiag serve</title></head>"
+                f'<body><p><a href="{target}">Open the viewer</a></p></body></html>\n'
+            )
+        yield page.as_uri()
+    finally:
+        page.unlink(missing_ok=True)
+        os.rmdir(folder)
 
 
 @click.command()
@@ -136,8 +174,13 @@ def _url(host: str, port: int) -> str:
     "--token-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="File holding the bearer token for --allow-remote (yours, mode 0600)"
-    f" [default: ${env.AGENTDIAG_SERVE_TOKEN}].",
+    help="File holding the token every request needs (yours, mode 0600)"
+    f" [default: ${env.AGENTDIAG_SERVE_TOKEN}, else a random token each start].",
+)
+@click.option(
+    "--insecure-no-token",
+    is_flag=True,
+    help="Serve without a token (loopback only): every user of this machine can then read the store.",
 )
 def serve(
     store_path: Path | None,
@@ -146,11 +189,15 @@ def serve(
     open_browser: bool,
     allow_remote: bool,
     token_file: Path | None,
+    insecure_no_token: bool,
 ) -> None:
     """Serve the store over HTTP: a web viewer and the Jaeger query API (v1 and v3), read-only.
 
-    Binds 127.0.0.1 by default. A host other machines can reach needs --allow-remote and a bearer token
-    (AGENTDIAG_SERVE_TOKEN or --token-file); such a server serves the strict projection only. Ctrl-C stops it.
+    Binds 127.0.0.1 by default. Every request needs the token, loopback included: the printed URL carries it
+    (a browser swaps it for a cookie); API clients send "Authorization: Bearer <token>". The token is random
+    each start, or from --token-file or AGENTDIAG_SERVE_TOKEN. A host other machines can reach needs
+    --allow-remote and a token from one of those two; such a server serves the strict projection only.
+    Ctrl-C stops it.
     """
     _check_stack()
     from otel_agentdiag.serve.settings import ServeSettings, is_loopback_host
@@ -167,7 +214,12 @@ def serve(
             "--host: a wildcard address cannot be checked against the Host header (DNS rebinding); give the one"
             " address your clients use (e.g. 172.17.0.1 for Docker's bridge)"
         )
-    token = _token(token_file) if remote else None
+    if insecure_no_token and (remote or token_file is not None):
+        raise CliError(
+            "--insecure-no-token cannot go with "
+            + ("--token-file" if not remote else "a --host that is not loopback: a remote server needs its token")
+        )
+    token = None if insecure_no_token else _token(token_file, remote=remote)
     _ready_store(path)
     from otel_agentdiag.serve.server import BindError, listen, uvicorn_server
 
@@ -176,18 +228,32 @@ def serve(
     except BindError as exc:
         raise CliError(str(exc)) from None
     bound_port = int(sock.getsockname()[1])
-    settings = ServeSettings(store_path=path, host=host, port=bound_port, allow_remote=allow_remote, token=token)
+    settings = ServeSettings(
+        store_path=path,
+        host=host,
+        port=bound_port,
+        allow_remote=allow_remote,
+        token=token,
+        insecure_no_token=insecure_no_token,
+    )
 
     server = uvicorn_server(settings)
-    url = _url(host, bound_port)
+    url = _url(host, bound_port, token)
     try:  # a Ctrl-C at any moment from here on is a clean stop (exit 0), before Uvicorn takes over SIGINT too
         click.echo(f"agentdiag serve: {url} (store {path}; Ctrl-C stops)")
         sys.stdout.flush()
-        if open_browser:
-            import webbrowser
+        if insecure_no_token:
+            click.echo(
+                "agentdiag serve: --insecure-no-token: no token is checked; every user of this machine can read"
+                " these traces",
+                err=True,
+            )
+        with _opener(url) if open_browser else nullcontext() as page:
+            if page is not None:
+                import webbrowser
 
-            webbrowser.open(url)
-        server.run(sockets=[sock])
+                webbrowser.open(page)
+            server.run(sockets=[sock])
     except KeyboardInterrupt:  # also re-raised by Uvicorn for the Ctrl-C it handled, after a clean shutdown
         pass
     finally:

@@ -1,9 +1,11 @@
-"""What ``agentdiag serve`` was asked for: the store, the address, and whether remote clients may connect."""
+"""What ``agentdiag serve`` was asked for: the store, the address, the token, and whether remote clients may
+connect."""
 
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_HOST = "127.0.0.1"
@@ -22,16 +24,34 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+def new_token() -> str:
+    """A fresh random token (32 random bytes, URL-safe base64): what a server uses when given none."""
+    return secrets.token_urlsafe(32)
+
+
 @dataclass(frozen=True)
 class ServeSettings:
-    """One server: its store and address. ``allow_remote`` with a ``token`` is required for a host that is not
-    loopback; such a server serves only the strict projection and never captured content."""
+    """One server: its store, its address and its token. Every request must carry the ``token`` (a bearer
+    header, or the cookie the server hands out for it), loopback clients included; without one given, a random
+    token is made (:func:`new_token`): read it from ``settings.token``. ``insecure_no_token`` (loopback only)
+    turns the check off: every local user can then read the store. ``allow_remote`` is required for a host that
+    is not loopback; such a server serves only the strict projection and never captured content.
+    Raises :class:`ValueError` for an empty token, or ``insecure_no_token`` on a host that is not loopback."""
 
     store_path: Path
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     allow_remote: bool = False
-    token: str | None = None
+    token: str | None = field(default_factory=new_token, repr=False)
+    insecure_no_token: bool = False
+
+    def __post_init__(self) -> None:
+        if self.insecure_no_token:
+            if self.remote:
+                raise ValueError("insecure_no_token is for a loopback host only: a remote server needs its token")
+            object.__setattr__(self, "token", None)  # no token is in force: none is kept
+        elif not self.token:
+            raise ValueError("a token is required (leave it out for a random one), or insecure_no_token=True")
 
     @property
     def remote(self) -> bool:

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from click.testing import CliRunner
 from starlette.testclient import TestClient
@@ -74,12 +74,20 @@ def big_trace_store(path: Path) -> Path:
     return path
 
 
+def bearer(token: str | None) -> dict[str, str]:
+    """The header an API client sends with ``token`` (none for a server without one)."""
+    return {} if token is None else {"authorization": f"Bearer {token}"}
+
+
 @contextmanager
 def client(store: Path, **settings: Any) -> Iterator[TestClient]:
-    """The real application in process; requests carry the Host header of its bound address."""
+    """The real application in process; requests carry the Host header of its bound address and its token as a
+    bearer header (``test_client.token``: the token, None with ``insecure_no_token``)."""
     config = ServeSettings(store_path=store, **settings)
     host = f"[{config.host}]" if ":" in config.host else config.host
-    with TestClient(create_app(config), base_url=f"http://{host}:{config.port}") as test_client:
+    app = create_app(config)
+    with TestClient(app, base_url=f"http://{host}:{config.port}", headers=bearer(config.token)) as test_client:
+        test_client.token = config.token  # type: ignore[attr-defined]
         yield test_client
 
 
@@ -103,22 +111,51 @@ def only_trace_id(store: Path) -> str:
     return traces[0].trace_id
 
 
+class Served(NamedTuple):
+    """A running ``agentdiag serve``: its base URL (no slash at the end), its token (from the URL it printed),
+    the line it printed, and what it wrote to stdout and stderr (filled in when it has stopped)."""
+
+    url: str
+    token: str | None
+    line: str
+    output: list[str]
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """``Authorization: Bearer <token>``: what an API client sends."""
+        return bearer(self.token)
+
+
+def url_token(line: str) -> tuple[str, str | None]:
+    """The base URL and the token of the URL line ``agentdiag serve`` prints (None: it has none)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    printed = urlsplit(line.split(" ")[2])
+    tokens = parse_qs(printed.query).get("token", [])
+    assert len(tokens) <= 1, line
+    return f"{printed.scheme}://{printed.netloc}", tokens[0] if tokens else None
+
+
 @contextmanager
-def served(store: Path) -> Iterator[str]:
-    """A real ``agentdiag serve`` subprocess on a free loopback port: its URL, until the block ends (Ctrl-C)."""
+def served(store: Path, *args: str) -> Iterator[Served]:
+    """A real ``agentdiag serve`` subprocess on a free loopback port (with ``args``), until the block ends
+    (Ctrl-C)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTDIAG_", "OTEL_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
-    command = [sys.executable, "-m", "otel_agentdiag", "serve", "--store", str(store), "--port", "0"]
+    command = [sys.executable, "-m", "otel_agentdiag", "serve", "--store", str(store), "--port", "0", *args]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as process:
+        output: list[str] = []
         try:
             assert process.stdout is not None
             line = process.stdout.readline().strip()  # the URL line, once the socket listens
             assert line.startswith("agentdiag serve: http://"), line
-            yield line.split(" ")[2].rstrip("/")
+            output.append(line + "\n")
+            yield Served(*url_token(line), line, output)
         finally:
             process.send_signal(signal.SIGINT)
             try:
-                process.communicate(timeout=20)
+                out, err = process.communicate(timeout=20)
+                output += [out, err]
             finally:
                 if process.poll() is None:
                     process.kill()

@@ -22,9 +22,10 @@ from otel_agentdiag.storage.reading import ReadOnlyStore
 SECURITY_HEADERS = {"x-content-type-options": "nosniff", "x-frame-options": "DENY", "referrer-policy": "no-referrer"}
 
 
-def fetch(url: str, *, gzip_ok: bool) -> tuple[int, dict[str, str], bytes]:
+def fetch(url: str, *, gzip_ok: bool, token: str) -> tuple[int, dict[str, str], bytes]:
     """The raw answer (status, lowercase headers, body bytes as sent): urllib never decodes a body itself."""
     headers = {"Accept-Encoding": "gzip"} if gzip_ok else {"Accept-Encoding": "identity"}
+    headers["Authorization"] = f"Bearer {token}"
     with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as response:
         return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
 
@@ -42,10 +43,11 @@ def big_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def big(big_store: Path) -> Iterator[tuple[str, str, int]]:
-    """That store served by a real ``agentdiag serve`` on loopback: (its URL, the trace id, its spans)."""
-    with served(big_store) as url:
-        yield url, only_trace_id(big_store), 10_001
+def big(big_store: Path) -> Iterator[tuple[str, str, int, str]]:
+    """That store served by a real ``agentdiag serve`` on loopback: (its URL, the trace id, its spans, its
+    token)."""
+    with served(big_store) as server:
+        yield server.url, only_trace_id(big_store), 10_001, server.token
 
 
 def _secured(headers: dict[str, str]) -> None:
@@ -79,11 +81,11 @@ def test_a_ten_thousand_span_trace_is_sent_compressed_across_a_network(big_store
     assert len(spans) == 10_001
 
 
-def test_a_loopback_client_gets_the_answer_as_it_is(big: tuple[str, str, int]) -> None:
+def test_a_loopback_client_gets_the_answer_as_it_is(big: tuple[str, str, int, str]) -> None:
     """On loopback compressing only spends the CPU both ends share: even a client that accepts gzip gets the
     bytes as they are."""
-    url, trace_id, stored = big
-    status, headers, body = fetch(f"{url}/api/traces/{trace_id}", gzip_ok=True)
+    url, trace_id, stored, token = big
+    status, headers, body = fetch(f"{url}/api/traces/{trace_id}", gzip_ok=True, token=token)
     assert status == 200 and "content-encoding" not in headers
     _secured(headers)
     (trace,) = json.loads(body)["data"]

@@ -20,8 +20,8 @@ RUNS = 30
 DEADLINE_S = 60.0
 
 
-def _get(url: str) -> tuple[int, Any]:
-    with urllib.request.urlopen(url, timeout=30) as response:
+def _get(url: str, headers: dict[str, str]) -> tuple[int, Any]:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as response:
         return response.status, json.loads(response.read())
 
 
@@ -29,12 +29,13 @@ def test_runs_written_while_serving_appear_and_every_answer_is_ok(tmp_path: Path
     store = demo_store(tmp_path)
     statuses: list[int] = []
     done = threading.Event()
-    with served(store) as url:
+    with served(store) as server:
+        url, headers = server.url, server.headers
 
         def read_while_writing() -> None:
             while not done.is_set():
                 for path in ("/api/services", "/api/traces?service=agentdiag-demo&limit=5", "/ui/api/runs?limit=20"):
-                    statuses.append(_get(url + path)[0])
+                    statuses.append(_get(url + path, headers)[0])
 
         reader = threading.Thread(target=read_while_writing, name="live-reader")
         reader.start()
@@ -52,9 +53,9 @@ def test_runs_written_while_serving_appear_and_every_answer_is_ok(tmp_path: Path
             reader.join(DEADLINE_S)
         assert statuses and set(statuses) == {200}, sorted(set(statuses))
         # Every batch is committed once configure()'s block has shut down: the next request sees them all.
-        _status, services = _get(f"{url}/api/services")
+        _status, services = _get(f"{url}/api/services", headers)
         assert SERVICE in services["data"]
-        _status, found = _get(f"{url}/api/traces?service={SERVICE}&limit=100")
+        _status, found = _get(f"{url}/api/traces?service={SERVICE}&limit=100", headers)
         assert len(found["data"]) == RUNS
-        _status, runs = _get(f"{url}/ui/api/runs?service={SERVICE}&limit=100")
+        _status, runs = _get(f"{url}/ui/api/runs?service={SERVICE}&limit=100", headers)
         assert len(runs["runs"]) == RUNS and {r["agent"] for r in runs["runs"]} == {"live-agent"}

@@ -87,8 +87,10 @@ def million(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Million]:
 @pytest.fixture(scope="module")
 def http(million: Million) -> Iterator[TestClient]:
     """The real application over the store, for a loopback client of a loopback server."""
-    app = create_app(ServeSettings(store_path=million.path))
-    with TestClient(app, base_url=f"http://127.0.0.1:{DEFAULT_PORT}", client=LOOPBACK) as client:
+    settings = ServeSettings(store_path=million.path)
+    app = create_app(settings)
+    headers = {"authorization": f"Bearer {settings.token}"}
+    with TestClient(app, base_url=f"http://127.0.0.1:{DEFAULT_PORT}", client=LOOPBACK, headers=headers) as client:
         yield client
 
 

@@ -126,10 +126,12 @@ def test_content_is_never_served_remotely(demo: Path) -> None:
 
 def test_a_loopback_client_of_a_loopback_server_is_local(demo: Path) -> None:
     seen: list[bool] = []
-    app = probed(ServeSettings(store_path=demo), seen)
+    settings = ServeSettings(store_path=demo)
+    app = probed(settings, seen)
+    headers = {"authorization": f"Bearer {settings.token}"}
 
-    with TestClient(app, base_url="http://127.0.0.1:16687", client=("127.0.0.1", 5000)) as http:
+    with TestClient(app, base_url="http://127.0.0.1:16687", client=("127.0.0.1", 5000), headers=headers) as http:
         http.get("/probe")
-    with TestClient(app, base_url="http://127.0.0.1:16687", client=("203.0.113.5", 5000)) as http:
+    with TestClient(app, base_url="http://127.0.0.1:16687", client=("203.0.113.5", 5000), headers=headers) as http:
         http.get("/probe")
     assert seen == [True, False]

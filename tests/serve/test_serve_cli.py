@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from serve_helpers import demo_store, served
+from serve_helpers import demo_store, served, url_token
 
 from otel_agentdiag.cli import cli
 
@@ -46,21 +46,22 @@ def _first_line(process: subprocess.Popen[str]) -> str:
     return line.strip()
 
 
-def _get(port: int, path: str) -> tuple[int, dict[str, object]]:
+def _get(port: int, path: str, token: str | None) -> tuple[int, dict[str, object]]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE_S)
     try:
-        connection.request("GET", path)
+        connection.request("GET", path, headers={} if token is None else {"Authorization": f"Bearer {token}"})
         response = connection.getresponse()
         return response.status, json.loads(response.read())
     finally:
         connection.close()
 
 
-def _serve_then_ctrl_c(demo: Path, between: Callable[[int], None]) -> str:
-    """Run ``agentdiag serve --port 0`` on ``demo``, call ``between(port)`` once its URL line is out, then Ctrl-C;
-    returns its stderr after checking it stopped with exit 0 and no traceback."""
+def _serve_then_ctrl_c(demo: Path, between: Callable[[int, str | None], None], *args: str) -> str:
+    """Run ``agentdiag serve --port 0`` (and ``args``) on ``demo``, call ``between(port, token)`` once its URL line
+    is out (the token from the URL, None without), then Ctrl-C; returns its stderr after checking it stopped with
+    exit 0 and no traceback."""
     with subprocess.Popen(
-        [sys.executable, "-m", "otel_agentdiag", "serve", "--store", str(demo), "--port", "0"],
+        [sys.executable, "-m", "otel_agentdiag", "serve", "--store", str(demo), "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -69,7 +70,8 @@ def _serve_then_ctrl_c(demo: Path, between: Callable[[int], None]) -> str:
         try:
             line = _first_line(process)
             assert line.startswith("agentdiag serve: http://127.0.0.1:"), line
-            between(int(line.split("http://127.0.0.1:", 1)[1].split("/", 1)[0]))
+            port = int(line.split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
+            between(port, url_token(line)[1] if "?token=" in line else None)
             process.send_signal(signal.SIGINT)
             _out, err = process.communicate(timeout=DEADLINE_S)
         finally:
@@ -81,9 +83,12 @@ def _serve_then_ctrl_c(demo: Path, between: Callable[[int], None]) -> str:
 
 
 def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(demo: Path) -> None:
-    def answers(port: int) -> None:
-        status, body = _get(port, "/api/services")
+    def answers(port: int, token: str | None) -> None:
+        assert token is not None and len(token) >= 40  # 32 random bytes
+        status, body = _get(port, "/api/services", token)
         assert status == 200 and body["data"] == ["agentdiag-demo"]
+        status, body = _get(port, "/api/services", None)
+        assert status == 401 and body["data"] is None
 
     _serve_then_ctrl_c(demo, answers)
 
@@ -93,7 +98,7 @@ REMOTE = "192.0.2.10"  # TEST-NET-1: not loopback (never bound: each check below
 
 def test_a_ctrl_c_right_after_the_url_line_is_a_clean_stop(demo: Path) -> None:
     """Ctrl-C before Uvicorn has taken over SIGINT (just after the URL line) still exits 0, quietly."""
-    assert "aborted" not in _serve_then_ctrl_c(demo, lambda _port: None)
+    assert "aborted" not in _serve_then_ctrl_c(demo, lambda _port, _token: None)
 
 
 def _one_error_line(*args: str) -> str:
@@ -166,8 +171,9 @@ def test_an_older_store_is_upgraded_once_and_served(tmp_path: Path) -> None:
     store = demo_store(tmp_path)
     _downgrade(store)
     assert 11 not in _schema_versions(store)
-    with served(store) as url:
-        with urllib.request.urlopen(f"{url}/api/services", timeout=DEADLINE_S) as response:
+    with served(store) as server:
+        request = urllib.request.Request(f"{server.url}/api/services", headers=server.headers)
+        with urllib.request.urlopen(request, timeout=DEADLINE_S) as response:
             assert json.loads(response.read())["data"] == ["agentdiag-demo"]
     assert 11 in _schema_versions(store)
 

@@ -32,9 +32,14 @@ def chromium_path() -> str | None:
 
 
 @contextmanager
-def serving(store: Path) -> Iterator[str]:
-    """``agentdiag serve``'s application over ``store`` on a free loopback port; yields its base URL."""
-    with running(ServeSettings(store_path=store, port=0)) as url:
+def serving(store: Path, tab: Any) -> Iterator[str]:
+    """``agentdiag serve``'s application over ``store`` on a free loopback port, its token already exchanged for
+    the cookie in ``tab``'s browser context as its owner does it (opening the URL with ``?token=``, which leaves
+    the address bar); yields its base URL."""
+    settings = ServeSettings(store_path=store, port=0)
+    with running(settings) as url:
+        tab.goto(f"{url}/?token={settings.token}")
+        assert tab.url == f"{url}/", "the token left the address bar"
         yield url
 
 

@@ -18,7 +18,9 @@ REMOTE = ("testclient", 50000)  # not a loopback address: the server treats it a
 
 
 def _client(store: Path, client: tuple[str, int]) -> Iterator[TestClient]:
-    with TestClient(create_app(ServeSettings(store_path=store)), base_url=BASE, client=client) as c:
+    settings = ServeSettings(store_path=store)
+    headers = {"authorization": f"Bearer {settings.token}"}
+    with TestClient(create_app(settings), base_url=BASE, client=client, headers=headers) as c:
         yield c
 
 

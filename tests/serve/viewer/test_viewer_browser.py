@@ -12,6 +12,9 @@ from browser import CHROMIUM_ARGS, Console, chromium_path, serving
 from conftest import BIG_RUN_TOOLS
 from make_store import HOSTILE
 
+from otel_agentdiag.serve import ServeSettings
+from otel_agentdiag.serve.server import running
+
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")
 CHROMIUM = chromium_path()
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian's chromium; .ci/run installs it)")
@@ -41,7 +44,7 @@ def test_runs_list_run_tree_health_receipt_and_deep_link(
     demo_store: Path, page: tuple[Any, Console], tmp_path: Path
 ) -> None:
     tab, console = page
-    with serving(demo_store) as base:
+    with serving(demo_store, tab) as base:
         tab.goto(base + "/")
         row = tab.locator("#runs tbody tr").first
         sync_api.expect(row).to_contain_text("trip-planner")
@@ -94,7 +97,7 @@ def test_cost_and_the_budget_mark_in_the_runs_list_and_on_the_run_page(
     cost_store: Path, page: tuple[Any, Console]
 ) -> None:
     tab, console = page
-    with serving(cost_store) as base:
+    with serving(cost_store, tab) as base:
         tab.goto(base + "/")
         over = tab.locator("#runs tbody tr", has_text="budget-agent")
         sync_api.expect(over.locator("td.cost")).to_contain_text("$0.2542")
@@ -119,14 +122,14 @@ def test_content_shows_only_when_captured_and_hostile_text_stays_text(
     demo_store: Path, content_store: Path, page: tuple[Any, Console]
 ) -> None:
     tab, console = page
-    with serving(demo_store) as base:
+    with serving(demo_store, tab) as base:
         tab.goto(base + "/")
         tab.locator("#runs tbody tr").first.click()
         sync_api.expect(tab.locator(".wf-row")).to_have_count(12)
         for index in range(12):
             tab.locator(".wf-row").nth(index).click()
             sync_api.expect(tab.locator("#span-details pre.content")).to_have_count(0)
-    with serving(content_store) as base:
+    with serving(content_store, tab) as base:
         tab.goto(base + "/?agent=trip-planner")
         tab.locator("#runs tbody tr").first.click()
         sync_api.expect(tab.locator(".wf-row")).to_have_count(12)
@@ -146,7 +149,7 @@ def test_content_shows_only_when_captured_and_hostile_text_stays_text(
 
 def test_a_10k_span_run_is_virtualised_and_scrolls_to_its_last_span(big_store: Path, page: tuple[Any, Console]) -> None:
     tab, console = page
-    with serving(big_store) as base:
+    with serving(big_store, tab) as base:
         tab.goto(base + "/")
         tab.locator("#runs tbody tr").first.click()
         sync_api.expect(tab.locator("#details .card")).to_have_count(1)
@@ -166,4 +169,77 @@ def test_a_10k_span_run_is_virtualised_and_scrolls_to_its_last_span(big_store: P
         tab.locator("body").press("k")
         sync_api.expect(tab.locator(".wf-row.selected")).to_have_count(1)
         sync_api.expect(tab.locator(f'.wf-row.selected[data-span="{last_id}"]')).to_have_count(0)
+    assert console.errors == []
+
+
+def test_the_owner_opens_the_printed_url_and_the_token_leaves_it(
+    demo_store: Path, browser: Any, page: tuple[Any, Console]
+) -> None:
+    """The owner's flow: the URL ``agentdiag serve`` prints (``?token=``) opens the viewer at the same address
+    without the token (not in the address bar, nor back in the history), with the ``HttpOnly; SameSite=Strict``
+    cookie (holding no token, out of the page's reach); pages and their API calls then work on the cookie alone.
+    Another browser profile (another user) gets the 401 page and nothing of the store."""
+    tab, console = page
+    settings = ServeSettings(store_path=demo_store, port=0)
+    token = settings.token
+    assert token is not None
+    with running(settings) as base:
+        port = int(base.rsplit(":", 1)[1])
+        tab.goto(f"{base}/conversations?token={token}")
+        assert tab.url == f"{base}/conversations"
+        sync_api.expect(tab.locator("#conversations tbody tr")).to_have_count(1)
+        (cookie,) = tab.context.cookies()
+        assert (cookie["name"], cookie["path"], cookie["httpOnly"], cookie["sameSite"]) == (
+            f"agentdiag_serve_{port}",
+            "/",
+            True,
+            "Strict",
+        )
+        assert token not in cookie["value"]
+        assert tab.evaluate("document.cookie") == ""  # HttpOnly: no script reads it
+        tab.goto(base + "/")
+        row = tab.locator("#runs tbody tr").first
+        sync_api.expect(row).to_contain_text("trip-planner")
+        row.click()
+        sync_api.expect(tab.locator(".wf-row")).to_have_count(12)
+        status = tab.evaluate("async () => (await fetch('/api/services')).status")
+        assert status == 200  # the page's own API calls carry the cookie
+        visited = [tab.url]
+        for _ in range(int(tab.evaluate("history.length"))):  # back through the whole history
+            tab.go_back()  # (None for the viewer's own pushState entries: the URL is what counts)
+            visited.append(tab.url)
+        assert visited and all(token not in url for url in visited)
+        assert f"{base}/conversations" in visited
+        stranger = browser.new_context()
+        try:
+            other = stranger.new_page()
+            response = other.goto(base + "/")
+            assert response is not None and response.status == 401
+            assert "open the URL that agentdiag serve printed" in other.content()
+            assert "trip-planner" not in other.content()
+            api = other.goto(base + "/ui/api/runs")
+            assert api is not None and api.status == 401 and "trip-planner" not in api.text()
+            wrong = other.goto(base + "/?token=" + "x" * len(token))
+            assert wrong is not None and wrong.status == 401 and stranger.cookies() == []
+        finally:
+            stranger.close()
+    assert console.errors == []
+
+
+def test_the_page_open_starts_the_browser_with_leads_to_the_viewer(demo_store: Path, page: tuple[Any, Console]) -> None:
+    """``agentdiag serve --open`` starts the browser with a private ``file://`` page (never the token on its
+    command line) that leads to the printed URL: a navigation another page began, on which a browser sends no
+    ``SameSite=Strict`` cookie after a redirect; the server's answer moves on from its own site, and the viewer
+    opens with the cookie set and no token in the address bar."""
+    from otel_agentdiag.cli.serve import _opener, _url
+
+    tab, console = page
+    settings = ServeSettings(store_path=demo_store, port=0)
+    with running(settings) as base:
+        port = int(base.rsplit(":", 1)[1])
+        with _opener(_url("127.0.0.1", port, settings.token)) as opener:
+            tab.goto(opener)
+            sync_api.expect(tab).to_have_url(f"{base}/")
+            sync_api.expect(tab.locator("#runs tbody tr").first).to_contain_text("trip-planner")
+        assert [c["name"] for c in tab.context.cookies()] == [f"agentdiag_serve_{port}"]
     assert console.errors == []
