@@ -18,7 +18,8 @@ What the processor can mirror, and how:
 - ``blocked_values``: our public-safety check (hidden characters, credentials, personal data, URLs, absolute
   paths) as one RE2 expression per format (:data:`PUBLIC_SAFETY_PATTERNS`), plus the policy's own
   ``blocked_values``. For ASCII text they flag every string :func:`~otel_agentdiag.redaction.policy.is_sensitive`
-  flags (and the few candidates it clears with a check RE2 cannot run, such as a card number's Luhn digit), but
+  flags by a format (and the few candidates it clears with a check RE2 cannot run, such as a card number's Luhn
+  digit, an IBAN's mod-97 digits or an Azure key's entropy; not the random-token step, which counts), but
   the processor *masks the match* instead of dropping the value, so the expressions extend their match over the
   whole token (the rest of the URL, the path, the bearer token, the PEM block; all of a value with a hidden
   character).
@@ -36,6 +37,8 @@ What the processor can mirror, and how:
 What it cannot mirror (our SDK does these before export; the Collector is a second line for foreign spans):
 
 - value rules: types, ranges, enumerations, token shapes, lengths; registered tool/agent names (``_OTHER``);
+- the random-token step of the public-safety check (:mod:`~otel_agentdiag.redaction.entropy`): RE2 cannot
+  measure entropy;
 - span names (its ``url_sanitizer``/``db_sanitizer`` only rewrite URL- and SQL-shaped names; both are off
   here), event names (it filters event *attributes*, not events), status descriptions, link attributes,
   instrumentation-scope attributes, resource and scope schema URLs and W3C ``tracestate``;

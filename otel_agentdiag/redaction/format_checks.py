@@ -8,6 +8,8 @@ so it masks every candidate: a superset.
 
 from __future__ import annotations
 
+from otel_agentdiag.redaction.entropy import HEX_MIN_ENTROPY, entropy
+
 
 def luhn(body: str) -> bool:
     """A card number: 13-19 digits whose Luhn check digit is right (ISO/IEC 7812-1)."""
@@ -59,3 +61,28 @@ def prose_after_scheme(body: str) -> bool:
         return True
     word = word.rstrip(".-~")
     return word[:1].isalpha() and set(word[1:]) <= _PLAIN_WORD_CHARS
+
+
+def random_hex(body: str) -> bool:
+    """A hex key, not a number or a pattern: not all decimal digits, and as varied as the random-token check asks
+    of hex (:data:`~otel_agentdiag.redaction.entropy.HEX_MIN_ENTROPY` bits a character)."""
+    return not body.isdigit() and entropy(body.lower()) >= HEX_MIN_ENTROPY
+
+
+def iban(body: str) -> bool:
+    """An IBAN: 15-34 characters without the spaces, whose mod-97 check (ISO 7064: the first four characters
+    moved to the end, letters as 10-35) leaves 1."""
+    compact = body.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    digits = "".join(str(int(char, 36)) for char in compact[4:] + compact[:4])
+    return int(digits) % 97 == 1
+
+
+def email_tld(body: str) -> bool:
+    """A munged e-mail address ends in a top-level domain: two or more letters after the last dot (written
+    ``.``, ``(dot)``, ``[dot]`` or `` dot ``)."""
+    last = body.rstrip()
+    for dot in (".", ")", "]", "}", ">", " "):
+        last = last.rpartition(dot)[2]
+    return len(last) >= 2 and last.isascii() and last.isalpha()

@@ -21,7 +21,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from otel_agentdiag.redaction.format_checks import ipv6, luhn, national_phone, prose_after_scheme, public_ipv4
+from otel_agentdiag.redaction import format_checks as checks
+from otel_agentdiag.redaction.format_parts import (
+    AT,
+    AWS_LEAD,
+    CURL_USER_LEAD,
+    DOT,
+    END_NOT_ALNUM,
+    HEADER_LEAD,
+    IBAN_COUNTRIES,
+    IPV6,
+    NETRC_LEAD,
+    NOT_ALNUM,
+    PATH_LEAD,
+    SECRET_LEAD,
+    SESSION_COOKIES,
+    TOKEN_LEAD,
+    VALUE,
+    VARIABLE_LEAD,
+)
 
 CREDENTIAL: Final = "credential"
 """A secret: a key, token, password or private key."""
@@ -69,37 +87,6 @@ class Format:
         return self.lead + self.body + self.trail
 
 
-# Boundaries. A token that may appear inside a longer word is written with a lead: the character before it is
-# not a letter or digit (an underscore is: ``my_sk-...`` is still a key).
-_NOT_ALNUM = r"(?:^|[^A-Za-z0-9])"
-_END_NOT_ALNUM = r"(?:$|[^A-Za-z0-9])"
-_B64URL = r"[A-Za-z0-9_-]"
-
-
-_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-_H16 = r"[0-9A-Fa-f]{1,4}"
-_USERINFO = r"[A-Za-z0-9._~%+-]+:[^ @/:]+@(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+"
-_IPV6 = rf"(?:(?:{_H16}:){{7}}{_H16}|(?:{_H16}(?::{_H16}){{0,6}})?::(?:{_H16}(?::{_H16}){{0,6}})?)"
-_QUOTE = "[\"']"
-_VALUE = "[^ \"',;&]*[^ \"',;&)\\]}>]"
-"""An unquoted value, or a quoted one without its closing quote: up to a space, quote, comma, semicolon or ``&``,
-and not ending in a closing bracket (``Client(password=x)``)."""
-_PATH_LEAD = "(?:^|[ =:'\"(,])"
-"""Where an absolute path starts: the start of the text, or after a space, ``=``, ``:``, a quote, ``(`` or ``,``."""
-_SECRET_NAMES = (
-    r"(?i:password|passwd|pwd|passphrase|secrets?|client_?secret|api_?key|apikey|access_?key|access_?token"
-    r"|refresh_?token|auth_?token|id_?token|session_?token|bearer_?token|private_?key|secret_?key"
-    r"|credentials?|dsn|connection_?string|conn_?str)"
-)
-_SECRET_LEAD = _NOT_ALNUM + _SECRET_NAMES + _QUOTE + r"? *[:=] *" + _QUOTE + "?"
-"""A secret's name (prefixed too: ``OPENAI_API_KEY``, ``db.password``, as ``_`` and ``.`` are boundaries), ``=`` or
-``:``, perhaps quotes."""
-_TOKEN_LEAD = _NOT_ALNUM + r"(?i:token|auth)" + _QUOTE + r"? *= *" + _QUOTE + "?"
-"""``token`` or ``auth`` (perhaps prefixed: ``GITLAB_TOKEN``) and ``=``: with ``:`` they are too often prose."""
-_AWS_LEAD = r"(?i:aws_?secret_?(?:access_?)?key|secret_?access_?key)" + _QUOTE + r"? *[:=] *" + _QUOTE + "?"
-_HEADER_LEAD = _NOT_ALNUM + r"(?i:(?:proxy-)?authorization|x-api-key|api-key|x-auth-token|cookie|set-cookie) *[:=] *"
-
-
 FORMATS: Final[tuple[Format, ...]] = (
     # --- model providers ------------------------------------------------------------------------------------------
     Format(
@@ -120,7 +107,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format(
         "dash_key", CREDENTIAL, "sk-/pk-/rk- followed by 12 or more key characters, at the start of a token",
         r"(?i:sk|pk|rk)-[A-Za-z0-9_-]{12,}", "the sk-/pk-/rk- convention of OpenAI, Anthropic, DeepSeek, ...",
-        lead=_NOT_ALNUM, anchors="sk- pk- rk-", content=True,
+        lead=NOT_ALNUM, anchors="sk- pk- rk-", content=True,
     ),
     Format(
         "google_api_key", CREDENTIAL, "Google API key (AIza...)", r"AIza[0-9A-Za-z_-]{30,}",
@@ -161,7 +148,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     ),
     Format(
         "replicate_token", CREDENTIAL, "Replicate API token (r8_)", r"r8_[A-Za-z0-9]{30,}",
-        "replicate.com/docs/topics/security/api-tokens", lead=_NOT_ALNUM, anchors="r8_", content=True,
+        "replicate.com/docs/topics/security/api-tokens", lead=NOT_ALNUM, anchors="r8_", content=True,
     ),
     # --- code hosts and package registries ------------------------------------------------------------------------
     Format(
@@ -221,7 +208,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format(
         "discord_bot_token", CREDENTIAL, "Discord bot token (three base64url parts)",
         r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}",
-        "gitleaks:discord-api-token; detect-secrets:DiscordBotTokenDetector", lead=_NOT_ALNUM, anchors=".",
+        "gitleaks:discord-api-token; detect-secrets:DiscordBotTokenDetector", lead=NOT_ALNUM, anchors=".",
         needs="discord", content=True,
     ),
     Format(
@@ -237,17 +224,17 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format(
         "sendgrid_key", CREDENTIAL, "SendGrid API key (SG.<id>.<secret>)",
         r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}",
-        "gitleaks:sendgrid-api-token; detect-secrets:SendGridDetector", lead=_NOT_ALNUM, anchors="sg.", content=True,
+        "gitleaks:sendgrid-api-token; detect-secrets:SendGridDetector", lead=NOT_ALNUM, anchors="sg.", content=True,
     ),
     Format(
         "twilio_api_key", CREDENTIAL, "Twilio API key SID (SK + 32 hex)", r"SK[0-9a-fA-F]{32}",
-        "gitleaks:twilio-api-key; detect-secrets:TwilioKeyDetector", lead=_NOT_ALNUM, trail=_END_NOT_ALNUM,
+        "gitleaks:twilio-api-key; detect-secrets:TwilioKeyDetector", lead=NOT_ALNUM, trail=END_NOT_ALNUM,
         anchors="sk", needs="SK", content=True,
     ),
     Format(
         "mailgun_key", CREDENTIAL, "Mailgun private and public API keys (key-, pubkey- + 32 hex)",
-        r"(?:pub)?key-[0-9a-f]{32}", "gitleaks:mailgun-private-api-token, mailgun-pub-key", lead=_NOT_ALNUM,
-        trail=_END_NOT_ALNUM, anchors="key-", content=True,
+        r"(?:pub)?key-[0-9a-f]{32}", "gitleaks:mailgun-private-api-token, mailgun-pub-key", lead=NOT_ALNUM,
+        trail=END_NOT_ALNUM, anchors="key-", content=True,
     ),
     Format(
         "brevo_key", CREDENTIAL, "Brevo (Sendinblue) API key (xkeysib-)", r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}",
@@ -258,12 +245,12 @@ FORMATS: Final[tuple[Format, ...]] = (
         "aws_access_key_id", CREDENTIAL, "AWS access key id (AKIA, ASIA and the other key-id prefixes)",
         r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|AKPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{16}",
         "gitleaks:aws-access-token; detect-secrets:AWSKeyDetector; "
-        "docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids", lead=_NOT_ALNUM,
-        trail=_END_NOT_ALNUM, anchors="akia asia abia acca agpa aida aipa akpa anpa anva apka aroa asca", content=True,
+        "docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids", lead=NOT_ALNUM,
+        trail=END_NOT_ALNUM, anchors="akia asia abia acca agpa aida aipa akpa anpa anva apka aroa asca", content=True,
     ),
     Format(
         "aws_secret_access_key", CREDENTIAL, "an AWS secret access key (40 base64 characters) assigned to its name",
-        r"[A-Za-z0-9/+]{40}", "detect-secrets:AWSKeyDetector; gitleaks:aws-access-token", lead=_AWS_LEAD,
+        r"[A-Za-z0-9/+]{40}", "detect-secrets:AWSKeyDetector; gitleaks:aws-access-token", lead=AWS_LEAD,
         trail=r"(?:$|[^A-Za-z0-9/+])", anchors="secret", needs="assign", content=True,
     ),
     Format(
@@ -302,7 +289,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format(
         "stripe_key", CREDENTIAL, "Stripe secret, restricted and publishable keys (sk_live_, rk_test_, ...)",
         r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}",
-        "gitleaks:stripe-access-token; detect-secrets:StripeDetector; docs.stripe.com/keys", lead=_NOT_ALNUM,
+        "gitleaks:stripe-access-token; detect-secrets:StripeDetector; docs.stripe.com/keys", lead=NOT_ALNUM,
         anchors="k_live_ k_test_", content=True,
     ),
     Format(
@@ -311,7 +298,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     ),
     Format(
         "vault_token", CREDENTIAL, "HashiCorp Vault service and batch tokens (hvs., hvb.)",
-        r"hv[sb]\.[A-Za-z0-9_-]{20,}", "gitleaks:vault-service-token, vault-batch-token", lead=_NOT_ALNUM,
+        r"hv[sb]\.[A-Za-z0-9_-]{20,}", "gitleaks:vault-service-token, vault-batch-token", lead=NOT_ALNUM,
         anchors="hvs. hvb.", content=True,
     ),
     Format(
@@ -320,7 +307,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     ),
     Format(
         "pulumi_token", CREDENTIAL, "Pulumi access token (pul- + 40 hex)", r"pul-[a-f0-9]{40}",
-        "gitleaks:pulumi-api-token", lead=_NOT_ALNUM, anchors="pul-", content=True,
+        "gitleaks:pulumi-api-token", lead=NOT_ALNUM, anchors="pul-", content=True,
     ),
     Format(
         "planetscale_token", CREDENTIAL, "PlanetScale tokens and passwords (pscale_tkn_, pscale_oauth_, pscale_pw_)",
@@ -353,7 +340,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     # --- generic shapes -------------------------------------------------------------------------------------------
     Format(
         "jwt", CREDENTIAL, "JSON Web Token (eyJ header, a dot, the rest)", r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_.-]*",
-        "gitleaks:jwt; detect-secrets:JwtTokenDetector; RFC 7519", lead=_NOT_ALNUM, anchors="eyj", content=True,
+        "gitleaks:jwt; detect-secrets:JwtTokenDetector; RFC 7519", lead=NOT_ALNUM, anchors="eyj", content=True,
     ),
     Format(
         "private_key", CREDENTIAL, "PEM armour (private keys, certificates): from BEGIN to END, or to the end",
@@ -370,24 +357,48 @@ FORMATS: Final[tuple[Format, ...]] = (
         "authorization_value", CREDENTIAL,
         "an authorization scheme and what follows it (Bearer, Basic, Token); in captured content only a "
         "token-shaped one (8 or more characters, not an ordinary word)", r"(?i:bearer|basic|token) +[^ ]+",
-        "RFC 9110 §11 (HTTP authentication); gitleaks:curl-auth-header", lead=_NOT_ALNUM, prose=prose_after_scheme,
-        anchors="bearer basic token", needs="space", content=True,
+        "RFC 9110 §11 (HTTP authentication); gitleaks:curl-auth-header", lead=NOT_ALNUM,
+        prose=checks.prose_after_scheme, anchors="bearer basic token", needs="space", content=True,
     ),
     Format(
         "credential_header", CREDENTIAL,
-        "a credential-bearing header with a value (Authorization, Cookie, X-Api-Key, ...)",
-        r"(?:(?i:bearer|basic|token|digest) +)?[^ ]+", "RFC 9110 §11.6; RFC 6265", lead=_HEADER_LEAD,
+        "a credential-bearing header with a value (Authorization, Cookie, Cookie2, Set-Cookie, X-Api-Key, ...); "
+        "a cookie header's every name=value pair", r"(?:(?i:bearer|basic|token|digest) +)?[^ ;]+(?:; *[^ ;]+)*;?",
+        "RFC 9110 §11.6; RFC 6265 §4 (Cookie, Set-Cookie); RFC 2965 (Cookie2)", lead=HEADER_LEAD,
         anchors="authorization api-key x-auth-token cookie", needs="assign", content=True,
     ),
     Format(
         "secret_assignment", CREDENTIAL,
         "a value assigned to a secret's name (password=, api_key: ..., OPENAI_API_KEY=..., \"client_secret\": ...)",
-        _VALUE, "detect-secrets:KeywordDetector; gitleaks:generic-api-key", lead=_SECRET_LEAD,
+        VALUE, "detect-secrets:KeywordDetector; gitleaks:generic-api-key", lead=SECRET_LEAD,
         anchors="pass pwd secret key token credential dsn conn", needs="assign", content=True,
     ),
     Format(
         "token_assignment", CREDENTIAL, "a value given to a token or auth setting with = (GITLAB_TOKEN=..., auth=...)",
-        _VALUE, "detect-secrets:KeywordDetector", lead=_TOKEN_LEAD, anchors="token auth", needs="assign",
+        VALUE, "detect-secrets:KeywordDetector", lead=TOKEN_LEAD, anchors="token auth", needs="assign",
+        content=True,
+    ),
+    Format(
+        "credential_variable", CREDENTIAL,
+        "a value assigned to a variable whose name ends like a credential's (PGPASSWORD=, MYSQL_PWD=, DB_PASS=, "
+        "STRIPE_KEY=, GITHUB_TOKEN: ..., AzureOpenAIKey=...)", VALUE,
+        "detect-secrets:KeywordDetector; gitleaks:generic-api-key; the PostgreSQL and MySQL client variables",
+        lead=VARIABLE_LEAD, anchors="pass pwd _pw secret credential key token _auth", needs="assign", content=True,
+    ),
+    Format(
+        "netrc_password", CREDENTIAL, "the password of a .netrc entry (machine HOST login USER password ...)",
+        "[^ ]+", "the netrc file format (GNU inetutils, curl)", lead=NETRC_LEAD, anchors="machine default",
+        needs="space", content=True,
+    ),
+    Format(
+        "curl_user_password", CREDENTIAL, "the user:password of curl -u / --user (and of any command's -u)",
+        "[^ \"':]+:[^ \"']*", "gitleaks:curl-auth-user; curl(1) --user", lead=CURL_USER_LEAD,
+        anchors="-u --user", needs="assign", content=True,
+    ),
+    Format(
+        "session_cookie", CREDENTIAL, "a session cookie's value (sessionid=, PHPSESSID=, JSESSIONID=, connect.sid=, "
+        "..._session=)", "[^ \"',;&]+", "RFC 6265 §4.1 (Set-Cookie); the frameworks' default session cookie names",
+        lead=NOT_ALNUM + SESSION_COOKIES + " *=", anchors="sessionid sessid connect.sid _session", needs="assign",
         content=True,
     ),
     Format(
@@ -396,7 +407,14 @@ FORMATS: Final[tuple[Format, ...]] = (
         "address with its password)",
         r"[A-Za-z0-9._~%+-]+:[^ @/:]+@(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+(?::[0-9]{1,5}|/[^ ]*)",
         "RFC 3986 §3.2.1 (user information); detect-secrets:BasicAuthDetector", lead="(?:^|[^A-Za-z0-9._~%+-])",
-        trail=_END_NOT_ALNUM, anchors="@", content=True,
+        trail=END_NOT_ALNUM, anchors="@", content=True,
+    ),
+    Format(
+        "azure_openai_key", CREDENTIAL,
+        "Azure OpenAI and Azure AI services key (32 hex digits that look random: not all decimal, varied)",
+        r"[0-9a-fA-F]{32}", "learn.microsoft.com/azure/ai-services/openai/reference (api-key header); "
+        "detect-secrets:HexHighEntropyString (its 3.0-bit limit)", lead=NOT_ALNUM, trail=END_NOT_ALNUM,
+        check=checks.random_hex, needs="hex32", content=True,
     ),
     # --- personal data --------------------------------------------------------------------------------------------
     Format(
@@ -404,12 +422,27 @@ FORMATS: Final[tuple[Format, ...]] = (
         "RFC 5322 §3.4 (addr-spec), loosely", lead="(?:^|[@ /:])", anchors="@",
     ),
     Format(
+        "email_obfuscated", PERSONAL,
+        "an e-mail address written to dodge a filter: (at), [at], {at}, <at>, ' at ', ' @ ' for @, and (dot), "
+        "[dot], ' dot ' for the dots", "[A-Za-z0-9._%+-]+" + AT + "[A-Za-z0-9-]+(?:" + DOT + "[A-Za-z0-9-]+)+",
+        "the munged address forms of mailing-list archives and web pages", lead="(?:^|[^A-Za-z0-9._%+-])",
+        check=checks.email_tld, anchors="at @", needs="at_word",
+    ),
+    Format(
+        "iban", PERSONAL,
+        "an International Bank Account Number: a registry country code, two check digits and 11-30 letters and "
+        "digits (grouped by four or not) whose mod-97 check is right",
+        "(?:" + "|".join(IBAN_COUNTRIES.split()) + r")[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?",
+        "ISO 13616-1 (IBAN, mod-97 check digits, ISO 7064); the SWIFT IBAN registry", lead=NOT_ALNUM,
+        trail=END_NOT_ALNUM, check=checks.iban, needs="digits", content=True,
+    ),
+    Format(
         "card_number", PERSONAL,
         "a payment card number: 13-19 digits starting with 2-6 (the major networks), contiguous or "
         "grouped 4-4-4-x or 4-6-5, passing the Luhn check",
         r"(?:[2-6][0-9]{12,18}|[2-6][0-9]{3}(?:[ -][0-9]{4}){2}[ -][0-9]{1,7}|3[47][0-9]{2}[ -][0-9]{6}[ -][0-9]{5})",
         "ISO/IEC 7812-1 (issuer identification numbers, Luhn check digit)", lead=r"(?:^|[^A-Za-z0-9.])",
-        trail=_END_NOT_ALNUM, check=luhn, needs="digits", content=True,
+        trail=END_NOT_ALNUM, check=checks.luhn, needs="digits", content=True,
     ),
     Format(
         "phone_international", PERSONAL,
@@ -429,7 +462,7 @@ FORMATS: Final[tuple[Format, ...]] = (
         "(0151) 1234567), 9-12 digits",
         r"(?:\(0[1-9][0-9]{0,4}\) ?|0[1-9][0-9]{0,4}(?:[ -]|/ ?))[0-9]{2,8}(?:[ -][0-9]{2,8}){0,3}",
         "ITU-T E.123 (national notation)", lead=r"(?:^|[^A-Za-z0-9.+/-])", trail=r"(?:$|[^A-Za-z0-9.:/-])",
-        check=national_phone, needs="digits",
+        check=checks.national_phone, needs="digits",
     ),
     Format(
         "ipv4_address", PERSONAL,
@@ -437,11 +470,11 @@ FORMATS: Final[tuple[Format, ...]] = (
         "is not); loopback and 0.0.0.0 pass",
         r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}",
         "RFC 791; detect-secrets:IPPublicDetector", lead=r"(?:^|[^A-Za-z0-9.])", trail=r"(?:$|[^0-9.]|\.(?:$|[^0-9]))",
-        check=public_ipv4, anchors=".", needs="dotted_digits",
+        check=checks.public_ipv4, anchors=".", needs="dotted_digits",
     ),
     Format(
         "ipv6_address", PERSONAL, "an IPv6 address, full or compressed (::), with a digit; loopback and :: pass",
-        _IPV6, "RFC 4291 §2.2, RFC 5952", lead=r"(?:^|[^A-Za-z0-9:.])", trail=r"(?:$|[^0-9A-Za-z:])", check=ipv6,
+        IPV6, "RFC 4291 §2.2, RFC 5952", lead=r"(?:^|[^A-Za-z0-9:.])", trail=r"(?:$|[^0-9A-Za-z:])", check=checks.ipv6,
         anchors=":", needs="colon",
     ),
     # --- locations ------------------------------------------------------------------------------------------------
@@ -451,7 +484,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     ),
     Format(
         "absolute_path", LOCATION, "an absolute path: POSIX, home (~/), Windows drive, UNC",
-        r"(?:/|~/|[A-Za-z]:[\\/]|\\\\)[^ ]*", "POSIX.1 pathname resolution; Windows path formats", lead=_PATH_LEAD,
+        r"(?:/|~/|[A-Za-z]:[\\/]|\\\\)[^ ]*", "POSIX.1 pathname resolution; Windows path formats", lead=PATH_LEAD,
         anchors="/ \\",
     ),
     Format(

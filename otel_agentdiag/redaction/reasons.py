@@ -17,7 +17,9 @@ becomes ``_OTHER``."""
 TOO_LONG: Final = "too_long"
 """The value is longer (characters, or items of an array) than its rule allows."""
 PUBLIC_SAFETY_VIOLATION: Final = "public_safety_violation"
-"""The value looks like a credential, an e-mail address, a URL, an absolute path, or matches ``blocked_values``."""
+"""The value looks like a credential, personal data (an e-mail address, a card number, an IBAN, ...), a URL or an
+absolute path, holds a random-looking token, or matches ``blocked_values``. A resource value refused so is counted
+on every span of that resource."""
 UNREGISTERED_NAME: Final = "unregistered_name"
 """A tool/agent/model name that code did not register; replaced by ``_OTHER``."""
 REDACTOR_ERROR: Final = "redactor_error"

@@ -25,8 +25,14 @@ How a string is examined:
    (Luhn for card numbers, a digit count for national phone numbers, parsing for IPv6, loopback for IP
    addresses) go on searching past a candidate the check refuses, so a failed one never hides another.
 
-Not recognised, by design: secrets without a documented shape (a 40-character AWS secret key on its own, a bare
-random password), confusables beyond the common Cyrillic and Greek letters, numbers spelled out in words.
+4. **Random tokens**: a string no format matched is checked for a high-entropy token
+   (:func:`~otel_agentdiag.redaction.entropy.random_token`, answered as :data:`RANDOM_TOKEN`): a key of a shape
+   no format documents, in a value meant to be a name. Not in captured content (prose, ids and digests are
+   ordinary content there) and not in the Collector's mirror (RE2 cannot count).
+
+Not recognised, by design: secrets without a documented shape that are short (under 20 characters) or made of
+words (a random password, a passphrase), confusables beyond the common Cyrillic and Greek letters, numbers
+spelled out in words.
 """
 
 from __future__ import annotations
@@ -36,9 +42,18 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
+from otel_agentdiag.redaction.entropy import RANDOM_TOKEN, random_token
 from otel_agentdiag.redaction.formats import FORMATS, Format
 
-__all__ = ["HIDDEN_CHARACTER", "HIDDEN_CHARACTERS", "credential_spans", "fold", "is_sensitive", "recognise"]
+__all__ = [
+    "HIDDEN_CHARACTER",
+    "HIDDEN_CHARACTERS",
+    "RANDOM_TOKEN",
+    "credential_spans",
+    "fold",
+    "is_sensitive",
+    "recognise",
+]
 
 HIDDEN_CHARACTER: Final = "hidden_character"
 """What :func:`recognise` returns for a string holding a control, format, bidi, tag or other hidden character."""
@@ -111,6 +126,10 @@ _DIGIT_SHAPE = re.compile(r"[0-9](?:[0-9]{3}|[ -][0-9])")
 _DISCORD_MIDDLE = re.compile(r"\.[A-Za-z0-9_-]{6}\.")
 """The middle part of a Discord bot token: six token characters between two dots."""
 _DIGIT_DOT = re.compile(r"[0-9]\.[0-9]")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+"""32 hex digits in a row (in the lower-cased text): what an Azure key is."""
+_AT_WORD = re.compile(r"[ (\[{<]at[ )\]}>]|@")
+"""An ``at`` written to stand for ``@`` (in the lower-cased text), or an ``@``."""
 
 _GUARDS: Final[Mapping[str, Callable[[str], bool]]] = {
     "always": lambda text: True,
@@ -121,8 +140,12 @@ _GUARDS: Final[Mapping[str, Callable[[str], bool]]] = {
     "dotted_digits": lambda text: text.count(".") >= 3 and _DIGIT_DOT.search(text) is not None,
     "digits": lambda text: _DIGIT_SHAPE.search(text) is not None,
     "SK": lambda text: "SK" in text,
+    "hex32": lambda text: _HEX32.search(text.lower()) is not None,
+    "at_word": lambda text: _AT_WORD.search(text.lower()) is not None,
 }
 """``Format.needs`` → a test that every text the format matches (and its check confirms) passes."""
+_PREFILTERS: Final[Mapping[str, str]] = {"digits": _DIGIT_SHAPE.pattern, "hex32": _HEX32.pattern}
+"""The guards a format without an anchor may need, as expressions over the lower-cased text (the prefilter)."""
 
 
 def _trie(words: list[str]) -> str:
@@ -204,13 +227,13 @@ class _Table:
         self.anchors = re.compile(_trie(list(own)))
         self.free = tuple(entry for fmt, entry in zip(formats, self.entries, strict=True) if not fmt.anchors)
         # One expression for the common case, a text with nothing to try: the anchors, or (when every format
-        # without an anchor needs digits) the digit shape those need.
+        # without an anchor needs a guard with an expression: digits, 32 hex digits) the shapes those need.
         prefilter = self.anchors.pattern
         if self.free:
-            if any(entry.needs != "digits" for entry in self.free):
+            if any(entry.needs not in _PREFILTERS for entry in self.free):
                 prefilter = ""  # no shortcut: a free format could match anything
             else:
-                prefilter += "|" + _DIGIT_SHAPE.pattern
+                prefilter += "".join("|" + _PREFILTERS[needs] for needs in sorted({e.needs for e in self.free}))
         self.prefilter = re.compile(prefilter) if prefilter else None
 
     def candidates(self, text: str) -> list[_Entry]:
@@ -243,7 +266,7 @@ class _Table:
 
 _ALL: Final = _Table(FORMATS)
 _CONTENT: Final = _Table(tuple(f for f in FORMATS if f.content))
-assert _CONTENT.prefilter is not None, "every content format without an anchor needs digits"
+assert _ALL.prefilter is not None and _CONTENT.prefilter is not None, "a format without an anchor needs a prefilter"
 _CONTENT_QUICK: Final = re.compile(_CONTENT.prefilter.pattern + "|" + _ASCII_STRIP.pattern)
 
 
@@ -267,12 +290,13 @@ def recognise(text: str, *, confirm: bool = True) -> str | None:
     for entry in _ALL.candidates(text):
         if entry.first(text) is not None:
             return entry.id
-    return None
+    return RANDOM_TOKEN if random_token(text) else None
 
 
 def is_sensitive(text: str) -> bool:
     """The public-safety check: does ``text`` look like a credential, personal data (an e-mail address, a card
-    number, a phone number, an IP address), a URL or an absolute path, or hold a hidden character?
+    number, an IBAN, a phone number, an IP address), a URL or an absolute path, or hold a hidden character or a
+    random-looking token?
 
     Applied to every string a token, array or scalar rule would otherwise keep, and to every registered name, so an
     allowed key cannot carry a secret. It is deliberately broader than necessary (any URL, not only those with user

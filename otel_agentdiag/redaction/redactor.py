@@ -111,8 +111,9 @@ class SpanRedactor:
         self.hasher = hasher
         self._ctx = RedactionContext(hasher, names if names is not None else default_registry)
         self._entries: dict[str, _Entry] = {}
-        # Per resource/scope object: the object, its clean copy, and how many schema URLs the copy lost.
-        self._resources: dict[int, tuple[Resource, Resource, int]] = {}
+        # Per resource object: the object, its clean copy, and what the copy lost, by reason (a value that broke
+        # its rule, a schema URL; not the keys no rule names). Per scope: how many schema URLs its copy lost.
+        self._resources: dict[int, tuple[Resource, Resource, dict[str, int]]] = {}
         self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope | None, int]] = {}
         self._drift: dict[str, int] = {}
         self._drift_overflow = 0
@@ -294,28 +295,39 @@ class SpanRedactor:
         ]
 
     # -- resource and scope (shared by many spans: cached) --------------------------------------------
-    def _table(self, attributes: Mapping[str, Any] | None, lookup: Any) -> dict[str, Any]:
+    def _table(
+        self, attributes: Mapping[str, Any] | None, lookup: Any, counts: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        """The attributes ``lookup`` names a rule for, each through its rule; into ``counts`` the reason of every
+        value a rule changed or refused (a key without a rule is left out uncounted: resources carry many)."""
         kept: dict[str, Any] = {}
         for key, value in (attributes or {}).items():
             rule = lookup(key)
             if rule is None:
                 continue
-            new_value, _ = self._decide(rule, value)
+            new_value, reason = self._decide(rule, value)
+            if reason is not None and counts is not None:
+                counts[reason] = counts.get(reason, 0) + 1
             if new_value is not None:
                 kept[key] = new_value
         return kept
 
-    def _resource(self, resource: Resource) -> tuple[Resource, int]:
-        """The clean resource, and how many schema URLs it lost (0 or 1: counted on every span of it)."""
+    def _resource(self, resource: Resource) -> tuple[Resource, dict[str, int]]:
+        """The clean resource, and what it lost by reason: values its rules refused (a ``service.version`` that
+        looks like a key: ``public_safety_violation``) and a schema URL. Counted on every span of it, so a value
+        removed from the resource leaves a reason on each span, as one removed from the span does."""
         cached = self._resources.get(id(resource))
         if cached is not None and cached[0] is resource:
             return cached[1], cached[2]
+        lost: dict[str, int] = {}
         schema_url, dropped = _schema_url(resource.schema_url)
-        clean = Resource(self._table(resource.attributes, self.policy.resource_rule_for), schema_url)
+        clean = Resource(self._table(resource.attributes, self.policy.resource_rule_for, lost), schema_url)
+        if dropped:
+            lost[SCHEMA_URL] = dropped
         if len(self._resources) >= _CACHE_LIMIT:
             self._resources.clear()
-        self._resources[id(resource)] = (resource, clean, dropped)
-        return clean, dropped
+        self._resources[id(resource)] = (resource, clean, lost)
+        return clean, lost
 
     def _scope(self, scope: InstrumentationScope | None) -> tuple[InstrumentationScope | None, int]:
         """The clean scope, and how many schema URLs it lost (0 or 1)."""
@@ -386,16 +398,19 @@ class SpanRedactor:
         # Resource and scope are shared by many spans: the cached clean copies, looked up inline when present.
         cached_resource = self._resources.get(id(resource))
         if cached_resource is not None and cached_resource[0] is resource:
-            _, resource, resource_dropped = cached_resource
+            _, resource, resource_lost = cached_resource
         else:
-            resource, resource_dropped = self._resource(resource)
+            resource, resource_lost = self._resource(resource)
         cached_scope = self._scopes.get(id(scope))
         if cached_scope is not None and cached_scope[0] is scope:
             _, scope, scope_dropped = cached_scope
         else:
             scope, scope_dropped = self._scope(scope)
-        if resource_dropped or scope_dropped:
-            counts[SCHEMA_URL] = resource_dropped + scope_dropped
+        if resource_lost:
+            for reason, count in resource_lost.items():
+                counts[reason] = counts.get(reason, 0) + count
+        if scope_dropped:
+            counts[SCHEMA_URL] = counts.get(SCHEMA_URL, 0) + scope_dropped
         if counts and not self._silent:
             for reason, count in counts.items():
                 attributes[_COUNTER_KEYS[reason]] = count

@@ -1,5 +1,4 @@
-"""What ``agentdiag serve`` was asked for: the store, the address, the token, and whether remote clients may
-connect."""
+"""What ``agentdiag serve`` was asked for: its store, address, token and remote access."""
 
 from __future__ import annotations
 

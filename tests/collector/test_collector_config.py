@@ -22,7 +22,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.demo import run_demo_agent
 from otel_agentdiag.redaction import collector as c
 from otel_agentdiag.redaction import policy as p
-from otel_agentdiag.redaction.recognizers import recognise
+from otel_agentdiag.redaction.recognizers import RANDOM_TOKEN, recognise
 from otel_agentdiag.testing import capture_spans
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -273,7 +273,7 @@ def test_collector_patterns_flag_what_the_sdk_flags(text: str) -> None:
     candidates of the SDK's expressions; the SDK clears a few of those with a check (Luhn, digit counts, address
     parsing, loopback), so it drops a subset."""
     assert flagged(text) == (recognise(text, confirm=False) is not None), repr(text)
-    if p.is_sensitive(text):
+    if p.is_sensitive(text) and recognise(text) != RANDOM_TOKEN:  # RE2 cannot count: the SDK's step alone
         assert flagged(text), repr(text)
 
 

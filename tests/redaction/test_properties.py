@@ -826,6 +826,11 @@ def _expected_counts(policy: p.Policy, span: ReadableSpan, out: ReadableSpan) ->
     for before, after in zip(span.links, out.links, strict=True):
         unknown += sum(policy.rule_for(k) is None for k in before.attributes or {})
         removed += _removed(policy, before.attributes, after.attributes)
+    # A resource value a rule refused is counted on the span too (a key no rule names is left out uncounted).
+    resource_after = out.resource.attributes
+    removed += sum(
+        policy.resource_rule_for(k) is not None and k not in resource_after for k in span.resource.attributes
+    )
     return {
         p.UNKNOWN_KEY: unknown,
         p.EVENT_DROPPED: len(span.events) - len(kept_events),
