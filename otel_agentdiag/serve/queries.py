@@ -27,11 +27,15 @@ __all__ = [
     "MAX_LIMIT",
     "UNKNOWN_SERVICE",
     "SearchQuery",
+    "ServiceFigures",
+    "TraceFigures",
     "jaeger_trace",
     "list_operations",
     "list_services",
+    "matching_trace_ids",
     "project_trace",
     "search_traces",
+    "trace_figures",
 ]
 
 MAX_LIMIT = 1000
@@ -217,3 +221,106 @@ def search_traces(
         if len(found) >= query.limit:
             break
     return found
+
+
+# -- trace summaries (Jaeger v3's ``/api/v3/trace-summaries``) ------------------------------------------------
+@dataclass(frozen=True)
+class ServiceFigures:
+    """One service's share of a trace: its spans and those with status error."""
+
+    name: str
+    span_count: int
+    error_span_count: int
+
+
+@dataclass(frozen=True)
+class TraceFigures:
+    """What a search result row shows of one trace, without its spans: the root's service and name (None when no
+    span without a parent is stored, as Jaeger leaves them empty then), the earliest start and latest end (ns),
+    the span, error and orphan counts (an orphan: a span whose parent is not stored), and the services by name."""
+
+    trace_id: str
+    root_service: str | None
+    root_name: str | None
+    start_ns: int
+    end_ns: int
+    span_count: int
+    error_span_count: int
+    orphan_span_count: int
+    services: tuple[ServiceFigures, ...]
+
+
+def matching_trace_ids(store: ReadOnlyStore, query: SearchQuery, hasher: IdHasher | None) -> list[str]:
+    """Up to ``query.limit`` trace ids that match, newest first, as :func:`search_traces` finds them: a search
+    without tags is decided in SQL through the key (service, operation, kind, duration) and decodes no span; a
+    search with tags compares them on what a client is shown (the strict projection), as :func:`search_traces`
+    does, so a value the projection removes can never be searched for."""
+    if query.tags:
+        return [trace_id for trace_id, _spans, _trace in search_traces(store, query, hasher)]
+    found: list[str] = []
+    if query.limit <= 0:
+        return found
+    if query.service is not None and query.service not in list_services(store):
+        return found
+    for trace_id in _candidates(store, query):
+        if _prefilter(store, trace_id, query):
+            found.append(trace_id)
+            if len(found) >= query.limit:
+                break
+    return found
+
+
+_SUMMARY_ROW = (
+    "SELECT start_ns, root_parent, name, service, span_count, error_count FROM trace_summaries WHERE trace_id = ?"
+)
+_PER_RESOURCE = (
+    "SELECT resource_id, COUNT(*), SUM(status = 'error'), MAX(max(coalesce(end_ns, start_ns), start_ns))"
+    " FROM spans WHERE trace_id = ? GROUP BY resource_id"
+)
+_ORPHANS = (
+    "SELECT COUNT(*) FROM spans s WHERE s.trace_id = ?1 AND s.parent_span_id IS NOT NULL"
+    " AND NOT EXISTS (SELECT 1 FROM spans p WHERE p.trace_id = ?1 AND p.span_id = s.parent_span_id)"
+)
+_RESOURCE_SERVICE = f"SELECT {_SERVICE_SQL} FROM resources r WHERE r.id = ?"
+
+
+def trace_figures(store: ReadOnlyStore, trace_ids: list[str]) -> list[TraceFigures]:
+    """The :class:`TraceFigures` of each of ``trace_ids`` the store holds (in their order). The root, start and
+    counts come from the trace's summary row (kept by the writer); the latest end, the per-service counts and
+    the orphans from the indexed columns of the trace's rows, read through the key (no attribute, event or link is
+    decoded: a service is its resource's, looked up once per resource)."""
+    figures: list[TraceFigures] = []
+    services_of: dict[Any, str] = {}
+    with store._lock:
+        conn = store._conn
+        for trace_id in trace_ids:
+            row = conn.execute(_SUMMARY_ROW, (trace_id,)).fetchone()
+            if row is None:
+                continue
+            start_ns, root_parent, name, service, span_count, error_count = row
+            per_service: dict[str, list[int]] = {}
+            end_ns = int(start_ns)
+            for resource_id, count, errors, latest in conn.execute(_PER_RESOURCE, (trace_id,)):
+                if resource_id not in services_of:
+                    found = conn.execute(_RESOURCE_SERVICE, (resource_id,)).fetchone()
+                    services_of[resource_id] = str(found[0]) if found is not None else UNKNOWN_SERVICE
+                entry = per_service.setdefault(services_of[resource_id], [0, 0])
+                entry[0] += int(count)
+                entry[1] += int(errors or 0)
+                end_ns = max(end_ns, int(latest))
+            (orphans,) = conn.execute(_ORPHANS, (trace_id,)).fetchone()
+            has_root = not root_parent
+            figures.append(
+                TraceFigures(
+                    trace_id=trace_id,
+                    root_service=(service or UNKNOWN_SERVICE) if has_root else None,
+                    root_name=str(name) if has_root else None,
+                    start_ns=int(start_ns),
+                    end_ns=end_ns,
+                    span_count=int(span_count),
+                    error_span_count=int(error_count),
+                    orphan_span_count=int(orphans),
+                    services=tuple(ServiceFigures(n, c, e) for n, (c, e) in sorted(per_service.items())),
+                )
+            )
+    return figures

@@ -68,6 +68,8 @@ def paths(trace_id: str) -> list[str]:
         f"/api/v3/operations?service={SERVICE}",
         f"/api/v3/traces/{trace_id}",
         f"/api/v3/traces?query.service_name={SERVICE}&{V3_WINDOW}",
+        f"/api/v3/trace-summaries?query.serviceName={SERVICE}"
+        "&query.startTimeMin=2000-01-01T00:00:00Z&query.startTimeMax=2999-01-01T00:00:00Z&query.searchDepth=20",
         "/no-such-page",
         "/api/no-such-endpoint",
     ]

@@ -16,18 +16,27 @@ from starlette.testclient import TestClient
 MARK = "HOSTILE-9f3e"
 """In every generated value, so an answer that repeats the input is found."""
 
+V3_QUERY = (
+    "query.serviceName", "query.operationName", "query.startTimeMin", "query.startTimeMax", "query.durationMin",
+    "query.durationMax", "query.searchDepth", "query.rawTraces", "query.attributes",
+    "query.service_name", "query.operation_name", "query.start_time_min", "query.start_time_max",
+    "query.duration_min", "query.duration_max", "query.search_depth", "query.raw_traces", "query.num_traces",
+)  # fmt: skip
+"""Jaeger v3's search parameters: the canonical (camelCase) names and the snake_case aliases kept."""
+
 V1 = {
     "/api/traces": ("service", "operation", "tags", "tag", "minDuration", "maxDuration", "limit", "start", "end",
                     "lookback", "spanKind", "traceID"),
     "/api/operations": ("service", "spanKind"),
     "/api/dependencies": ("endTs", "lookback"),
-    "/api/v3/traces": ("query.service_name", "query.operation_name", "query.start_time_min", "query.start_time_max",
-                       "query.duration_min", "query.duration_max", "query.search_depth", "query.attributes"),
-    "/api/v3/operations": ("service", "span_kind"),
-    "/ui/api/runs": ("agent", "service", "status", "since", "until", "before", "limit"),
+    "/api/v3/traces": V3_QUERY,
+    "/api/v3/trace-summaries": V3_QUERY,
+    "/api/v3/operations": ("service", "spanKind", "span_kind"),
+    "/ui/api/runs": ("agent", "service", "status", "conversation", "since", "until", "before", "limit"),
     "/ui/api/conversations": ("since", "before", "limit"),
     "/api/traces/0123456789abcdef0123456789abcdef": ("start", "end"),
-    "/api/v3/traces/0123456789abcdef0123456789abcdef": ("start_time", "end_time"),
+    "/api/v3/traces/0123456789abcdef0123456789abcdef": ("startTime", "endTime", "rawTraces", "start_time", "end_time",
+                                                        "raw_traces"),
 }  # fmt: skip
 PATHS = ("/api/traces/{}", "/api/v3/traces/{}", "/api/services/{}/operations", "/ui/api/runs/{}", "/runs/{}")
 
@@ -96,6 +105,26 @@ def test_an_unknown_parameter_on_the_viewer_api_is_refused_by_name_only(http: Te
     assert response.status_code == 400 and MARK not in response.text
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(endpoint=st.sampled_from(["/api/v3/traces", "/api/v3/trace-summaries"]), data=st.data())
+def test_a_v3_search_with_a_valid_window_and_any_other_value_gets_a_short_answer(
+    http: TestClient, endpoint: str, data: st.DataObject
+) -> None:
+    """The window is required: without it every value above is refused before it is read. Here it is given (in
+    either naming), so each other parameter's own parser meets the hostile value."""
+    window = data.draw(
+        st.sampled_from(
+            [
+                {"query.startTimeMin": "2000-01-01T00:00:00Z", "query.startTimeMax": "2200-01-01T00:00:00Z"},
+                {"query.start_time_min": "2000-01-01T00:00:00Z", "query.start_time_max": "2200-01-01T00:00:00Z"},
+            ]
+        )
+    )
+    others = [name for name in V3_QUERY if "start" not in name.lower()]
+    names = data.draw(st.lists(st.sampled_from(others), min_size=1, max_size=3, unique=True))
+    _check(http, endpoint, {**window, **{name: data.draw(hostile) for name in names}})
+
+
 numberish = st.one_of(
     st.integers(min_value=-(10**30), max_value=10**600).map(str),
     st.text(alphabet="0123456789²³¹٣߂\u09e6໒᠑\U0001d7d8+-.:eE", min_size=1, max_size=30),
@@ -148,6 +177,14 @@ def test_a_value_shaped_like_the_parameter_but_out_of_range_is_a_400_never_a_500
         ("/api/v3/traces", {"query.service_name": "demo", "query.start_time_min": "0001-01-01T00:00:00Z",
                             "query.start_time_max": "9999-12-31T23:59:59Z", "query.search_depth": "²"},
          "query.search_depth"),
+        ("/api/v3/trace-summaries", {"query.startTimeMin": "0001-01-01T00:00:00Z",
+                                     "query.startTimeMax": "9999-12-31T23:59:59Z", "query.searchDepth": "²"},
+         "query.searchDepth"),
+        ("/api/v3/trace-summaries", {"query.startTimeMin": "0001-01-01T00:00:00Z",
+                                     "query.startTimeMax": "9999-12-31T23:59:59Z",
+                                     "query.durationMin": "9" * 400 + "h"}, None),
+        ("/api/v3/trace-summaries", {"query.startTimeMin": "9999-01-01T00:00:00Z",
+                                     "query.startTimeMax": "9999-12-31T23:59:59Z"}, None),
         ("/api/dependencies", {"endTs": "9" * 500}, "endTs"),
     ],
 )  # fmt: skip
