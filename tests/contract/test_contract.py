@@ -32,7 +32,11 @@ _OUTCOMES: dict[str, Outcome] = {}
 
 # llama-index-workflows lists a pydantic model's members with inspect.getmembers, which reads pydantic 2's deprecated
 # `__fields__`: LlamaIndex's warnings, not ours.
-pytestmark = pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
+# LiteLLM imports its GitHub Copilot provider lazily at its first call, and pydantic warns about a TypedDict there.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:Item.* using the `ReadOnly` qualifier:UserWarning"),
+]
 
 
 def declared(setup: Setup) -> Truth:
