@@ -249,7 +249,7 @@ def expected_reasons(ledgers: Iterable[Ledger]) -> set[str]:
 
 def expected_status(reasons: set[str], spans: int) -> str:
     if spans == 0:
-        return "invalid"  # nothing left to judge (retention pruned it all): no reason code of its own
+        return "invalid"  # nothing left to judge (retention pruned it all): no_observations, or what was lost
     if "redactor_error" in reasons:
         return "quarantined"
     if reasons & (DEGRADING | {"sequence_gap"}):
@@ -264,6 +264,8 @@ def assert_receipt_consistent(receipt: Receipt, ledgers: list[Ledger]) -> None:
     not a loss).
     """
     reasons = expected_reasons(ledgers)
+    if not reasons and receipt.counts["spans"] == 0 and receipt.counts["malformed_rows"] == 0:
+        reasons = {"no_observations"}  # every span pruned: nothing left to vouch for, nothing lost
     gaps = receipt.counts["sequence_gaps"]
     assert set(receipt.reasons) == reasons, (receipt.session, receipt.reasons, receipt.counts)
     assert receipt.status == expected_status(reasons, receipt.counts["spans"]), (receipt.session, receipt)
@@ -281,7 +283,9 @@ def assert_receipt_consistent(receipt: Receipt, ledgers: list[Ledger]) -> None:
 
 def _assert_store_receipt(whole: Receipt, receipts: list[Receipt]) -> None:
     assert whole.scope == "store"
-    assert set(whole.reasons) == {r for receipt in receipts for r in receipt.reasons}
+    judged = {r for receipt in receipts for r in receipt.reasons if r != "no_observations"}
+    nothing = not judged and whole.counts["spans"] == 0 and whole.counts["malformed_rows"] == 0
+    assert set(whole.reasons) == (judged | {"no_observations"} if nothing else judged)
     for key in ("observed", "accepted", "rejected", "dropped", "stored", "spans", "pruned_spans"):
         assert whole.counts[key] == sum(r.counts[key] for r in receipts), key
     assert whole.status == expected_status(set(whole.reasons), whole.counts["spans"])
