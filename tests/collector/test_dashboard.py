@@ -368,7 +368,8 @@ def test_prometheus_scrapes_the_collectors_exporter(compose: dict[str, Any]) -> 
     host, port = target.split(":")
     assert host in compose["services"] and host == "collector" and port == exporter_port
     assert job["honor_labels"] is True, "`job` is the service's name, as the Collector set it"
-    assert job["scrape_protocols"][0] == "OpenMetricsText1.0.0", "exemplars need OpenMetrics"
+    # Protobuf carries exemplars and start times (tests/backends/test_backends_metrics.py runs it for real).
+    assert job["scrape_protocols"][:2] == ["PrometheusProto", "OpenMetricsText1.0.0"]
     assert exporter_port in compose["services"]["collector"]["expose"]
 
 
