@@ -4,15 +4,23 @@ Read-only on the store; binds 127.0.0.1 unless told otherwise; every request nee
 ``--insecure-no-token``. The socket is bound here, before Uvicorn starts, so a port in use is one error line and
 ``--port 0`` picks a free port; the URL is printed once the socket listens, with the token in it: the only place the
 token is ever shown.
+
+Ctrl-C at any moment is a quiet stop with exit 0 (:class:`_CtrlC`): the command's own SIGINT handler is in place
+from its first line to its last, so Python never raises ``KeyboardInterrupt`` into asyncio's or Uvicorn's start-up
+(which left ``Server.serve`` never awaited, or a half-made event loop, when the signal came just after the URL line).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import click
@@ -20,10 +28,52 @@ import click
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag.cli._common import CliError, resolve_store_path, store_option
 
+if TYPE_CHECKING:
+    import uvicorn
+
 MIN_TOKEN_LENGTH = 16
 _WILDCARDS = frozenset({"", "0.0.0.0", "::", "0:0:0:0:0:0:0:0"})
 """Bind-everything addresses: refused (the Host check needs the address clients name)."""
 _EXTRA = "pip install -e '.[serve]'"
+
+
+class _Stopped(Exception):
+    """Ctrl-C came before the server existed: the command ends here, quietly, with exit 0."""
+
+
+class _CtrlC:
+    """The command's SIGINT handler, from its first line to its last (main thread only). Before the server exists
+    a Ctrl-C raises :class:`_Stopped` (caught by the command: exit 0); once it exists (:meth:`serving`) it only
+    asks the server to stop (``should_exit``), so no exception ever lands inside asyncio's or Uvicorn's start-up.
+    Uvicorn puts its own handler in place while it serves, puts this one back and re-sends the signal it caught:
+    that lands here as one more stop request, never as ``KeyboardInterrupt`` (a second Ctrl-C while Uvicorn stops
+    makes it stop at once, as Uvicorn does)."""
+
+    def __init__(self) -> None:
+        self._server: uvicorn.Server | None = None
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:  # None: a handler not set from Python; Python's own is the one to leave behind
+            signal.signal(signal.SIGINT, signal.default_int_handler if self._previous is None else self._previous)
+
+    def serving(self, server: uvicorn.Server) -> bool:
+        """From now on a Ctrl-C stops ``server``; False when one already came (nothing to start)."""
+        self._server = server
+        return not server.should_exit
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        server = self._server
+        if server is None:
+            raise _Stopped
+        server.should_exit = True
 
 
 def _check_stack() -> None:
@@ -199,21 +249,45 @@ def serve(
     --allow-remote and a token from one of those two; such a server serves the strict projection only.
     Ctrl-C stops it.
     """
-    _check_stack()
-    from otel_agentdiag.serve.settings import ServeSettings, is_loopback_host
+    with _CtrlC() as ctrl_c:
+        try:
+            _serve(ctrl_c, store_path, host, port, open_browser, allow_remote, token_file, insecure_no_token)
+        except _Stopped:  # Ctrl-C before the server existed: nothing was served, nothing to say
+            pass
 
-    path = resolve_store_path(store_path)
-    remote = not is_loopback_host(host)
+
+def _check_host(host: str, *, remote: bool, allow_remote: bool) -> None:
+    """A host ``serve`` accepts with these flags, or one line that says everything it needs."""
+    if host.strip().strip("[]") in _WILDCARDS:
+        raise CliError(
+            "--host: a wildcard address is never accepted (it cannot be checked against the Host header: DNS"
+            " rebinding); give the one address your clients use (e.g. 172.17.0.1 for Docker's bridge) with"
+            f" --allow-remote and a bearer token from {env.AGENTDIAG_SERVE_TOKEN} or --token-file"
+        )
     if remote and not allow_remote:
         raise CliError(
             "--host is not a loopback address: other machines could read your traces; add --allow-remote (which"
             f" requires a bearer token from {env.AGENTDIAG_SERVE_TOKEN} or --token-file)"
         )
-    if host.strip().strip("[]") in _WILDCARDS:
-        raise CliError(
-            "--host: a wildcard address cannot be checked against the Host header (DNS rebinding); give the one"
-            " address your clients use (e.g. 172.17.0.1 for Docker's bridge)"
-        )
+
+
+def _serve(
+    ctrl_c: _CtrlC,
+    store_path: Path | None,
+    host: str,
+    port: int,
+    open_browser: bool,
+    allow_remote: bool,
+    token_file: Path | None,
+    insecure_no_token: bool,
+) -> None:
+    """The command's work, under its Ctrl-C handler: check, bind, print the URL, serve until Ctrl-C."""
+    _check_stack()
+    from otel_agentdiag.serve.settings import ServeSettings, is_loopback_host
+
+    path = resolve_store_path(store_path)
+    remote = not is_loopback_host(host)
+    _check_host(host, remote=remote, allow_remote=allow_remote)
     if insecure_no_token and (remote or token_file is not None):
         raise CliError(
             "--insecure-no-token cannot go with "
@@ -227,19 +301,20 @@ def serve(
         sock = listen(host, port)
     except BindError as exc:
         raise CliError(str(exc)) from None
-    bound_port = int(sock.getsockname()[1])
-    settings = ServeSettings(
-        store_path=path,
-        host=host,
-        port=bound_port,
-        allow_remote=allow_remote,
-        token=token,
-        insecure_no_token=insecure_no_token,
-    )
-
-    server = uvicorn_server(settings)
-    url = _url(host, bound_port, token)
-    try:  # a Ctrl-C at any moment from here on is a clean stop (exit 0), before Uvicorn takes over SIGINT too
+    try:
+        bound_port = int(sock.getsockname()[1])
+        settings = ServeSettings(
+            store_path=path,
+            host=host,
+            port=bound_port,
+            allow_remote=allow_remote,
+            token=token,
+            insecure_no_token=insecure_no_token,
+        )
+        server = uvicorn_server(settings)
+        url = _url(host, bound_port, token)
+        if not ctrl_c.serving(server):  # from here a Ctrl-C asks the server to stop (it may come before it runs)
+            return
         click.echo(f"agentdiag serve: {url} (store {path}; Ctrl-C stops)")
         sys.stdout.flush()
         if insecure_no_token:
@@ -253,8 +328,6 @@ def serve(
                 import webbrowser
 
                 webbrowser.open(page)
-            server.run(sockets=[sock])
-    except KeyboardInterrupt:  # also re-raised by Uvicorn for the Ctrl-C it handled, after a clean shutdown
-        pass
+            server.run(sockets=[sock])  # starts and stops at once when a Ctrl-C came already
     finally:
         sock.close()

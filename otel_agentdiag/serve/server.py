@@ -10,6 +10,7 @@ connections (a bare ``socket.socket()`` left it off: every answer of tens of KB 
 from __future__ import annotations
 
 import errno
+import logging
 import socket
 import threading
 import time
@@ -25,6 +26,18 @@ if TYPE_CHECKING:
 
 START_TIMEOUT_S = 20.0
 """How long :func:`running` waits for the server to serve, and then to stop."""
+
+
+_GRACE_EXCEEDED = "timeout graceful shutdown exceeded"
+"""The end of what Uvicorn logs (at ERROR) when a stop cuts an answer short: what a Ctrl-C asked for."""
+
+
+class _QuietStop(logging.Filter):
+    """Drops Uvicorn's record that a stop cut answers short: Ctrl-C while a client is still reading is a stop the
+    user asked for, not an error (Uvicorn's other records pass)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.endswith(_GRACE_EXCEEDED))
 
 
 class BindError(Exception):
@@ -54,7 +67,8 @@ def listen(host: str, port: int) -> socket.socket:
 
 def uvicorn_server(settings: ServeSettings) -> uvicorn.Server:
     """The Uvicorn server of the application for ``settings``: quiet (warnings only, no access log, no
-    ``Server`` header), with the application's lifespan, stopping within 2 s of Ctrl-C."""
+    ``Server`` header, nothing said when a stop cuts an answer short), with the application's lifespan, stopping
+    within 2 s of Ctrl-C."""
     import uvicorn
 
     from otel_agentdiag.serve.app import create_app
@@ -67,6 +81,9 @@ def uvicorn_server(settings: ServeSettings) -> uvicorn.Server:
         lifespan="on",
         timeout_graceful_shutdown=2,
     )
+    errors = logging.getLogger("uvicorn.error")  # set up by the Config just made
+    if not any(isinstance(f, _QuietStop) for f in errors.filters):
+        errors.addFilter(_QuietStop())
     return uvicorn.Server(config)
 
 

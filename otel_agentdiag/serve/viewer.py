@@ -1,9 +1,9 @@
 """The web viewer for agent runs: its pages, static assets and the JSON they read.
 
-Pages: ``/`` (runs), ``/runs/<trace id>`` (``?span=<span id>`` selects a span), ``/conversations``: one
-single-page application in ``serve/static/`` (plain HTML, CSS and JavaScript, no build step, nothing fetched
-from elsewhere). JSON, under ``/ui/api/``: ``runs``, ``runs/{trace_id}`` and ``conversations``. A bad parameter
-is a 400 and an unknown run a 404, each a short JSON ``{"error": ...}``.
+Pages: ``/`` (runs; ``?conversation=<digest>``: one conversation's), ``/runs/<trace id>`` (``?span=<span id>``
+selects a span), ``/conversations``: one single-page application in ``serve/static/`` (plain HTML, CSS and
+JavaScript, no build step, nothing fetched from elsewhere). JSON, under ``/ui/api/``: ``runs``, ``runs/{trace_id}``
+and ``conversations``. A bad parameter is a 400 and an unknown run a 404, each a short JSON ``{"error": ...}``.
 """
 
 from __future__ import annotations
@@ -113,9 +113,14 @@ def _unknown(request: Request, allowed: tuple[str, ...]) -> None:
 
 
 def runs_api(request: Request) -> Response:
-    """``/ui/api/runs``: a page of runs, newest first; ``next`` is the cursor of the page after (None: last)."""
+    """``/ui/api/runs``: a page of runs, newest first; ``next`` is the cursor of the page after (None: last).
+
+    ``status``: ``error`` lists the runs with at least one failed span (the root or any other: a run whose tool
+    failed and that went on is one; the viewer's filter says "has errors"); ``ok`` and ``unset`` the runs whose
+    root has that status. ``conversation``: the runs of one conversation (its digest, as the conversations list
+    gives it)."""
     try:
-        _unknown(request, ("agent", "service", "status", "since", "until", "before", "limit"))
+        _unknown(request, ("agent", "service", "status", "conversation", "since", "until", "before", "limit"))
         status = _text(request, "status")
         if status is not None and status not in STATUSES:
             raise BadParameter(f"status must be one of {', '.join(STATUSES)}")
@@ -123,7 +128,9 @@ def runs_api(request: Request) -> Response:
         query = {
             "agent": _text(request, "agent"),
             "service": _text(request, "service"),
-            "status": status,
+            "status": None if status == "error" else status,
+            "has_errors": status == "error",
+            "session": _text(request, "conversation"),
             "since_ns": _time_ns(request, "since"),
             "until_ns": _time_ns(request, "until"),
             "before": _cursor(request),

@@ -117,6 +117,7 @@ def run_json(run: RunSummary, receipt: str | None) -> dict[str, Any]:
         "output_tokens": run.output_tokens,
         "span_count": run.span_count,
         "error_count": run.error_count,
+        "has_errors": run.error_count > 0,
         "receipt": receipt,
         "cost_usd": run.cost_usd,
         "budget_exceeded": run.budget_exceeded,
@@ -160,12 +161,27 @@ def content_by_span(stored: Iterable[StoredContent]) -> dict[str, list[dict[str,
     return out
 
 
+_COST_KEYS = frozenset({sc.AGENTDIAG_USAGE_COST_USD})
+"""Keys under a usage prefix that are money, not tokens: shown as ``cost``, never among the token counts."""
+
+
 def _usage(attributes: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    return {key[len(prefix) :]: value for key, value in attributes.items() if key.startswith(prefix)}
+    """The token counts under ``prefix`` (the prefix cut off), never a cost (the run's cost roll-up,
+    ``agentdiag.usage.cost.usd``, shares the roll-up prefix: it is the span's ``cost``)."""
+    return {
+        key[len(prefix) :]: value
+        for key, value in attributes.items()
+        if key.startswith(prefix) and key not in _COST_KEYS
+    }
 
 
 def _model(attributes: Mapping[str, Any]) -> Any:
     return attributes.get(sc.GEN_AI_RESPONSE_MODEL) or attributes.get(sc.GEN_AI_REQUEST_MODEL)
+
+
+def _iteration_index(attributes: Mapping[str, Any]) -> int | None:
+    value = attributes.get(sc.AGENTDIAG_ITERATION_INDEX)
+    return value if type(value) is int else None
 
 
 def _event_json(event: Mapping[str, Any], origin: int) -> dict[str, Any]:
@@ -196,6 +212,8 @@ def _span_json(span: ViewSpan, depth: int, origin: int, children: int) -> dict[s
         # Why a name reads _OTHER (never the name): None when none does, or nothing says why.
         "name_note": other_reason(attributes, span.name) if span.kind != sc.KIND_ITERATION else None,
         "model": _model(attributes),
+        # An iteration's index as recorded (0-based), None on other spans or when it has none.
+        "iteration": _iteration_index(attributes) if span.kind == sc.KIND_ITERATION else None,
         "tokens": {"own": _usage(attributes, _OWN_USAGE), "rollup": _usage(attributes, _ROLLUP_USAGE)},
         # A leaf's own cost (an LLM call) and a run's or iteration's roll-up; None when there is none.
         "cost": {

@@ -315,13 +315,18 @@ class SummaryReader(StoreConnection):
         status: str | None = None,
         since_ns: int | None = None,
         until_ns: int | None = None,
+        has_errors: bool = False,
+        session: str | None = None,
     ) -> list[RunSummary]:
         """Runs (traces whose root is an agent span), newest first (by earliest start; ties by trace id).
 
         ``before``: the keyset cursor of the last run of the previous page (:attr:`RunSummary.cursor`), for the
-        runs after it; ``agent``, ``service``, ``status`` (``"ok"``/``"error"``, the root's status): equal to;
-        ``since_ns``/``until_ns``: runs that started at or after / before. Read through a start index of the
-        run summaries (per filter): the cost follows the page, not the store.
+        runs after it; ``agent``, ``service``, ``status`` (``"ok"``/``"error"``, the root's status), ``session``
+        (a conversation's runs): equal to; ``has_errors``: runs with at least one failed span (the root or any
+        other: a run whose tool failed and that went on); ``since_ns``/``until_ns``: runs that started at or
+        after / before. Read through a start index of the run summaries (per filter): the cost follows the page,
+        not the store (``has_errors`` checks each run's error count on the way: its cost follows how rare runs
+        with errors are).
         """
         where = ["kind = 'run'"]
         args: list[Any] = []
@@ -334,6 +339,12 @@ class SummaryReader(StoreConnection):
             where.append("service = ?")
             args.append(service)
             index = "trace_summaries_service" if agent is None else index
+        if session is not None:
+            where.append("session = ?")
+            args.append(session)
+            index = "trace_summaries_session" if index == "trace_summaries_runs" else index
+        if has_errors:
+            where.append("error_count > 0")
         if since_ns is not None:
             where.append("start_ns >= ?")
             args.append(int(since_ns))
@@ -347,7 +358,7 @@ class SummaryReader(StoreConnection):
         size = max(int(limit), 0)
         with self._lock:
             conn = self._conn
-            if status is None and index == "trace_summaries_runs":
+            if status is None and index in ("trace_summaries_runs", "trace_summaries_session"):
                 statuses: list[str | None] = [None]
             elif status is not None:
                 statuses = [status]

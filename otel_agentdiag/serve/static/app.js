@@ -44,16 +44,37 @@ function num(value) {
   return value === null || value === undefined ? "" : Number(value).toLocaleString();
 }
 
+function fixed(v, digits) {
+  // v (finite, >= 0) with `digits` decimals, rounded as Python's format() rounds: to the nearest, an exact tie to
+  // the even digit (toFixed breaks a tie upwards: 0.03125 would read $0.0313 here and $0.0312 in the CLI).
+  if (v >= 1e21) return `${BigInt(v)}.${"0".repeat(digits)}`; // toFixed turns to exponents; such a double is whole
+  const up = v.toFixed(digits);
+  const exact = v.toFixed(digits + 60); // toFixed is exact: a tie shows as 5 and zeros after the cut
+  const cut = exact.length - 60;
+  if (!/^50*$/.test(exact.slice(cut))) return up;
+  const down = exact.slice(0, cut);
+  return Number(down[down.length - 1]) % 2 === 0 ? down : up;
+}
+
 function money(v) {
-  // One format for a cost, as the CLI's: $1.23, $0.0042 / $0.25, <$0.0001, $0; unknown is a dash, never $0.
+  // One format for a cost, the CLI's (format_usd): $1.23, $0.0042 / $0.25, <$0.0001, $0; unknown is a dash,
+  // never $0.
   if (typeof v !== "number" || !Number.isFinite(v) || v < 0) return "–";
   if (v === 0) return "$0";
   if (v < 0.0001) return "<$0.0001";
   if (v < 1) {
-    const text = v.toFixed(4);
+    const text = fixed(v, 4);
     return `$${text.endsWith("0") ? text.slice(0, -2) + text.slice(-2).replace(/0+$/, "") : text}`;
   }
-  return `$${v.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+  const [whole, cents] = fixed(v, 2).split(".");
+  return `$${whole.replace(/\B(?=(\d{3})+$)/g, ",")}.${cents}`;
+}
+
+function plain(v) {
+  // A number for display: whole numbers as they are; others to 12 significant digits, so a sum's float noise
+  // (0.00009279999999999999) reads as the figure it is (0.0000928).
+  if (typeof v !== "number" || !Number.isFinite(v) || Number.isInteger(v)) return String(v);
+  return String(Number(v.toPrecision(12)));
 }
 
 function budgetBadge(limits) {
@@ -83,10 +104,28 @@ function copy(text, button) {
   }
 }
 
-function value(v) {
+const COST_KEYS = new Set(["agentdiag.cost.usd", "agentdiag.usage.cost.usd"]);
+
+function value(v, key) {
+  // An attribute's value: digests shortened, money as money, numbers rounded for display (as stored on hover).
   if (typeof v === "string" && DIGEST.test(v)) return digest(v);
   if (typeof v === "string") return el("span", { text: v });
+  if (typeof v === "number") {
+    const text = COST_KEYS.has(key) ? money(v) : plain(v);
+    return el("span", { class: "mono num", title: text === String(v) ? undefined : String(v), text });
+  }
+  if (Array.isArray(v) && v.some((x) => typeof x === "number" && !Number.isInteger(x))) {
+    const text = `[${v.map((x) => (typeof x === "number" ? plain(x) : JSON.stringify(x))).join(",")}]`;
+    return el("span", { class: "mono", title: JSON.stringify(v), text });
+  }
   return el("span", { class: "mono", text: JSON.stringify(v) });
+}
+
+function keyName(key) {
+  // An attribute key that wraps only between its parts (after a dot or an underscore), never inside a word.
+  const node = el("span", { class: "key" });
+  String(key).split(/(?<=[._])/).forEach((part, i) => { if (i) node.append(el("wbr")); node.append(part); });
+  return node;
 }
 
 function badge(text, cls) {
@@ -176,10 +215,16 @@ function runsPage(params) {
   RUN_FILTERS.forEach(([name, label], i) => form.append(el("input", {
     name, placeholder: label, value: params.get(name) || "", "aria-label": label, "data-filter": i === 0 || undefined,
   })));
+  // "error" lists the runs with at least one failed span (a tool that failed and a run that went on included).
   const status = el("select", { name: "status", "aria-label": "status" },
-    ...["", "ok", "error", "unset"].map((s) => el("option", { value: s, text: s || "any status", selected: params.get("status") === s })));
-  form.append(status, el("button", { type: "submit", text: "Filter" }),
-    el("a", { href: "/", text: "clear" }));
+    ...[["", "any status"], ["ok", "ok"], ["error", "has errors"], ["unset", "unset"]]
+      .map(([s, label]) => el("option", { value: s, text: label, selected: (params.get("status") || "") === s })));
+  const conversation = params.get("conversation");
+  form.append(status, el("button", { type: "submit", text: "Filter" }), el("a", { href: "/", text: "clear" }));
+  if (conversation) {
+    form.append(el("input", { type: "hidden", name: "conversation", value: conversation }),
+      el("span", { class: "chip", id: "conversation-filter" }, "conversation ", digest(conversation)));
+  }
   const body = el("tbody");
   const table = el("table", { class: "list", id: "runs" }, el("thead", {}, el("tr", {},
     ...["start", "agent", "service", "duration", "status", "stop", "iter.", "LLM", "tools", "tokens in", "tokens out", "cost", "receipt"]
@@ -190,7 +235,7 @@ function runsPage(params) {
   const open = (i) => go(`/runs/${rows[i].dataset.trace}`);
   keyedRows(rows, open);
   const query = new URLSearchParams();
-  for (const name of ["agent", "service", "status", "since", "until"]) if (params.get(name)) query.set(name, params.get(name));
+  for (const name of ["agent", "service", "status", "conversation", "since", "until"]) if (params.get(name)) query.set(name, params.get(name));
   const load = (before) => {
     if (before) query.set("before", before);
     getJSON(`/ui/api/runs?${query}`).then((page) => {
@@ -228,16 +273,23 @@ function conversationsPage() {
   main.replaceChildren(el("div", { class: "table-wrap" }, el("table", { class: "list", id: "conversations" },
     el("thead", {}, el("tr", {}, ...["conversation", "first", "last activity", "runs", "failed runs", "errors", "LLM", "tools", "tokens in", "tokens out", "cost"]
       .map((h, i) => el("th", { class: i >= 3 ? "num" : undefined, text: h })))), body)), more);
-  state.keys = null;
+  // Each conversation opens its runs (the runs list filtered to it).
+  const runsOf = (c) => `/?conversation=${encodeURIComponent(c)}`;
+  const rows = [];
+  keyedRows(rows, (i) => go(runsOf(rows[i].dataset.conversation)));
   const load = (before) => {
     getJSON(`/ui/api/conversations${before ? "?before=" + encodeURIComponent(before) : ""}`).then((page) => {
       for (const c of page.conversations) {
-        body.append(el("tr", {}, el("td", {}, digest(c.conversation)),
+        const row = el("tr", { "data-conversation": c.conversation, onclick: (e) => { if (!e.target.closest("a, button")) go(runsOf(c.conversation)); } },
+          el("td", {}, digest(c.conversation)),
           el("td", { text: when(c.first_start_time) }), el("td", { text: when(c.last_activity_time) }),
-          ...[c.run_count, c.failed_runs, c.error_count, c.llm_calls, c.tool_calls, c.input_tokens, c.output_tokens]
+          el("td", { class: "num" },
+            el("a", { class: "runs-link", href: runsOf(c.conversation), title: "this conversation's runs", text: num(c.run_count) })),
+          ...[c.failed_runs, c.error_count, c.llm_calls, c.tool_calls, c.input_tokens, c.output_tokens]
             .map((n) => el("td", { class: "num", text: num(n) })),
           el("td", { class: "num cost", title: c.budget_exceeded_runs ? `${c.budget_exceeded_runs} run(s) over budget` : undefined },
-            money(c.cost_usd), c.budget_exceeded_runs ? budgetBadge() : null)));
+            money(c.cost_usd), c.budget_exceeded_runs ? budgetBadge() : null));
+        rows.push(row); body.append(row);
       }
       if (!body.children.length) body.append(el("tr", {}, el("td", { colspan: 11, class: "muted", text: "No conversations." })));
       more.hidden = !page.next;
@@ -327,6 +379,12 @@ function showRun(run, spanId) {
     const text = filter.value.trim().toLowerCase();
     shown = !text ? spans : spans.filter((s) =>
       s.name.toLowerCase().includes(text) || s.kind.includes(text) || String(s.error_type || "").toLowerCase().includes(text));
+    if (selected >= 0 && !shown.includes(spans[selected])) {
+      // The filter hid the selected span: its details close too (and the address no longer names it).
+      selected = -1;
+      details.replaceChildren();
+      history.replaceState(null, "", `/runs/${run.trace_id}`);
+    }
     scroller.scrollTop = 0;
     render();
   });
@@ -354,7 +412,8 @@ function spanRow(span, index, total, isSelected, onclick) {
   el("div", { class: "wf-name", style: { paddingLeft: `${6 + span.depth * 14}px` } },
     el("span", { class: "wf-mark", text: error ? "✗" : "" }),
     el("span", { class: `wf-kind k-${span.kind}` }),
-    el("span", { class: "wf-label-name", text: span.name })),
+    el("span", { class: "wf-label-name", text: span.name }),
+    span.iteration === null || span.iteration === undefined ? null : el("span", { class: "wf-index", text: ` #${span.iteration}` })),
   el("div", { class: "wf-track" },
     el("div", { class: `wf-bar k-${span.kind}`, style: { left: `${left}%`, width: `${Math.max(width, 0.15)}%` } }),
     el("span", { class: "wf-label", style: labelLeft, text: duration(span.duration_ns) })));
@@ -405,6 +464,7 @@ function spanCard(span) {
       ["starts at", `+${duration(span.offset_ns)}`],
       ["error type", span.error_type ? el("span", { class: "error-type", text: span.error_type }) : null],
       ["_OTHER", span.name_note],
+      ["iteration", span.iteration === null || span.iteration === undefined ? null : `#${span.iteration}`],
       ["model", span.model],
       ["tokens", tokens(span)],
       ["cost", cost(span)],
@@ -419,7 +479,7 @@ function spanCard(span) {
   if (span.events.length) card.append(el("h2", { text: "Events" }), events(span.events));
   const attrs = el("table", { class: "attrs" });
   for (const [key, val] of Object.entries(span.attributes).sort(([a], [b]) => a.localeCompare(b))) {
-    attrs.append(el("tr", {}, el("td", { text: key }), el("td", {}, value(val))));
+    attrs.append(el("tr", {}, el("td", {}, keyName(key)), el("td", {}, value(val, key))));
   }
   card.append(el("h2", { text: "Attributes" }), attrs);
   if (span.content) {
@@ -436,7 +496,7 @@ function events(list) {
   const table = el("table", { class: "attrs" });
   for (const event of list) {
     table.append(el("tr", {}, el("td", { text: `${event.name} +${duration(event.offset_ns)}` }),
-      el("td", {}, ...Object.entries(event.attributes).map(([k, v]) => el("div", {}, `${k}: `, value(v))))));
+      el("td", {}, ...Object.entries(event.attributes).map(([k, v]) => el("div", {}, keyName(k), ": ", value(v, k))))));
   }
   return table;
 }
@@ -446,7 +506,7 @@ function healthCard(health) {
     el("h2", {}, "Health", badge(health.stage, health.stage === "errored" ? "error" : health.stage === "finished" ? "ok" : "degraded")),
     kv([
       ["signals", health.signals.length ? el("span", { class: "signals" }, health.signals.map((s) => badge(s, "error"))) : "none"],
-      ["stall", health.stall.suspected ? `suspected: silent ${health.stall.silent_seconds} s` : "no"],
+      ["stall", health.stall.suspected ? `suspected: silent ${plain(health.stall.silent_seconds)} s` : "no"],
       ["repetition", health.repetition.tool ? `${health.repetition.tool} ×${health.repetition.longest_run}${health.repetition.suspected ? " (suspected)" : ""}` : "none"],
       ["recovery", `${health.recovery.errors} errors, ${health.recovery.recovered} recovered, ${health.recovery.unrecovered} not`],
       ["counts", Object.entries(health.counts).map(([k, v]) => `${k} ${num(v)}`).join(" · ")],

@@ -52,6 +52,14 @@ def cost_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def noise_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run whose cost and request temperature carry float noise (``0.00009279999999999999``)."""
+    folder = tmp_path_factory.mktemp("noise")
+    _run([sys.executable, str(HERE / "make_store.py"), "noise", str(folder / "traces.db")], folder)
+    return folder / "traces.db"
+
+
+@pytest.fixture(scope="session")
 def big_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One run of 10,101 spans (run, 100 iterations, 10,000 tool calls) through the manual wrappers."""
     folder = tmp_path_factory.mktemp("big")

@@ -1,8 +1,9 @@
 """Write a real store for the viewer tests through the real pipeline: ``python make_store.py KIND PATH``.
 
 Kinds: ``content`` (the demo agent with content capture on, plus a run whose captured values are hostile
-markup), ``big`` (one run of ``N`` tool calls through the manual wrappers) and ``cost`` (a run whose LLM leaves
-carry a cost and that passed its budget, and a run without any cost: see :func:`cost_store`). Run in its own
+markup), ``big`` (one run of ``N`` tool calls through the manual wrappers), ``cost`` (a run whose LLM leaves
+carry a cost and that passed its budget, and a run without any cost: see :func:`cost_store`) and ``noise``
+(numbers with float noise: see :func:`noise_store`). Run in its own
 process, so the tests' process keeps no global tracer provider.
 """
 
@@ -83,12 +84,40 @@ def cost_store(path: str) -> None:
     handle.shutdown()
 
 
+NOISY_COST = 58 * 1.6e-06
+"""A leaf's cost as a price times tokens leaves it (58 tokens at $1.60 a million): ``0.00009279999999999999``,
+0.0000928 to 12 significant digits."""
+NOISY_TEMPERATURE = 0.1 + 0.2
+"""``0.30000000000000004``: a request temperature as arithmetic left it."""
+
+
+def noise_store(path: str) -> None:
+    """One run, ``noisy-agent``, whose LLM call's cost (:data:`NOISY_COST`, rolled up on the iteration and the
+    run) and request temperature (:data:`NOISY_TEMPERATURE`) carry float noise."""
+    import otel_agentdiag as agentdiag
+    from otel_agentdiag import semconv as sc
+
+    assert repr(NOISY_COST) == "9.279999999999999e-05" and repr(NOISY_TEMPERATURE) == "0.30000000000000004"
+    handle = agentdiag.configure(service_name="viewer-noise", store=path)
+    with agentdiag.agent_run("noisy-agent", conversation_id="noisy-conversation") as run:
+        with agentdiag.iteration(0) as step:
+            with agentdiag.llm_call(provider="openai", model="unpriced-model") as llm:
+                llm.span.set_attribute(sc.GEN_AI_REQUEST_TEMPERATURE, NOISY_TEMPERATURE)
+                llm.record_response(input_tokens=58, output_tokens=4)
+                llm.span.set_attribute(sc.AGENTDIAG_COST_USD, NOISY_COST)
+            step.span.set_attribute(sc.AGENTDIAG_USAGE_COST_USD, NOISY_COST)
+        run.span.set_attribute(sc.AGENTDIAG_USAGE_COST_USD, NOISY_COST)
+    handle.shutdown()
+
+
 if __name__ == "__main__":
     kind, target = sys.argv[1], sys.argv[2]
     if kind == "content":
         content_store(target)
     elif kind == "cost":
         cost_store(target)
+    elif kind == "noise":
+        noise_store(target)
     elif kind == "big":
         os.environ.setdefault("OTEL_BSP_MAX_QUEUE_SIZE", "50000")
         big_store(target, int(sys.argv[3]))

@@ -62,7 +62,6 @@ def test_runs_filters(local: TestClient) -> None:
     assert local.get("/ui/api/runs", params={"agent": "trip-planner"}).json()["runs"][0]["trace_id"] == run["trace_id"]
     assert local.get("/ui/api/runs", params={"agent": "someone-else"}).json()["runs"] == []
     assert local.get("/ui/api/runs", params={"service": "agentdiag-demo"}).json()["runs"] != []
-    assert local.get("/ui/api/runs", params={"status": "error"}).json()["runs"] == []  # the demo recovered
     assert local.get("/ui/api/runs", params={"status": run["status"]}).json()["runs"] != []
     assert local.get("/ui/api/runs", params={"since": "2100-01-01T00:00:00Z"}).json()["runs"] == []
     assert local.get("/ui/api/runs", params={"until": "1971-01-01T00:00:00"}).json()["runs"] == []
@@ -282,3 +281,57 @@ def test_a_span_says_why_its_name_reads_other(tmp_path: Path) -> None:
         notes = {s["name"]: s["name_note"] for s in spans}
         assert notes == {"invoke_agent why-agent": None, "execute_tool _OTHER": OTHER_UNDECLARED}
         assert invented not in str(spans)
+
+
+def test_status_error_lists_every_run_with_a_failed_span(local: TestClient) -> None:
+    """The demo run's root is ``unset`` and one of its tools failed (it recovered): ``status=error`` ("has
+    errors" in the viewer) lists it; ``status`` in the row stays the root's, and ``has_errors`` says why."""
+    run = _only_run(local)
+    assert (run["status"], run["error_count"], run["has_errors"]) == ("unset", 1, True)
+    (found,) = local.get("/ui/api/runs", params={"status": "error"}).json()["runs"]
+    assert found["trace_id"] == run["trace_id"]
+    for combined in ({"agent": "trip-planner"}, {"service": "agentdiag-demo"}, {"conversation": run["session"]}):
+        (again,) = local.get("/ui/api/runs", params={"status": "error", **combined}).json()["runs"]
+        assert again["trace_id"] == run["trace_id"]
+    assert local.get("/ui/api/runs", params={"status": "ok"}).json()["runs"] == []
+
+
+def test_a_run_without_errors_is_not_listed_as_having_them(cost_store: Path) -> None:
+    for client in _client(cost_store, LOOPBACK):
+        runs = client.get("/ui/api/runs").json()["runs"]
+        assert len(runs) == 2 and all(r["has_errors"] is False and r["error_count"] == 0 for r in runs)
+        assert client.get("/ui/api/runs", params={"status": "error"}).json()["runs"] == []
+
+
+def test_cost_is_its_own_field_never_among_the_token_counts(local: TestClient) -> None:
+    """A run's and an iteration's roll-up: ``tokens.rollup`` holds token counts only; the cost roll-up
+    (``agentdiag.usage.cost.usd``) is ``cost.rollup``."""
+    body = local.get(f"/ui/api/runs/{_only_run(local)['trace_id']}").json()
+    run, iteration = body["spans"][0], body["spans"][1]
+    assert run["tokens"]["rollup"] == {"input_tokens": 568, "output_tokens": 101}
+    assert run["cost"]["rollup"] == body["cost_usd"] and body["cost_usd"] > 0
+    assert iteration["tokens"]["rollup"] == {"input_tokens": 100, "output_tokens": 21}
+    assert iteration["cost"]["rollup"] == iteration["attributes"]["agentdiag.usage.cost.usd"]
+    for span in body["spans"]:
+        assert not any("cost" in key for part in span["tokens"].values() for key in part), span["name"]
+
+
+def test_iterations_carry_their_index(local: TestClient) -> None:
+    spans = local.get(f"/ui/api/runs/{_only_run(local)['trace_id']}").json()["spans"]
+    assert [s["iteration"] for s in spans if s["kind"] == "iteration"] == [0, 1, 2, 3]
+    assert all(s["iteration"] is None for s in spans if s["kind"] != "iteration")
+
+
+def test_a_conversation_lists_its_runs(content_store: Path) -> None:
+    """``conversation=<digest>`` (as ``/ui/api/conversations`` gives it): that conversation's runs, only."""
+    for client in _client(content_store, LOOPBACK):
+        conversations = client.get("/ui/api/conversations").json()["conversations"]
+        assert len(conversations) == 2
+        listed = set()
+        for conversation in conversations:
+            runs = client.get("/ui/api/runs", params={"conversation": conversation["conversation"]}).json()["runs"]
+            assert len(runs) == conversation["run_count"] == 1
+            assert all(r["session"] == conversation["conversation"] for r in runs)
+            listed.update(r["trace_id"] for r in runs)
+        assert listed == {r["trace_id"] for r in client.get("/ui/api/runs").json()["runs"]}
+        assert client.get("/ui/api/runs", params={"conversation": "hmac-sha256:none"}).json()["runs"] == []

@@ -243,3 +243,203 @@ def test_the_page_open_starts_the_browser_with_leads_to_the_viewer(demo_store: P
             sync_api.expect(tab.locator("#runs tbody tr").first).to_contain_text("trip-planner")
         assert [c["name"] for c in tab.context.cookies()] == [f"agentdiag_serve_{port}"]
     assert console.errors == []
+
+
+# -- issue 34: a viewer that tells the truth ---------------------------------------------------------------------
+def _open_run(tab: Any, base: str, agent: str) -> None:
+    tab.goto(f"{base}/?agent={agent}")
+    tab.locator("#runs tbody tr").first.click()
+    sync_api.expect(tab).to_have_url(re.compile(r"/runs/[0-9a-f]{32}$"))
+
+
+def test_a_runs_tokens_row_never_prints_its_cost_as_a_token_count(demo_store: Path, page: tuple[Any, Console]) -> None:
+    """The run's roll-up row shows its tokens only; its cost roll-up is the cost row, as money."""
+    tab, console = page
+    with serving(demo_store, tab) as base:
+        _open_run(tab, base, "trip-planner")
+        for name in ("invoke_agent trip-planner", "agent.iteration"):
+            tab.locator(".wf-row", has_text=name).first.click()
+            rollup = tab.locator("#span-details dd .rollup").first
+            sync_api.expect(rollup).to_have_text(re.compile(r"^Σ input [\d,]+ · output [\d,]+ \(roll-up\)$"))
+            sync_api.expect(tab.locator("#span-details dd .rollup").nth(1)).to_have_text(
+                re.compile(r"^Σ \$0\.\d{1,4} \(roll-up\)$")
+            )
+            details = tab.locator("#span-details dl.kv").inner_text()
+            assert "cost.usd" not in details and "cost" not in details.split("tokens", 1)[1].split("\n")[1]
+        tab.locator(".wf-row", has_text="invoke_agent trip-planner").click()
+        sync_api.expect(tab.locator("#span-details dd .rollup").first).to_have_text(
+            "Σ input 568 · output 101 (roll-up)"
+        )
+    assert console.errors == []
+
+
+MONEY = [0, 0.00005, 0.0001, 0.0000928, 0.000368, 0.0042, 0.25, 0.2542, 0.03125, 0.15625, 0.99996, 1, 1.125, 2.675,
+         1234567.891, 9_007_199.254740992, 1e22]  # fmt: skip
+"""Costs whose display must match the CLI's to the character: exact ties (0.03125, 1.125: Python keeps the even
+digit, JavaScript's toFixed rounds up), the edges of each band, and thousands separators."""
+
+
+def test_numbers_are_rounded_for_display_and_money_reads_as_the_cli_prints_it(
+    noise_store: Path, page: tuple[Any, Console]
+) -> None:
+    """Money is one format, the CLI's (``format_usd``), everywhere in the viewer; other numbers show no float
+    noise (``0.00009279999999999999``, ``0.30000000000000004``), the stored value on hover."""
+    from make_store import NOISY_COST, NOISY_TEMPERATURE
+
+    from otel_agentdiag._internal.money import format_usd
+
+    tab, console = page
+    with serving(noise_store, tab) as base:
+        tab.goto(base + "/")
+        shown = tab.evaluate("values => values.map((v) => money(v))", MONEY)
+        assert shown == [format_usd(v) for v in MONEY]
+        assert tab.evaluate("[money(null), money(-1), money(NaN), money(true)]") == ["\u2013"] * 4
+        sync_api.expect(tab.locator("#runs tbody tr td.cost")).to_have_text(format_usd(NOISY_COST))
+        _open_run(tab, base, "noisy-agent")
+        sync_api.expect(tab.locator(".run-cost")).to_have_text(f"cost {format_usd(NOISY_COST)}")
+        for name in ("invoke_agent noisy-agent", "agent.iteration", "chat unpriced-model"):
+            tab.locator(".wf-row", has_text=name).click()
+            sync_api.expect(tab.locator("#span-details")).to_contain_text(format_usd(NOISY_COST))
+            text = tab.locator("#span-details").inner_text()
+            assert repr(NOISY_COST)[:8] not in text and "0.0000927999" not in text and "00000000000" not in text
+        temperature = tab.locator("#span-details table.attrs tr", has_text="temperature").locator("td").nth(1)
+        sync_api.expect(temperature).to_have_text("0.3")
+        assert temperature.locator("span").get_attribute("title") == repr(NOISY_TEMPERATURE)
+        cost = tab.locator("#span-details table.attrs tr", has_text="agentdiag.cost.usd").locator("td").nth(1)
+        sync_api.expect(cost).to_have_text(format_usd(NOISY_COST))
+    assert console.errors == []
+
+
+def test_the_status_filter_has_errors_lists_a_run_whose_tool_failed(
+    demo_store: Path, page: tuple[Any, Console]
+) -> None:
+    """The demo run's root is unset and one of its tools failed: "has errors" lists it."""
+    tab, console = page
+    with serving(demo_store, tab) as base:
+        tab.goto(base + "/")
+        status = tab.locator("select[name=status]")
+        sync_api.expect(status.locator("option[value=error]")).to_have_text("has errors")
+        status.select_option(label="has errors")
+        tab.locator("form.filters button[type=submit]").click()
+        sync_api.expect(tab).to_have_url(re.compile(r"/\?status=error$"))
+        rows = tab.locator("#runs tbody tr")
+        sync_api.expect(rows).to_have_count(1)
+        sync_api.expect(rows.first).to_contain_text("trip-planner")
+        sync_api.expect(rows.first).to_contain_text("unset (1 err)")
+        sync_api.expect(tab.locator("select[name=status]")).to_have_value("error")
+    assert console.errors == []
+
+
+def test_iteration_rows_show_their_index(demo_store: Path, page: tuple[Any, Console]) -> None:
+    tab, console = page
+    with serving(demo_store, tab) as base:
+        _open_run(tab, base, "trip-planner")
+        iterations = tab.locator(".wf-row", has_text="agent.iteration")
+        sync_api.expect(iterations).to_have_count(4)
+        names = [iterations.nth(i).locator(".wf-name").inner_text().strip() for i in range(4)]
+        assert names == [f"agent.iteration #{i}" for i in range(4)]  # 0-based, as recorded
+        iterations.nth(2).click()
+        field = tab.locator("#span-details dl.kv dt", has_text=re.compile("^iteration$"))
+        sync_api.expect(field.locator("xpath=following-sibling::dd[1]")).to_have_text("#2")
+    assert console.errors == []
+
+
+def test_a_conversation_links_to_its_runs(content_store: Path, page: tuple[Any, Console]) -> None:
+    """Two conversations: each row opens the runs list of that conversation, and only those runs."""
+    tab, console = page
+    with serving(content_store, tab) as base:
+        tab.goto(base + "/conversations")
+        rows = tab.locator("#conversations tbody tr")
+        sync_api.expect(rows).to_have_count(2)
+        seen = []
+        for index in range(2):
+            tab.goto(base + "/conversations")
+            row = tab.locator("#conversations tbody tr").nth(index)
+            digest = row.get_attribute("data-conversation")
+            assert digest and digest.startswith("hmac-sha256:")
+            link = row.locator("a.runs-link")
+            sync_api.expect(link).to_have_text("1")
+            link.click()
+            sync_api.expect(tab).to_have_url(re.compile(r"/\?conversation=hmac-sha256"))
+            runs = tab.locator("#runs tbody tr")
+            sync_api.expect(runs).to_have_count(1)
+            sync_api.expect(tab.locator("#conversation-filter .digest")).to_have_attribute("title", digest)
+            seen.append(runs.first.locator("td").nth(1).inner_text())
+        assert sorted(seen) == ["hostile-agent", "trip-planner"]
+        # A click on the row (not the link) and Enter on a selected row go the same way.
+        tab.goto(base + "/conversations")
+        tab.locator("#conversations tbody tr").first.locator("td").nth(1).click()
+        sync_api.expect(tab).to_have_url(re.compile(r"/\?conversation=hmac-sha256"))
+        sync_api.expect(tab.locator("#runs tbody tr")).to_have_count(1)
+        tab.go_back()
+        sync_api.expect(tab.locator("#conversations tbody tr")).to_have_count(2)
+        tab.locator("body").press("j")
+        tab.locator("body").press("Enter")
+        sync_api.expect(tab).to_have_url(re.compile(r"/\?conversation=hmac-sha256"))
+        sync_api.expect(tab.locator("#runs tbody tr")).to_have_count(1)
+    assert console.errors == []
+
+
+_LINE_BREAKS = """(cell) => {
+  // Where the key's text moves to a new line: the character before each break, and the number of lines.
+  const chars = [];
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.data.length; i++) {
+      const range = document.createRange();
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      const rect = range.getClientRects()[0];
+      if (rect) chars.push([node.data[i], rect.top]);
+    }
+  }
+  const before = [];
+  let lines = 1;
+  for (let i = 1; i < chars.length; i++) {
+    if (chars[i][1] > chars[i - 1][1] + 2) { before.push(chars[i - 1][0]); lines++; }
+  }
+  return { text: chars.map((c) => c[0]).join(""), before, lines };
+}"""
+
+
+def test_attribute_keys_wrap_only_between_their_parts(demo_store: Path, page: tuple[Any, Console]) -> None:
+    """A long key (``gen_ai.response.finish_reasons``) in the narrow details pane breaks after a dot or an
+    underscore, never inside a word."""
+    tab, console = page
+    with serving(demo_store, tab) as base:
+        _open_run(tab, base, "trip-planner")
+        tab.locator(".wf-row", has_text="chat demo-model-1").first.click()
+        keys = tab.locator("#span-details table.attrs tr > td:first-child")
+        sync_api.expect(keys.first).to_be_visible()
+        found = [keys.nth(i).evaluate(_LINE_BREAKS) for i in range(keys.count())]
+        assert any(f["text"] == "gen_ai.response.finish_reasons" for f in found)
+        assert any(f["lines"] > 1 for f in found), "no key wraps at this width: the test checks nothing"
+        assert all(set(f["before"]) <= {".", "_"} for f in found), [f for f in found if f["before"]]
+    assert console.errors == []
+
+
+def test_the_span_filter_that_hides_the_selected_span_closes_its_details(
+    demo_store: Path, page: tuple[Any, Console]
+) -> None:
+    tab, console = page
+    with serving(demo_store, tab) as base:
+        _open_run(tab, base, "trip-planner")
+        tab.locator(".wf-row.err").click()
+        sync_api.expect(tab.locator("#span-details")).to_have_count(1)
+        assert "?span=" in tab.url
+        tab.locator("[data-filter]").fill("chat")
+        sync_api.expect(tab.locator(".wf-row")).to_have_count(4)
+        sync_api.expect(tab.locator("#span-details")).to_have_count(0)
+        sync_api.expect(tab).to_have_url(re.compile(r"/runs/[0-9a-f]{32}$"))
+        # A filter that keeps the selected span keeps its details.
+        tab.locator(".wf-row").nth(1).click()
+        span_id = tab.locator("#span-details").get_attribute("data-span")
+        tab.locator("[data-filter]").fill("demo-model")
+        sync_api.expect(tab.locator("#span-details")).to_have_attribute("data-span", span_id or "")
+        # Moving on from a closed selection starts at the first span shown.
+        tab.locator("[data-filter]").fill("execute_tool")
+        sync_api.expect(tab.locator("#span-details")).to_have_count(0)
+        tab.locator("[data-filter]").press("Escape")
+        tab.locator("body").press("j")
+        sync_api.expect(tab.locator("#span-details h2").first).to_contain_text("execute_tool get_weather")
+    assert console.errors == []
