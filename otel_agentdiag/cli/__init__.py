@@ -128,6 +128,15 @@ class _Group(click.Group):
                 # reason.
                 click.echo(f"agentdiag: error: {_one_line(str(exc))}", err=True)
                 sys.exit(EXIT_USAGE)
+            if isinstance(exc, UnicodeDecodeError):
+                # The sqlite3 module's, for an error message that is not UTF-8 (a damaged store's schema), or a
+                # file that is not UTF-8: one line, never the text.
+                click.echo(
+                    f"agentdiag: error: text that is not UTF-8 ({exc.reason} at byte {exc.start}): a damaged"
+                    " store or input file",
+                    err=True,
+                )
+                sys.exit(EXIT_USAGE)
             if isinstance(exc, (StoreError, sqlite3.DatabaseError)):
                 # A store that opened but fails on read (a damaged page, say) is still one line, not a traceback.
                 click.echo(f"agentdiag: error: the trace store cannot be read: {_one_line(str(exc))}", err=True)

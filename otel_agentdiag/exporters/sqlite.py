@@ -46,7 +46,8 @@ _logger = logging.getLogger(__name__)
 _STATUS = {StatusCode.UNSET: "unset", StatusCode.OK: "ok", StatusCode.ERROR: "error"}
 _KINDS = frozenset(sc.KINDS)
 _OBSERVER_ID = re.compile(r"[0-9a-f]{16}")
-_STORE_ERRORS = (sqlite3.Error, StoreError, OSError, UntrustedPathError)
+_STORE_ERRORS = (sqlite3.Error, StoreError, OSError, UntrustedPathError, UnicodeDecodeError)
+# UnicodeDecodeError: the sqlite3 module's, for an error message that is not UTF-8 (a damaged schema).
 """Failures whose message describes the store (a path, a reason), never a span: safe to log."""
 _INHERITED: list[SpanStore] = []
 """Stores a forked child inherited from its parent: left alone (closing them could disturb the parent's)."""

@@ -72,7 +72,9 @@ INGEST_SOURCE = "ingest"
 _OBSERVER_ID = re.compile(r"[0-9a-f]{16}")
 ID_KIND_IMPORTED_OBSERVER = "imported_observer"
 """The digest kind a claimed ``agentdiag.observer.id`` is re-keyed with (the first 16 hex digits are kept)."""
-_STORE_ERRORS = (sqlite3.Error, StoreError, OSError)
+_STORE_ERRORS = (sqlite3.Error, StoreError, OSError, UnicodeDecodeError)
+"""What a store that cannot be written raises. ``UnicodeDecodeError``: the ``sqlite3`` module's, for an error message
+that is not UTF-8 (a damaged schema naming a table with a flipped byte)."""
 
 
 class UnusableInput(Exception):

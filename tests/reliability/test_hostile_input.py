@@ -215,6 +215,35 @@ def test_damaged_stores_are_read_or_refused_in_one_line_and_never_modified_by_a_
         assert changed == [], (description, argv)
 
 
+@pytest.mark.parametrize("command", DAMAGE_COMMANDS, ids=lambda c: c[0])
+def test_a_damaged_schema_whose_error_message_is_not_utf8_is_one_line(
+    command: tuple[str, ...], work: Path, pristine: tuple[Path, str, str]
+) -> None:
+    """Found by the fuzz test above: a flipped byte in a trigger's text names a table that is not UTF-8, and
+    SQLite's error message about it then is not UTF-8 either; the ``sqlite3`` module raises ``UnicodeDecodeError``
+    (not an ``sqlite3.Error``) from a write. Every command still ends in one line, or answers."""
+    folder, trace_id, session = pristine
+    case = _fresh(work)
+    store = copy_store(folder, case / "store")
+    conn = sqlite3.connect(store)
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute(
+        "UPDATE sqlite_master SET sql = replace(sql, 'INSERT INTO receipt_touched',"
+        " 'INSERT INTO ' || CAST(X'F2' AS TEXT) || 'eceipt_touched') WHERE type = 'trigger'"
+    )
+    assert conn.total_changes > 0
+    conn.commit()
+    conn.close()
+    replacements = {
+        "TRACE": trace_id[:8],
+        "SESSION": session,
+        "OUT": str(case / "out.json"),
+        "INGEST": str(_valid_ingest_file(case / "in.jsonl")),
+    }
+    argv = [replacements.get(a, a) for a in command] + ["--store", str(store)]
+    check_outcome(invoke(argv), allowed_exit_codes(argv), ("non-UTF-8 table name in a trigger", argv))
+
+
 # -- fixed cases: foreign, newer, special files ---------------------------------------------------------------------
 def _newer(store: Path, journal_mode: str) -> None:
     conn = sqlite3.connect(store)
