@@ -173,6 +173,17 @@ marked ``agentdiag.budget.exceeded``. Never changes what the agent does. A malfo
 warning. ``configure(budget=...)`` wins over it.
 """
 
+AGENTDIAG_DEBUG = "AGENTDIAG_DEBUG"
+"""
+.. envvar:: AGENTDIAG_DEBUG
+
+``true`` (also ``1``, ``yes``, ``on``): when otel-agentdiag contains one of its own failures (logged as a warning
+naming the step and the exception type), it also logs where the exception was raised, at ``DEBUG`` on the
+``otel_agentdiag`` logger: the traceback's frames as file, line and function names, and the types of the
+exceptions it was chained to. Never the exception's message, a source line or a local variable (they may hold
+the data otel-agentdiag protects). Default off; a malformed value means off, with a warning.
+"""
+
 DEFAULT_STORE = ".agentdiag/traces.db"
 """Default store path, relative to the current working directory."""
 

@@ -25,22 +25,50 @@ def set_own_attributes(span: Any, values: Mapping[str, Any]) -> None:
     """Set ``values`` on an open span: values we made (str, bool, int, float, or tuples of one of them), never
     the caller's data.
 
-    On an SDK span still open (its mapping not yet frozen by ``end()``), they go into the mapping's dict directly,
-    when the mapping's limits (the attribute count, a string's length) would keep them whole anyway:
-    ``set_attributes`` takes the span's and the mapping's locks and re-validates each value, a cost the agent's
-    thread need not pay for our own values. Otherwise, the SDK's way (which applies its limits and counts what it
-    drops, and ignores an ended span)."""
+    On an open SDK span, under the span's lock and then the mapping's (the order ``Span.set_attributes`` takes
+    them), they go into the mapping's dict directly when the mapping's limits (the attribute count, a string's
+    length) would keep them whole anyway: ``set_attributes`` re-validates each value, a cost the agent's thread
+    need not pay for our own values (``benchmarks/pipeline.py``, caller thread). Otherwise (a limit would cut or
+    drop, an ended span, any other span), the SDK's way, which applies its limits, counts what it drops, and
+    ignores an ended span. The private fields read here are pinned by ``tests/test_span_attributes.py`` for the
+    SDK versions the project allows."""
     attributes = getattr(span, "_attributes", None)
-    if type(attributes) is BoundedAttributes and attributes._immutable is False:
-        backing = attributes._dict
-        maxlen = attributes.maxlen
-        longest = attributes.max_value_len
-        if (maxlen is None or len(backing) + len(values) <= maxlen) and (
-            longest is None or not any(type(v) is str and len(v) > longest for v in values.values())
-        ):
-            backing.update(values)
-            return
+    if type(attributes) is BoundedAttributes:
+        try:
+            lock = span._lock
+        except AttributeError:  # not the SDK's span, though it holds the SDK's mapping: the span's own way
+            lock = None
+        if lock is not None:
+            own = attributes._lock
+            # acquire/release, not ``with``: a fraction of its cost on the agent's thread (CPython 3.11).
+            lock.acquire()
+            try:
+                own.acquire()
+                try:
+                    # ``_end_time``, not the mapping's ``_immutable``: SDK 1.27 leaves the mapping mutable at end().
+                    if span._end_time is None:
+                        maxlen = attributes.maxlen
+                        if (maxlen is None or len(attributes._dict) + len(values) <= maxlen) and (
+                            attributes.max_value_len is None or _short(values, attributes.max_value_len)
+                        ):
+                            attributes._dict.update(values)
+                            return
+                finally:
+                    own.release()
+            finally:
+                lock.release()
     span.set_attributes(values)
+
+
+def _short(values: Mapping[str, Any], longest: int) -> bool:
+    """Whether no string in ``values`` (alone or in a tuple) is longer than ``longest``: none would be cut."""
+    for value in values.values():
+        if type(value) is str:
+            if len(value) > longest:
+                return False
+        elif type(value) is tuple and any(type(item) is str and len(item) > longest for item in value):
+            return False
+    return True
 
 
 _KNOWN_MAPPINGS = frozenset({BoundedAttributes, dict})

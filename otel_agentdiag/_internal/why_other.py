@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import reason_codes
 
 __all__ = ["OTHER_REFUSED", "OTHER_UNDECLARED", "other_reason"]
 
@@ -24,8 +25,8 @@ def other_reason(attributes: Mapping[str, object], name: str) -> str | None:
     ``agentdiag show`` and the viewer. None when no name reads ``_OTHER`` or no counter says why."""
     if not name.endswith(sc.OTHER_VALUE) and not any(attributes.get(k) == sc.OTHER_VALUE for k in _NAME_ATTRIBUTES):
         return None
-    if attributes.get(sc.AGENTDIAG_REDACTION_PREFIX + "unregistered_name"):
+    if attributes.get(reason_codes.UNREGISTERED_COUNTER):
         return OTHER_UNDECLARED
-    if attributes.get(sc.AGENTDIAG_REDACTION_PREFIX + "public_safety_violation"):
+    if attributes.get(reason_codes.PUBLIC_SAFETY_COUNTER):
         return OTHER_REFUSED
     return None

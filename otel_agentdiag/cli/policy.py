@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import click
-import yaml
 
 from otel_agentdiag.cli._common import CliError
 from otel_agentdiag.redaction.collector import (
@@ -14,6 +13,9 @@ from otel_agentdiag.redaction.collector import (
     unexpanded_patterns,
 )
 from otel_agentdiag.redaction.policy import Policy, PolicyError, open_patterns, policy_to_dict, resolve_policy
+
+_EXTRA = "pip install -e '.[collector]'"
+"""The install line of the one dependency ``--collector`` adds (PyYAML), which the core does not need."""
 
 
 @click.command()
@@ -57,6 +59,10 @@ def policy(policy_spec: str, collector: bool) -> None:
 
 
 def _collector_yaml(resolved: Policy) -> str:
+    try:
+        import yaml
+    except ImportError:
+        raise CliError(f"agentdiag policy --collector needs the 'collector' extra (PyYAML): {_EXTRA}") from None
     block = collector_redaction_config(resolved)
     for pattern in unexpanded_patterns(resolved):
         click.echo(

@@ -37,6 +37,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import reason_codes
 from otel_agentdiag._internal.names import NAME_KEYS, NAME_PATTERN, NameRegistry
 from otel_agentdiag.redaction import hash_keys, hashing
 from otel_agentdiag.redaction.hashing import IdHasher
@@ -67,7 +68,7 @@ _logger = logging.getLogger(__name__)
 
 OMIT_CORRUPT_ROW = "corrupt_row"
 OMIT_INVALID_ROW = "invalid_row"
-OMIT_REDACTOR_ERROR = "redactor_error"
+OMIT_REDACTOR_ERROR = reason_codes.REDACTOR_ERROR
 OMIT_TOMBSTONE = "tombstone"
 OMIT_REASONS = (OMIT_CORRUPT_ROW, OMIT_INVALID_ROW, OMIT_REDACTOR_ERROR, OMIT_TOMBSTONE)
 """Why a stored row was left out of a projection (keys of :attr:`Projection.omitted_reasons`)."""
@@ -76,7 +77,7 @@ _STATUS = {"ok": StatusCode.OK, "error": StatusCode.ERROR, "unset": StatusCode.U
 _STATUSES = {text: Status(code) for text, code in _STATUS.items()}
 """One shared ``Status`` per stored status (it holds no description, and a ``Status`` is never changed)."""
 _KINDS = {kind.name.lower(): kind for kind in SpanKind}
-_TOMBSTONE_KEY = sc.AGENTDIAG_REDACTION_PREFIX + "redactor_error"
+_TOMBSTONE_KEY = reason_codes.TOMBSTONE_COUNTER
 _MAX_TRACE_ID = (1 << 128) - 1
 _MAX_SPAN_ID = (1 << 64) - 1
 

@@ -42,6 +42,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import reason_codes
 from otel_agentdiag._internal.money import budget_of, leaves_cost
 from otel_agentdiag.diagnostics.parents import spans_elsewhere, unseen_parents
 from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt
@@ -74,7 +75,7 @@ AS_OF_LAST_EVENT = "last_event"
 TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_call", "tool_use", "function_call"})
 """``gen_ai.response.finish_reasons`` values that mean "the model asked for a tool"."""
 
-_LOSS_REASONS = frozenset({"sequence_gap", "backpressure_drop", "export_failure"})
+_LOSS_REASONS = frozenset({reason_codes.SEQUENCE_GAP, reason_codes.BACKPRESSURE_DROP, reason_codes.EXPORT_FAILURE})
 
 
 @dataclass(frozen=True)

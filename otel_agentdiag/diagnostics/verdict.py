@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import reason_codes
 from otel_agentdiag.storage import OVERFLOW_SESSION, SessionStats, StoredSpan
 from otel_agentdiag.storage.provenance import IMPORTED as IMPORTED_PROVENANCE
 from otel_agentdiag.storage.provenance import OBSERVED, is_imported
@@ -115,11 +116,11 @@ REASONS = (
 )
 
 # Drop causes and reject reasons as the pipeline and the store record them.
-DROP_QUEUE_FULL = "queue_full"
-DROP_EXPORT_FAILURE = "export_failure"
-DROP_SHUTDOWN = "shutdown"
-DROP_CLEARED = "cleared"
-REJECT_REDACTOR_ERROR = "redactor_error"
+DROP_QUEUE_FULL = reason_codes.QUEUE_FULL
+DROP_EXPORT_FAILURE = reason_codes.EXPORT_FAILURE
+DROP_SHUTDOWN = reason_codes.SHUTDOWN
+DROP_CLEARED = reason_codes.CLEARED
+REJECT_REDACTOR_ERROR = reason_codes.REDACTOR_ERROR
 
 NO_OBSERVER = ""
 """The ledger's observer for rows that carried none (spans not numbered by a sequencer)."""

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_agentdiag._internal import reason_codes
 from otel_agentdiag.storage.rows import OVERFLOW_SESSION
 
 __all__ = [
@@ -36,12 +37,12 @@ __all__ = [
     "subtract_deltas",
 ]
 
-QUEUE_FULL = "queue_full"
-EXPORT_FAILURE = "export_failure"
-SHUTDOWN = "shutdown"
-CLEARED = "cleared"
-DROP_CAUSES = (QUEUE_FULL, EXPORT_FAILURE, SHUTDOWN, CLEARED)
-REDACTOR_ERROR = "redactor_error"
+QUEUE_FULL = reason_codes.QUEUE_FULL
+EXPORT_FAILURE = reason_codes.EXPORT_FAILURE
+SHUTDOWN = reason_codes.SHUTDOWN
+CLEARED = reason_codes.CLEARED
+DROP_CAUSES = reason_codes.DROP_CAUSES
+REDACTOR_ERROR = reason_codes.REDACTOR_ERROR
 
 DEFAULT_MAX_LEDGER_SESSIONS = 1_024
 """Sessions whose cumulative counts :meth:`AccountingBatchSpanProcessor.stats` keeps (the store keeps them all)."""

@@ -41,6 +41,7 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import reason_codes
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.spans import span_attributes
 from otel_agentdiag.version import __version__
@@ -109,7 +110,7 @@ METRIC_KEYS: tuple[str, ...] = (
 _SPAN_KEYS = (sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_AGENT_NAME, sc.GEN_AI_TOOL_NAME)
 
 _TOKEN_TYPES = ((sc.GEN_AI_USAGE_INPUT_TOKENS, "input"), (sc.GEN_AI_USAGE_OUTPUT_TOKENS, "output"))
-_TOMBSTONE_KEY = sc.AGENTDIAG_REDACTION_PREFIX + "redactor_error"
+_TOMBSTONE_KEY = reason_codes.TOMBSTONE_COUNTER
 
 
 class _BoundedValues:

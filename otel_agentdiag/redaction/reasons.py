@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from otel_agentdiag._internal import reason_codes
+
 UNKNOWN_KEY: Final = "unknown_key"
 """The key is not in the policy."""
 INVALID_VALUE: Final = "invalid_value"
@@ -16,13 +18,13 @@ value is dropped, except under a :class:`~otel_agentdiag.redaction.rules.ClosedS
 becomes ``_OTHER``."""
 TOO_LONG: Final = "too_long"
 """The value is longer (characters, or items of an array) than its rule allows."""
-PUBLIC_SAFETY_VIOLATION: Final = "public_safety_violation"
+PUBLIC_SAFETY_VIOLATION: Final = reason_codes.PUBLIC_SAFETY_VIOLATION
 """The value looks like a credential, personal data (an e-mail address, a card number, an IBAN, ...), a URL or an
 absolute path, holds a random-looking token, or matches ``blocked_values``. A resource value refused so is counted
 on every span of that resource."""
-UNREGISTERED_NAME: Final = "unregistered_name"
+UNREGISTERED_NAME: Final = reason_codes.UNREGISTERED_NAME
 """A tool/agent/model name that code did not register; replaced by ``_OTHER``."""
-REDACTOR_ERROR: Final = "redactor_error"
+REDACTOR_ERROR: Final = reason_codes.REDACTOR_ERROR
 """A rule or callback raised: the span became a tombstone (or was dropped); the original never left."""
 HASHED: Final = "hashed"
 """A correlation ID (or, with ``exception_fingerprint``, an exception message) replaced by its keyed digest."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import reason_codes
 from otel_agentdiag.storage.provenance import IMPORTED_PREFIX, is_imported
 from otel_agentdiag.storage.rows import (
     DROP_CLEARED,
@@ -42,17 +43,17 @@ INVALID = "invalid"
 OBSERVED = "observed"
 MIXED = "mixed"
 
-SEQUENCE_GAP = "sequence_gap"
-DUPLICATE_SEQUENCE = "duplicate_sequence"
-BACKPRESSURE_DROP = "backpressure_drop"
-EXPORT_FAILURE = "export_failure"
-REDACTOR_ERROR = "redactor_error"
-PUBLIC_SAFETY_VIOLATION = "public_safety_violation"
-UNFINISHED_SPAN = "unfinished_span"
-STATS_MISSING = "stats_missing"
-LEDGER_INVALID = "ledger_invalid"
-INGEST_VIOLATION = "ingest_violation"
-NO_OBSERVATIONS = "no_observations"
+SEQUENCE_GAP = reason_codes.SEQUENCE_GAP
+DUPLICATE_SEQUENCE = reason_codes.DUPLICATE_SEQUENCE
+BACKPRESSURE_DROP = reason_codes.BACKPRESSURE_DROP
+EXPORT_FAILURE = reason_codes.EXPORT_FAILURE
+REDACTOR_ERROR = reason_codes.REDACTOR_ERROR
+PUBLIC_SAFETY_VIOLATION = reason_codes.PUBLIC_SAFETY_VIOLATION
+UNFINISHED_SPAN = reason_codes.UNFINISHED_SPAN
+STATS_MISSING = reason_codes.STATS_MISSING
+LEDGER_INVALID = reason_codes.LEDGER_INVALID
+INGEST_VIOLATION = reason_codes.INGEST_VIOLATION
+NO_OBSERVATIONS = reason_codes.NO_OBSERVATIONS
 """Why a receipt with no stored span, no malformed row and no other reason is ``invalid``: nothing was recorded
 there (an empty or just-cleared store, a session whose spans were all pruned), so there is nothing to vouch for;
 nothing is wrong. Given on :class:`~otel_agentdiag.diagnostics.verdict.Receipt` only, never stored."""
@@ -61,7 +62,7 @@ INVALID_REASONS = frozenset({STATS_MISSING, LEDGER_INVALID, INGEST_VIOLATION})
 QUARANTINE_REASONS = frozenset({REDACTOR_ERROR, PUBLIC_SAFETY_VIOLATION})
 DEGRADED_REASONS = frozenset({SEQUENCE_GAP, DUPLICATE_SEQUENCE, BACKPRESSURE_DROP, EXPORT_FAILURE, UNFINISHED_SPAN})
 
-PUBLIC_SAFETY_COUNTER = sc.AGENTDIAG_REDACTION_PREFIX + "public_safety_violation"
+PUBLIC_SAFETY_COUNTER = reason_codes.PUBLIC_SAFETY_COUNTER
 
 COUNT_KEYS = (
     "spans",

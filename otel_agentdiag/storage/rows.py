@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_agentdiag._internal import reason_codes
 from otel_agentdiag.storage.provenance import is_imported
 
 __all__ = [
@@ -312,11 +313,11 @@ ALL_SESSIONS = _AllSessions.ALL
 """Default of :meth:`SpanStore.session_stats`: every session."""
 
 
-DROP_QUEUE_FULL = "queue_full"
-DROP_EXPORT_FAILURE = "export_failure"
-DROP_SHUTDOWN = "shutdown"
-DROP_CLEARED = "cleared"
-DROP_CAUSES = (DROP_QUEUE_FULL, DROP_EXPORT_FAILURE, DROP_SHUTDOWN, DROP_CLEARED)
+DROP_QUEUE_FULL = reason_codes.QUEUE_FULL
+DROP_EXPORT_FAILURE = reason_codes.EXPORT_FAILURE
+DROP_SHUTDOWN = reason_codes.SHUTDOWN
+DROP_CLEARED = reason_codes.CLEARED
+DROP_CAUSES = reason_codes.DROP_CAUSES
 """The causes a span can be dropped for (keys of :attr:`SessionStats.dropped`)."""
 
 OVERFLOW_SESSION = "agentdiag:overflow"
@@ -325,5 +326,5 @@ table of per-session counts not yet written is bounded (:mod:`otel_agentdiag.pip
 sessions beyond it are folded into this one row per observer, by cause, so the observer's totals stay exact.
 Never a session: digests start with their algorithm (``hmac-sha256:``, ``sha256:``), imported keys with
 ``imported:``, and ``''`` is outside any session."""
-REJECT_REDACTOR_ERROR = "redactor_error"
+REJECT_REDACTOR_ERROR = reason_codes.REDACTOR_ERROR
 """A span the redactor could not rebuild (keys of :attr:`SessionStats.rejected`)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -101,3 +103,30 @@ def test_help_names_the_options() -> None:
     result = invoke("--help")
     assert result.exit_code == 0
     assert "--collector" in result.output and "--policy" in result.output
+
+
+def _without_pyyaml(*args: str) -> subprocess.CompletedProcess[str]:
+    """``agentdiag ARGS`` in a fresh interpreter where ``import yaml`` fails, as in an install without the extra."""
+    code = (
+        "import sys; sys.modules['yaml'] = None; sys.argv = ['agentdiag', *sys.argv[1:]]; "
+        "from otel_agentdiag.cli import main; sys.exit(main())"
+    )
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_without_pyyaml_the_collector_block_names_the_extra_and_exits_2() -> None:
+    done = _without_pyyaml("policy", "--collector")
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line == (
+        "agentdiag: error: agentdiag policy --collector needs the 'collector' extra (PyYAML): "
+        "pip install -e '.[collector]'"
+    )
+    assert "`pip install -e '.[collector]'`" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_without_pyyaml_the_policy_itself_still_prints() -> None:
+    done = _without_pyyaml("policy")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == p.policy_to_dict(p.STRICT)
