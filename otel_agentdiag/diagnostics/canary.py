@@ -53,11 +53,28 @@ _DIGEST_PREFIXES = ("hmac-sha256:", "sha256:")
 
 
 def _sentinels() -> dict[str, dict[str, str]]:
-    """Surface → label → sentinel. Every sentinel contains one random token, so matches cannot be accidental."""
-    token = secrets.token_hex(6)
+    """Surface → label → sentinel. Every sentinel contains one random token, so matches cannot be accidental.
+
+    A plain sentinel (``cnry{label}{token}``) must pass the public-safety check by itself, or an opened surface
+    would keep it out for the wrong reason and the canary would miss the leak it is there to see: a token that
+    makes one of them look random (about 1 run in 250: the random-token check) is drawn again."""
+    from otel_agentdiag.redaction.policy import is_sensitive
+
+    while True:
+        token = secrets.token_hex(6)
+        plain: list[str] = []
+        sentinels = _sentinels_with(token, plain)
+        if not any(is_sensitive(value) for value in plain):
+            return sentinels
+
+
+def _sentinels_with(token: str, plain: list[str]) -> dict[str, dict[str, str]]:
+    """:func:`_sentinels` for one ``token``; every plain sentinel made is appended to ``plain``."""
 
     def s(label: str) -> str:
-        return f"cnry{label}{token}"
+        value = f"cnry{label}{token}"
+        plain.append(value)
+        return value
 
     return {
         "span_name": {"name": f"Prompt was {s('spanname')}", "child_name": s("childname")},
