@@ -1,4 +1,4 @@
-"""Every request Jaeger UI made of ``agentdiag serve`` (``/work/shared/research/jaeger-ui-requests.jsonl``: the
+"""Every request Jaeger UI made of ``agentdiag serve`` (``tests/serve/data/jaeger-ui-requests.jsonl``: the
 current UI, v2.20.0, and v2.18.0, recorded in a browser) replayed against the real application over a store that
 holds what the UI was shown: each answer is 200 and has the shape Jaeger's definitions give it, field by field,
 as the UI reads it.
@@ -28,8 +28,9 @@ from serve_helpers import client
 
 import otel_agentdiag as agentdiag
 
-REQUESTS_FILE = Path(__file__).resolve().parents[3] / "shared" / "research" / "jaeger-ui-requests.jsonl"
-"""Recorded beside the repository (``../shared/research``); the test skips, saying so, where it is absent."""
+REQUESTS_FILE = Path(__file__).with_name("data") / "jaeger-ui-requests.jsonl"
+"""The requests Jaeger UI v2.20.0 and v2.18.0 made of ``serve`` (recorded by the project's research,
+``shared/research/jaeger-ui-requests.jsonl``), kept with the tests so that every clone replays them."""
 AT = int(datetime(2026, 12, 6, 11, 30, tzinfo=timezone.utc).timestamp()) * 1_000_000_000
 """When the stored runs start: inside every time window the recorded searches name (10:56 to 12:05 UTC)."""
 MS = 1_000_000
