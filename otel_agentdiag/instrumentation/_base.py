@@ -163,7 +163,9 @@ class LLMCallState:
             span = _ids.start_span(tracer, name, context=ctx, kind=SpanKind.CLIENT, attributes=attributes)
             state = cls(span, owns=True)
             # Its usage and cost roll up into the framework step it is in, else into the manual run or iteration.
-            if span.is_recording():  # sampled out or switched off: nothing to sum, nothing allocated
+            # Sampled out or switched off (the API's NonRecordingSpan): nothing to sum. A class check, as the
+            # manual scopes do: this is every model call's start.
+            if span.__class__ is not trace.NonRecordingSpan:
                 state.rollup = step if step is not None else otel_context.get_value(ROLLUP_KEY, ctx)
             return state
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
