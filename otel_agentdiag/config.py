@@ -7,8 +7,6 @@ builds the pipeline from that (:mod:`otel_agentdiag.pipeline.build`). The handle
 
 Each branch (a *destination*) has its own policy and may have its own hash key. Each batch processor counts
 the fate of every span; the SQLite branch persists those counts with the spans.
-
-The names that lived here before the split are still importable from here.
 """
 
 from __future__ import annotations
@@ -23,53 +21,19 @@ if TYPE_CHECKING:  # imported on first use (below); type checkers see them here
     from opentelemetry.sdk.trace import TracerProvider
 
     from otel_agentdiag.cost import Budget
-    from otel_agentdiag.destinations import (
-        LOCAL_DESTINATION,
-        OTLP_DESTINATION,
-        Destination,
-        resolve_destinations,
-    )
-    from otel_agentdiag.destinations import (
-        _hasher as _hasher,
-    )
-    from otel_agentdiag.options import (
-        AgentDiagOptions,
-        BatchSettings,
-        batch_settings_from_env,
-        is_enabled,
-        resolve_options,
-    )
+    from otel_agentdiag.options import AgentDiagOptions
     from otel_agentdiag.pipeline.handle import AgentDiag
-    from otel_agentdiag.redaction import hash_keys
     from otel_agentdiag.redaction.policy import Policy
     from otel_agentdiag.storage import RetentionLimits
-
-    _resolve = resolve_options
 
 _logger = logging.getLogger(__name__)
 
 _LAZY: dict[str, tuple[str, str]] = {
-    "LOCAL_DESTINATION": ("otel_agentdiag.destinations", "LOCAL_DESTINATION"),
-    "OTLP_DESTINATION": ("otel_agentdiag.destinations", "OTLP_DESTINATION"),
-    "Destination": ("otel_agentdiag.destinations", "Destination"),
-    "resolve_destinations": ("otel_agentdiag.destinations", "resolve_destinations"),
-    "_hasher": ("otel_agentdiag.destinations", "_hasher"),
-    "AgentDiagOptions": ("otel_agentdiag.options", "AgentDiagOptions"),
-    "BatchSettings": ("otel_agentdiag.options", "BatchSettings"),
-    "batch_settings_from_env": ("otel_agentdiag.options", "batch_settings_from_env"),
-    "is_enabled": ("otel_agentdiag.options", "is_enabled"),
-    "resolve_options": ("otel_agentdiag.options", "resolve_options"),
-    # The old private name of :func:`otel_agentdiag.options.resolve_options` (tests and tools import it).
-    "_resolve": ("otel_agentdiag.options", "resolve_options"),
     "AgentDiag": ("otel_agentdiag.pipeline.handle", "AgentDiag"),
-    "hash_keys": ("otel_agentdiag.redaction.hash_keys", ""),
-    "build_pipeline": ("otel_agentdiag.pipeline.build", "build_pipeline"),
-    "TracerProvider": ("opentelemetry.sdk.trace", "TracerProvider"),
-    "Policy": ("otel_agentdiag.redaction.policy", "Policy"),
-    "RetentionLimits": ("otel_agentdiag.storage", "RetentionLimits"),
+    "AgentDiagOptions": ("otel_agentdiag.options", "AgentDiagOptions"),
 }
-"""The names this module has always offered, each imported on first use: resolving ``configure`` (the quick
-start's ``from otel_agentdiag import configure``) costs this module only; calling it imports the pipeline."""
+"""The package's names that live elsewhere, imported on first use: resolving ``configure`` (the quick start's
+``from otel_agentdiag import configure``) costs this module only; calling it imports the pipeline."""
 
 
 def __getattr__(name: str) -> Any:
@@ -77,8 +41,7 @@ def __getattr__(name: str) -> Any:
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(where[0])
-    value = getattr(module, where[1]) if where[1] else module
+    value = getattr(importlib.import_module(where[0]), where[1])
     globals()[name] = value
     return value
 
@@ -87,18 +50,7 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
 
 
-__all__ = [
-    "LOCAL_DESTINATION",
-    "OTLP_DESTINATION",
-    "AgentDiag",
-    "AgentDiagOptions",
-    "BatchSettings",
-    "Destination",
-    "batch_settings_from_env",
-    "configure",
-    "is_enabled",
-    "resolve_destinations",
-]
+__all__ = ["AgentDiag", "AgentDiagOptions", "configure"]
 
 
 def configure(

@@ -35,6 +35,8 @@ from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.policy import STRICT, Policy
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 
+__all__ = ["TEST_HASH_KEY", "CorrelationIdsProcessor", "SpanCapture", "capture_spans", "correlation_ids"]
+
 TEST_HASH_KEY = bytes.fromhex("85f395ac2a57e06fb7ea8afc0587d1cd59c4f2a73b2cba6cd54eb7b9da9013d2")
 """A fixed key for tests: 32 random bytes (a chosen key would be refused), public, so never for real data."""
 

@@ -10,7 +10,7 @@ import pytest
 
 import otel_agentdiag as agentdiag
 from otel_agentdiag import environment_variables as env
-from otel_agentdiag.config import batch_settings_from_env
+from otel_agentdiag.options import batch_settings_from_env
 from otel_agentdiag.pipeline.batching import (
     DEFAULT_MAX_EXPORT_BATCH,
     DEFAULT_MAX_QUEUE_SPANS,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import otel_agentdiag as agentdiag
-from otel_agentdiag.config import LOCAL_DESTINATION, OTLP_DESTINATION
+from otel_agentdiag.destinations import LOCAL_DESTINATION, OTLP_DESTINATION
 from otel_agentdiag.storage import SpanStore
 
 HASH_KEY = "5f0a9bfb7740e2f5ce64d9ee6a8875283bc78032bd5c2ff8e65a69a50376460f"

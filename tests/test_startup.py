@@ -209,17 +209,17 @@ def test_star_import_and_submodule_attributes_work_in_a_fresh_process():
     assert done.stdout.strip() == "ok"
 
 
-def test_config_keeps_its_old_names():
-    from otel_agentdiag import config, destinations, options
+def test_config_offers_its_documented_names_only():
+    """The re-exports kept for the pre-split module are gone: the names live where they are defined."""
+    from otel_agentdiag import config, options
     from otel_agentdiag.pipeline import handle
 
-    assert config._resolve is options.resolve_options
-    assert config.resolve_destinations is destinations.resolve_destinations
-    assert config.LOCAL_DESTINATION == destinations.LOCAL_DESTINATION
     assert config.AgentDiag is handle.AgentDiag
-    assert config.batch_settings_from_env is options.batch_settings_from_env
-    with pytest.raises(AttributeError):
-        config.no_such_name  # noqa: B018
+    assert config.AgentDiagOptions is options.AgentDiagOptions
+    assert sorted(config.__all__) == ["AgentDiag", "AgentDiagOptions", "configure"]
+    for gone in ("_resolve", "resolve_destinations", "LOCAL_DESTINATION", "batch_settings_from_env", "hash_keys"):
+        with pytest.raises(AttributeError):
+            getattr(config, gone)
 
 
 def _eager_twin() -> click.Group:

@@ -34,9 +34,10 @@ def demo(store_path: Path | None, capture_content: bool) -> None:
     """Run a scripted demo agent (fake model, real tools, one recovered tool error) and print its trace."""
     import otel_agentdiag as agentdiag
     from otel_agentdiag.demo import run_demo_agent
+    from otel_agentdiag.options import is_enabled
 
     path = resolve_store_path(store_path)
-    if not agentdiag.config.is_enabled():
+    if not is_enabled():
         raise CliError("AGENTDIAG_ENABLED is false: nothing would be recorded")
     try:
         SpanStore(path).close()  # create or check the store first: the pipeline itself never raises

@@ -6,7 +6,7 @@ key_strength`); the key file is used only when it and its folder are ours and pr
 (:mod:`otel_agentdiag._internal.trust`).
 
 A refused key is never replaced by another: the caller turns off what would have used it (see
-:func:`otel_agentdiag.config.resolve_destinations`). Only a key file that cannot be made or read for an
+:func:`otel_agentdiag.destinations.resolve_destinations`). Only a key file that cannot be made or read for an
 ordinary reason (a read-only folder, say) is replaced by a key for this process only, with a warning.
 """
 

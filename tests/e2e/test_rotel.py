@@ -30,7 +30,8 @@ from rotel_collector import RotelCollector, free_port, unavailable_reason
 
 import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.config import LOCAL_DESTINATION, OTLP_DESTINATION, AgentDiag
+from otel_agentdiag.destinations import LOCAL_DESTINATION, OTLP_DESTINATION
+from otel_agentdiag.pipeline.handle import AgentDiag
 from otel_agentdiag.demo import AGENT_NAME, run_demo_agent
 from otel_agentdiag.storage import SpanStore, StoredSpan
 
