@@ -181,7 +181,9 @@ AGENTDIAG_DEBUG = "AGENTDIAG_DEBUG"
 naming the step and the exception type), it also logs where the exception was raised, at ``DEBUG`` on the
 ``otel_agentdiag`` logger: the traceback's frames as file, line and function names, and the types of the
 exceptions it was chained to. Never the exception's message, a source line or a local variable (they may hold
-the data otel-agentdiag protects). Default off; a malformed value means off, with a warning.
+the data otel-agentdiag protects). It also lets through the SDK OTLP exporter's own line per failed export attempt,
+which our batch worker otherwise drops (it counts every attempt and says what was lost in one line). Default off;
+a malformed value means off, with a warning.
 """
 
 DEFAULT_STORE = ".agentdiag/traces.db"

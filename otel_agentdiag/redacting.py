@@ -10,9 +10,10 @@ pipeline ``configure()`` builds for its OTLP branch (design.md §2)::
 It is a :class:`~otel_agentdiag.redaction.RedactingSpanProcessor` over an
 :class:`~otel_agentdiag.pipeline.AccountingBatchSpanProcessor` over the exporter: the exporter only ever
 receives spans rebuilt under the policy (strict by default), correlation ids as keyed digests (the raw ids our
-instrumentation keeps beside the spans reach it only that way), redaction runs on the batch worker, not on the
-agent's thread, and every span's fate is counted. It also files other libraries' spans inside an agent run
-under the run's conversation (as a digest), as ``configure()``'s pipeline does.
+instrumentation keeps beside the spans reach it only that way), and every span's fate is counted. The redaction
+runs as spans end (the one synchronous wrapper); batching and export run on the batch worker. It also files
+other libraries' spans inside an agent run under the run's conversation (as a digest), as ``configure()``'s
+pipeline does.
 """
 
 from __future__ import annotations
@@ -76,6 +77,5 @@ def redacting_processor(
         hasher=hasher,
         names=names,
         propagate_conversation=True,
-        redact_in_worker=True,
         warn_undeclared=True,
     )

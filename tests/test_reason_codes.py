@@ -9,7 +9,7 @@ from otel_agentdiag._internal import reason_codes
 from otel_agentdiag.diagnostics import verdict
 from otel_agentdiag.pipeline import ledger
 from otel_agentdiag.redaction import reasons
-from otel_agentdiag.storage import receipt_rules, rows
+from otel_agentdiag.storage import rows
 
 PACKAGE = Path(reason_codes.__file__).resolve().parents[1]
 HOME = Path(reason_codes.__file__).resolve()
@@ -33,7 +33,7 @@ STORED = {
 }
 """The codes as stores and receipts already hold them: a contract."""
 
-OTHER_VOCABULARY = {("cli/health.py", "cleared"), ("storage/receipt_rules.py", "cleared")}
+OTHER_VOCABULARY = {("cli/health.py", "cleared"), ("diagnostics/verdict.py", "cleared")}
 """The same word in another vocabulary: why a session has nothing to judge (cleared, pruned, empty)."""
 
 
@@ -49,9 +49,7 @@ def test_each_layer_speaks_the_same_codes() -> None:
     redactor_error = {
         ledger.REDACTOR_ERROR,
         rows.REJECT_REDACTOR_ERROR,
-        verdict.REJECT_REDACTOR_ERROR,
         verdict.REDACTOR_ERROR,
-        receipt_rules.REDACTOR_ERROR,
         reasons.REDACTOR_ERROR,
     }
     assert redactor_error == {"redactor_error"}

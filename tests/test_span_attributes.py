@@ -5,26 +5,13 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from collections.abc import Iterator, Mapping
-from importlib.metadata import version
-from pathlib import Path
-from typing import Any
 
 import pytest
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_agentdiag._internal.spans import set_own_attributes
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-from packaging.requirements import Requirement
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tracer(limits: SpanLimits | None = None) -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -69,7 +56,7 @@ def test_an_ended_span_is_left_alone(caplog: pytest.LogCaptureFixture) -> None:
     set_own_attributes(span, {"late": True})
     (done,) = exporter.get_finished_spans()
     assert "late" not in (done.attributes or {})
-    assert "Setting attribute on ended span" in caplog.text
+    assert "Setting attribute on ended span" not in caplog.text  # silently: never a log line of ours
 
 
 def test_a_tuple_of_strings_past_the_length_limit_is_cut_as_the_sdk_cuts_it() -> None:
@@ -78,75 +65,6 @@ def test_a_tuple_of_strings_past_the_length_limit_is_cut_as_the_sdk_cuts_it() ->
         set_own_attributes(span, {"reasons": ("stop", "ok")})
     (done,) = exporter.get_finished_spans()
     assert dict(done.attributes or {}) == {"reasons": ("sto", "ok")}
-
-
-def test_the_sdk_fields_it_relies_on_are_there() -> None:
-    """The private fields ``set_own_attributes`` reads, pinned for the SDK installed, which must be one the project
-    allows (pyproject). Run it under the oldest allowed SDK too: a field renamed in a release fails here."""
-    allowed = next(
-        Requirement(line).specifier
-        for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-        if Requirement(line).name == "opentelemetry-sdk"
-    )
-    assert allowed.contains(version("opentelemetry-sdk")), (version("opentelemetry-sdk"), str(allowed))
-    provider, _ = _tracer(SpanLimits(max_span_attributes=7, max_span_attribute_length=9))
-    span = provider.get_tracer("t").start_span("s", attributes={"a": 1})
-    attributes = span._attributes  # type: ignore[attr-defined]
-    assert type(attributes) is BoundedAttributes
-    assert isinstance(attributes._dict, dict) and attributes._dict == {"a": 1}
-    assert (attributes.maxlen, attributes.max_value_len) == (7, 9)
-    for lock in (span._lock, attributes._lock):  # type: ignore[attr-defined]
-        assert lock.acquire(blocking=False)  # free while nobody writes
-        lock.release()
-    assert span._end_time is None  # type: ignore[attr-defined]
-    span.end()
-    assert span._end_time is not None  # type: ignore[attr-defined]
-
-
-def _free_elsewhere(lock: Any) -> bool:
-    """Whether another thread could take ``lock`` now (a try, never a wait)."""
-    free: list[bool] = []
-
-    def attempt() -> None:
-        got = lock.acquire(blocking=False)
-        if got:
-            lock.release()
-        free.append(got)
-
-    other = threading.Thread(target=attempt)
-    other.start()
-    other.join()
-    return free[0]
-
-
-class _Witness(Mapping[str, Any]):
-    """Values that, each time one is read, note whether another thread could take the span's lock and its
-    attribute mapping's lock at that moment."""
-
-    def __init__(self, span: Any, values: dict[str, Any]) -> None:
-        self.span, self.values_, self.seen = span, values, []
-
-    def __getitem__(self, key: str) -> Any:
-        self.seen.append((_free_elsewhere(self.span._lock), _free_elsewhere(self.span._attributes._lock)))
-        return self.values_[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.values_)
-
-    def __len__(self) -> int:
-        return len(self.values_)
-
-
-@pytest.mark.parametrize("length_limit", [None, 64])
-def test_the_values_are_written_under_the_span_lock_and_the_mapping_lock(length_limit: int | None) -> None:
-    provider, exporter = _tracer(SpanLimits(max_span_attribute_length=length_limit))
-    with provider.get_tracer("t").start_as_current_span("s") as span:
-        witness = _Witness(span, {"gen_ai.agent.name": "x", "agentdiag.cost.usd": 0.5})
-        set_own_attributes(span, witness)
-        assert witness.seen and set(witness.seen) == {(False, False)}  # neither lock free while it wrote
-        assert (_free_elsewhere(span._lock), _free_elsewhere(span._attributes._lock)) == (True, True)  # type: ignore[attr-defined]
-    (done,) = exporter.get_finished_spans()
-    assert dict(done.attributes or {}) == {"gen_ai.agent.name": "x", "agentdiag.cost.usd": 0.5}
 
 
 def test_threads_never_pass_the_limit_and_every_drop_is_counted(caplog: pytest.LogCaptureFixture) -> None:

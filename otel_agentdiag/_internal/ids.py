@@ -69,11 +69,8 @@ class _Ref(weakref.ref):  # type: ignore[type-arg]
 
 def _key(span: Any) -> _SpanKey:
     """``(trace_id, span_id)``: a SpanContext is a tuple ``(trace_id, span_id, ...)``, so a slice reads both
-    without property calls; an SDK span's context is read without its property too (read only, never set)."""
-    try:
-        return span._context[:2]  # type: ignore[no-any-return]
-    except AttributeError:
-        return span.get_span_context()[:2]  # type: ignore[no-any-return]
+    without property calls."""
+    return span.get_span_context()[:2]  # type: ignore[no-any-return]
 
 
 class CorrelationIds:
@@ -138,10 +135,7 @@ class CorrelationIds:
         """Record the enclosing run's conversation id for the open ``span`` unless it has one already. On the hot
         path of every span in a run, so nothing holds the entry yet: the caller must :meth:`pin` every span it
         records for when it ends (the sequencer and our redacting processor do)."""
-        try:
-            key = span._context[:2]
-        except AttributeError:
-            key = span.get_span_context()[:2]
+        key = span.get_span_context()[:2]
         table = self._table
         slot = table.get(key)
         if slot is None:
@@ -162,13 +156,10 @@ class CorrelationIds:
         table = self._table
         if not table:
             return
-        try:
-            key = span._context[:2]
-        except (AttributeError, TypeError):  # not an SDK span, or one without a context
-            ctx = span.context
-            if ctx is None:
-                return
-            key = ctx[:2]
+        ctx = span.context
+        if ctx is None:
+            return
+        key = ctx[:2]
         slot = table.get(key)
         if slot is None:
             return

@@ -47,3 +47,27 @@ STATS_MISSING: Final = "stats_missing"
 LEDGER_INVALID: Final = "ledger_invalid"
 INGEST_VIOLATION: Final = "ingest_violation"
 NO_OBSERVATIONS: Final = "no_observations"
+
+# -- a receipt's counts (the keys of its ``counts``, stored in bundles and printed) -------------------------------
+COUNT_KEYS: Final = (
+    "spans",
+    "sequence_gaps",
+    "duplicate_sequences",
+    "unfinished_spans",
+    "dropped_queue_full",
+    "dropped_export_failure",
+    "dropped_shutdown",
+    "dropped_cleared",
+    "rejected_redactor_error",
+    "public_safety_violations",
+    "observed",
+    "accepted",
+    "rejected",
+    "dropped",
+    "stored",
+    "malformed_rows",
+    "pruned_spans",
+    "cleared_spans",
+    "ingest_violations",
+)
+"""The keys of a receipt's counts, in output order."""

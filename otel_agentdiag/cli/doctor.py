@@ -139,10 +139,11 @@ def _span_processors() -> dict[str, Any]:
     (class names only: their configuration may hold endpoints and credentials)."""
     from opentelemetry import trace
 
+    from otel_agentdiag._internal.sdk import active_span_processor
     from otel_agentdiag.pipeline.audit import foreign_processors, span_processors
 
     provider = trace.get_tracer_provider()
-    sdk = getattr(provider, "_active_span_processor", None) is not None
+    sdk = active_span_processor(provider) is not None
     return {
         "checked": "the global TracerProvider of this process",
         "sdk_provider": sdk,

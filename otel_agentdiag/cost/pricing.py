@@ -13,7 +13,8 @@ from typing import Any
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.money import amount
-from otel_agentdiag._internal.spans import set_own_attributes, span_attributes
+from otel_agentdiag._internal.sdk import attribute_dict, span_attributes
+from otel_agentdiag._internal.spans import set_own_attributes
 from otel_agentdiag.cost.loader import PriceTableError, load_price_table, parse_price_table
 from otel_agentdiag.cost.table import PriceTable
 
@@ -156,9 +157,7 @@ valid_cost = amount
 
 def readable_attributes(span: Any) -> Mapping[str, Any]:
     """A span's attributes for reading, without the SDK mapping's lock per lookup (its backing dict)."""
-    attributes = span_attributes(span)
-    backing = getattr(attributes, "_dict", None)
-    return backing if type(backing) is dict else attributes
+    return attribute_dict(span_attributes(span))
 
 
 def leaf_cost(span: Any) -> float | None:

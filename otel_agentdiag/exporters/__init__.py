@@ -1,4 +1,4 @@
-"""Exporters: ``sqlite`` (the local store); OTLP wiring lives in ``otlp``, its retry policy in ``otlp_attempts``."""
+"""Exporters: ``sqlite`` (the local store); the OTLP wiring (one attempt per call) lives in ``otlp``."""
 
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 

@@ -13,6 +13,17 @@ Endpoint semantics follow the specification and the SDK exporters:
   ``OTEL_EXPORTER_OTLP_(TRACES_)INSECURE=true``); a path is ignored. The traces variable wins over the generic
   one, and neither gets a path appended.
 
+**One attempt per call.** The pipeline's batch processor retries a failed batch itself, with backoff, counting
+every attempt, and gives it up as ``export_failure`` after its last retry or at shutdown's deadline; so the
+exporter it calls must make one attempt per ``export()`` and never sleep in a backoff of its own. The SDK's OTLP
+exporters (1.34 and later) bound a whole ``export()``, retries included, by their ``timeout``, and retry only when
+the backoff (1 s, less up to 20 % jitter) still fits in it: built with a timeout under 0.8 s
+(:func:`one_attempt_timeout_s`), they make one attempt, and log it when it fails. The trade-off: one attempt
+gets at most 0.75 s (or the configured timeout, when shorter), where the SDK alone would have allowed 10 s for
+all of them. With SDK 1.27 to 1.33, the timeout bounds each request only and the SDK still retries a retryable
+status code in place, in a sleep nothing interrupts: that call is one attempt to the batch processor, and
+shutdown still returns by its deadline (it abandons the worker and counts its batch as ``shutdown`` drops).
+
 Nothing here logs an endpoint or a header: either may carry credentials.
 """
 
@@ -24,6 +35,7 @@ import re
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from opentelemetry.sdk.environment_variables import OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_EXPORTER_OTLP_TRACES_TIMEOUT
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_agentdiag import environment_variables as env
@@ -50,6 +62,10 @@ INSTALL_HINT = (
     "pip install -e '.[otlp]' in a checkout of otel-agentdiag"
 )
 _HTTP_SCHEMES = ("http://", "https://")
+_SDK_TIMEOUT_S = 10.0
+"""The SDK exporters' default export timeout."""
+ONE_ATTEMPT_S = 0.75
+"""The longest timeout with which an SDK OTLP exporter never retries in place: under its shortest first backoff."""
 _SAFE_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]")
 
 
@@ -172,14 +188,38 @@ def resolve_protocol(argument: str | None = None) -> tuple[str, str]:
     return DEFAULT_PROTOCOL, "default"
 
 
-def otlp_span_exporter(endpoint: str | None, protocol: str = DEFAULT_PROTOCOL) -> SpanExporter:
+def export_timeout_s() -> float:
+    """The OTLP export timeout as the SDK exporters read it: seconds, ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` over
+    ``OTEL_EXPORTER_OTLP_TIMEOUT`` over 10 s (a value that is not a positive number is passed over)."""
+    for variable in (OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, OTEL_EXPORTER_OTLP_TIMEOUT):
+        raw = os.environ.get(variable)
+        if raw:
+            try:
+                value = float(raw)
+            except ValueError:
+                continue
+            if value > 0:
+                return value
+    return _SDK_TIMEOUT_S
+
+
+def one_attempt_timeout_s() -> float:
+    """The timeout the OTLP branch builds its exporter with: one attempt per call (see the module doc), within the
+    configured timeout."""
+    return min(export_timeout_s(), ONE_ATTEMPT_S)
+
+
+def otlp_span_exporter(
+    endpoint: str | None, protocol: str = DEFAULT_PROTOCOL, *, timeout: float | None = None
+) -> SpanExporter:
     """An OTLP span exporter for ``protocol`` (``http/protobuf`` or ``grpc``).
 
     ``endpoint=None`` leaves every setting, the endpoint included, to the ``OTEL_EXPORTER_OTLP_*`` environment
     variables as the SDK exporter reads them. A given ``endpoint`` is a base URL for http/protobuf
     (``/v1/traces`` appended unless present) and a ``[http[s]://]host:port`` target for gRPC; headers, TLS,
-    compression and timeout still come from the environment. Raises ``ValueError`` for an unknown protocol
-    and ``ImportError`` with an install hint when the extra is missing.
+    compression and (unless ``timeout`` gives one, in seconds) the timeout still come from the environment.
+    Raises ``ValueError`` for an unknown protocol and ``ImportError`` with an install hint when the extra is
+    missing.
     """
     if protocol == GRPC:
         try:
@@ -187,7 +227,7 @@ def otlp_span_exporter(endpoint: str | None, protocol: str = DEFAULT_PROTOCOL) -
         except ImportError as exc:
             raise ImportError(INSTALL_HINT) from exc
         _logger.debug("otel-agentdiag: OTLP branch exports over gRPC")
-        return GrpcSpanExporter() if endpoint is None else GrpcSpanExporter(endpoint=endpoint)
+        return GrpcSpanExporter(endpoint=endpoint, timeout=timeout)
     if protocol != HTTP_PROTOBUF:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {describe_input(protocol)}")
     try:
@@ -195,9 +235,40 @@ def otlp_span_exporter(endpoint: str | None, protocol: str = DEFAULT_PROTOCOL) -
     except ImportError as exc:
         raise ImportError(INSTALL_HINT) from exc
     _logger.debug("otel-agentdiag: OTLP branch exports over http/protobuf")
-    if endpoint is None:
-        return OTLPSpanExporter()
-    return OTLPSpanExporter(endpoint=traces_url(endpoint))
+    return OTLPSpanExporter(endpoint=None if endpoint is None else traces_url(endpoint), timeout=timeout)
+
+
+WORKER_THREAD = "AgentDiagBatchSpanProcessor"
+"""The name of the batch processors' worker thread (:mod:`otel_agentdiag.pipeline.worker`): the one that exports."""
+_SDK_EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+)
+"""Where the SDK's OTLP span exporters (1.27 to 1.45) log a failed or retried export."""
+
+
+class _CountedByTheWorker(logging.Filter):
+    """Drops what the SDK exporter logs about an export our worker made: the worker counts every failed attempt,
+    retries it itself and says what was lost in one summary line (``export_failure``), so the SDK's line per
+    attempt is noise (and may quote a collector's reply). Keyed on the thread, never on the SDK's wording; the
+    SDK's control flow is untouched. With ``AGENTDIAG_DEBUG=1`` the lines pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != WORKER_THREAD or env.parse_bool(
+            env.AGENTDIAG_DEBUG, os.environ.get(env.AGENTDIAG_DEBUG), default=False
+        )
+
+
+_COUNTED = _CountedByTheWorker()
+
+
+def quiet_worker_attempts() -> None:
+    """Install :class:`_CountedByTheWorker` on the SDK exporters' loggers (once; other threads' lines pass)."""
+    for name in _SDK_EXPORTER_LOGGERS:
+        logger = logging.getLogger(name)
+        if _COUNTED not in logger.filters:
+            logger.addFilter(_COUNTED)
 
 
 def metrics_url(endpoint: str) -> str:

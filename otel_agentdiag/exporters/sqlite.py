@@ -8,7 +8,6 @@ counts since the last successful write travel in the same transaction as the spa
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import os
@@ -19,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.trace import Event, ReadableSpan, Span
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import Link, SpanKind, StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.fork import around_fork, reinit_after_fork
-from otel_agentdiag._internal.spans import attribute_items, span_attributes
+from otel_agentdiag._internal.sdk import attribute_items, span_attributes, span_fields
 from otel_agentdiag._internal.trust import UntrustedPathError
 from otel_agentdiag.storage import (
     Accounting,
@@ -131,127 +130,31 @@ def _span_kind(kind: SpanKind) -> str:
     return _SPAN_KINDS.get(kind) or kind.name.lower()
 
 
-_ROW_FIELDS = (
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-    "name",
-    "kind",
-    "span_kind",
-    "start_ns",
-    "end_ns",
-    "status",
-    "session",
-    "attributes",
-    "events",
-    "links",
-    "resource",
-    "scope",
-    "observer",
-    "sequence",
-)
-if tuple(f.name for f in dataclasses.fields(SpanRow)) != _ROW_FIELDS:  # pragma: no cover - caught by any test
-    raise RuntimeError("SpanRow's fields changed: update _ROW_FIELDS and _new_row in exporters/sqlite.py")
-_SETTERS = tuple(getattr(SpanRow, name).__set__ for name in _ROW_FIELDS)
-
-
-def _new_row(
-    trace_id: str,
-    span_id: str,
-    parent_span_id: str | None,
-    name: str,
-    kind: str,
-    span_kind: str,
-    start_ns: int,
-    end_ns: int | None,
-    status: str,
-    session: str | None,
-    attributes: dict[str, Any],
-    events: list[dict[str, Any]],
-    links: list[dict[str, Any]],
-    resource: Mapping[str, Any],
-    scope: dict[str, Any] | None,
-    observer: str | None,
-    sequence: int | None,
-    _new: Any = object.__new__,
-    _s: tuple[Any, ...] = _SETTERS,
-) -> SpanRow:
-    """``SpanRow(...)``, the same frozen row, made by setting its slots directly: a frozen dataclass's
-    ``__init__`` goes through ``object.__setattr__`` by name for each of its 17 fields, twice as slow, once per
-    span on the worker. (SpanRow has no ``__post_init__``; the field list is checked at import.)"""
-    row: SpanRow = _new(SpanRow)
-    _s[0](row, trace_id)
-    _s[1](row, span_id)
-    _s[2](row, parent_span_id)
-    _s[3](row, name)
-    _s[4](row, kind)
-    _s[5](row, span_kind)
-    _s[6](row, start_ns)
-    _s[7](row, end_ns)
-    _s[8](row, status)
-    _s[9](row, session)
-    _s[10](row, attributes)
-    _s[11](row, events)
-    _s[12](row, links)
-    _s[13](row, resource)
-    _s[14](row, scope)
-    _s[15](row, observer)
-    _s[16](row, sequence)
-    return row
-
-
-_SDK_SPANS = frozenset({ReadableSpan, Span})
-"""The SDK's own span classes, whose properties read these slots (``events``/``links`` copy them into a tuple)."""
-
-
 def span_to_row(span: ReadableSpan) -> SpanRow:
     """Convert an ended span to the store's row."""
-    events: Sequence[Event]
-    links: Sequence[Link]
-    if span.__class__ in _SDK_SPANS:  # the slots the properties return: no Python call per field
-        ctx, parent, scope, events, links = span._context, span._parent, span._instrumentation_scope, (), ()
-        name, span_kind, start, end, status = span._name, span._kind, span._start_time, span._end_time, span._status
-        if span._events:
-            events = span.events
-        if span._links:
-            links = span.links
-        resource = span._resource
-    else:
-        ctx, parent, scope, events, links = (
-            span.context,
-            span.parent,
-            span.instrumentation_scope,
-            span.events,
-            span.links,
-        )
-        name, span_kind, start, end, status = span.name, span.kind, span.start_time, span.end_time, span.status
-        resource = span.resource
+    name, ctx, parent, span_kind, start, end, status, resource, scope, events, links = span_fields(span)
     if ctx is None:
         raise ValueError("span without a context")
-    own = getattr(span, "_attributes", None)
-    if type(own) is dict:  # a redacted span's own dict (what span_attributes() and _plain() return for it)
-        attributes: dict[str, Any] = own if own else {}
-    else:
-        attributes = _plain(span_attributes(span))
+    attributes = _plain(span_attributes(span))
     get = attributes.get
     kind = get(sc.AGENTDIAG_KIND)
     session = get(sc.GEN_AI_CONVERSATION_ID, get(sc.SESSION_ID))  # as row_session()
-    return _new_row(
-        f"{ctx.trace_id:032x}",
-        f"{ctx.span_id:016x}",
-        None if parent is None else f"{parent.span_id:016x}",
-        name,
-        kind if isinstance(kind, str) and kind in _KINDS else sc.KIND_OTHER,
-        _span_kind(span_kind),
-        start or 0,
-        end,
-        _status(status.status_code),
-        session if isinstance(session, str) else None,
-        attributes,
-        [{"name": e.name, "time_ns": e.timestamp, "attributes": _plain(e.attributes)} for e in events]
+    return SpanRow(
+        trace_id=f"{ctx.trace_id:032x}",
+        span_id=f"{ctx.span_id:016x}",
+        parent_span_id=None if parent is None else f"{parent.span_id:016x}",
+        name=name,
+        kind=kind if isinstance(kind, str) and kind in _KINDS else sc.KIND_OTHER,
+        span_kind=_span_kind(span_kind),
+        start_ns=start or 0,
+        end_ns=end,
+        status=_status(status.status_code),
+        session=session if isinstance(session, str) else None,
+        attributes=attributes,
+        events=[{"name": e.name, "time_ns": e.timestamp, "attributes": _plain(e.attributes)} for e in events]
         if events
         else [],
-        [
+        links=[
             {
                 "trace_id": f"{link.context.trace_id:032x}",
                 "span_id": f"{link.context.span_id:016x}",
@@ -262,10 +165,10 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
         if links
         else [],
         # The resource mapping itself: spans of one provider share it, and the store caches by identity.
-        resource.attributes,
-        _scope_row(scope),
-        _observer(get(sc.AGENTDIAG_OBSERVER_ID)),
-        _sequence(get(sc.AGENTDIAG_SEQUENCE)),
+        resource=resource.attributes,
+        scope=_scope_row(scope),
+        observer=_observer(get(sc.AGENTDIAG_OBSERVER_ID)),
+        sequence=_sequence(get(sc.AGENTDIAG_SEQUENCE)),
     )
 
 

@@ -2,9 +2,10 @@
 
 - :class:`SessionSequencer` numbers every span of a session at start (``agentdiag.sequence``, per
   ``agentdiag.observer.id``), so a span lost anywhere later leaves a visible gap.
-- :class:`AccountingBatchSpanProcessor` batches spans to an exporter with bounded memory and counts the fate
-  of every span (accepted, rejected, dropped by cause) in a :class:`Ledger` and, with the SQLite exporter,
-  in the store itself.
+- :class:`AccountingBatchSpanProcessor` batches spans to an exporter with bounded memory, runs each batch through
+  its ordered stages on its worker (convention adapters, the redaction, the metrics), and counts the fate of
+  every span (accepted, rejected, dropped by cause) in a :class:`Ledger` and, with the SQLite exporter, in the
+  store itself.
 - :func:`foreign_processors` names the processors on a provider that are not otel-agentdiag's and so see
   (and may export) spans before redaction.
 

@@ -58,7 +58,8 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
-from otel_agentdiag._internal.spans import span_attributes, with_attributes
+from otel_agentdiag._internal.sdk import span_attributes
+from otel_agentdiag._internal.spans import with_attributes
 from otel_agentdiag.pipeline.adapters.hints import note_step
 from otel_agentdiag.pipeline.batching import AccountingBatchSpanProcessor
 from otel_agentdiag.pipeline.loop import Plan, plan_trace

@@ -7,9 +7,9 @@ SDK's) exports whatever the instrumentation put on the span, under no policy of 
 never are on it (``_internal/ids.py``); prompts other libraries record, exception messages, URLs may be.
 
 :func:`foreign_processors` walks the SDK provider's processors (through ``SynchronousMultiSpanProcessor`` and
-``ConcurrentMultiSpanProcessor``, read only) and names each foreign one by class, never by configuration: an
-endpoint or a header may hold a credential. The fix for each is :func:`otel_agentdiag.redacting_processor`
-around its exporter.
+``ConcurrentMultiSpanProcessor``, read only: the SDK has no public API for it, so ``_internal/sdk.py`` reads its
+fields) and names each foreign one by class, never by configuration: an endpoint or a header may hold a
+credential. The fix for each is :func:`otel_agentdiag.redacting_processor` around its exporter.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
+
+from otel_agentdiag._internal.sdk import active_span_processor, child_processors, span_exporter_of
 
 __all__ = ["FIX", "ForeignProcessor", "foreign_processors", "span_processors", "warn_about_foreign_processors"]
 
@@ -58,14 +60,8 @@ def _class_name(obj: object) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _children(processor: object) -> tuple[Any, ...] | None:
-    """The processors a multi-processor fans out to, or None for a leaf."""
-    found = getattr(processor, "_span_processors", None)
-    return tuple(found) if isinstance(found, (tuple, list)) else None
-
-
 def _walk(processor: object, depth: int) -> Iterator[Any]:
-    children = _children(processor)
+    children = child_processors(processor)
     if children is None:
         yield processor
         return
@@ -79,30 +75,17 @@ def span_processors(tracer_provider: Any = None) -> list[Any]:
     """Every span processor on an SDK ``tracer_provider`` (default: the global one), in the order the provider
     calls them; ``[]`` for a provider that is not the SDK's (the API's proxy before one is set, a vendor's)."""
     provider = trace.get_tracer_provider() if tracer_provider is None else tracer_provider
-    active = getattr(provider, "_active_span_processor", None)
+    active = active_span_processor(provider)
     if active is None:
         return []
     return list(_walk(active, 0))
 
 
-def _exporter_of(processor: object) -> object | None:
-    """The exporter an SDK-style processor feeds: ``SimpleSpanProcessor.span_exporter``, the batch processor's
-    (``BatchSpanProcessor._batch_processor._exporter`` in current SDKs), or a common attribute name."""
-    for owner in (processor, getattr(processor, "_batch_processor", None)):
-        if owner is None:
-            continue
-        for name in ("span_exporter", "_exporter", "exporter"):
-            found: object = getattr(owner, name, None)
-            if found is not None and callable(getattr(found, "export", None)):
-                return found
-    return None
-
-
 def redacts_before_export(processor: object) -> bool:
     """Whether ``processor`` is otel-agentdiag's and lets nothing out unredacted: it says so through
     ``exports_only_redacted`` (the sequencer and the content recorder export nothing; a
-    ``RedactingSpanProcessor`` forwards only what it rebuilt; an ``AccountingBatchSpanProcessor`` only when a
-    redactor finishes every span on its worker)."""
+    ``RedactingSpanProcessor`` forwards only what it rebuilt; an ``AccountingBatchSpanProcessor`` only when one of
+    its stages is a redaction)."""
     return getattr(processor, "exports_only_redacted", False) is True
 
 
@@ -118,7 +101,7 @@ def foreign_processors(tracer_provider: Any = None) -> list[ForeignProcessor]:
     for processor in processors:
         if redacts_before_export(processor):
             continue
-        exporter = _exporter_of(processor)
+        exporter = span_exporter_of(processor)
         out.append(ForeignProcessor(_class_name(processor), None if exporter is None else _class_name(exporter)))
     return out
 

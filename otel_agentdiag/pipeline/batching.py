@@ -6,19 +6,20 @@ the store, in the same transaction as the spans):
 
 - *accepted*: the exporter took it (a tombstone from a failed redaction counts as *rejected*
   ``redactor_error`` instead, as the store counts it);
+- *rejected*: a stage rejected it (the redactor, for a span it could not rebuild with ``on_error="drop"``);
 - *dropped* ``queue_full``: the queue was at its bound (in spans or estimated bytes) when the span ended;
 - *dropped* ``export_failure``: the exporter failed it ``1 + max_retries`` times (exponential backoff);
 - *dropped* ``shutdown``: still queued, or still in a stuck exporter, when ``shutdown()``'s deadline passed,
   or ended after shutdown.
 
-Rejections the redacting processor reports through :meth:`AccountingBatchSpanProcessor.record_rejected`
-(spans dropped with ``on_error="drop"``) are counted too. So, per session,
+Rejections a :class:`~otel_agentdiag.redaction.RedactingSpanProcessor` in front of it reports through
+:meth:`AccountingBatchSpanProcessor.record_rejected` are counted too. So, per session,
 ``observed = accepted + rejected + dropped + pending`` where *pending* are spans queued or being exported.
 
 ``on_end`` costs a size estimate from string lengths and one short critical section (two comparisons and
-an append); finding the session, counting it, conversion and JSON encoding happen on the worker thread
-(or, for a refused span, on the rare refusal path). The worker never dies on an exception, and exports run
-with instrumentation suppressed.
+an append); the stages (adapters, redaction, metrics), finding the session, counting it, conversion and JSON
+encoding happen on the worker thread (or, for a refused span, on the rare refusal path). The worker never dies
+on an exception, and exports run with instrumentation suppressed.
 
 This module holds the processor and the agent's side (queueing, flush, shutdown, stats); the worker thread is
 :mod:`otel_agentdiag.pipeline.worker` and the counts are :mod:`otel_agentdiag.pipeline.ledger`.
@@ -41,7 +42,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
-from otel_agentdiag._internal.spans import span_attributes
+from otel_agentdiag._internal.sdk import attribute_dict, span_attributes
 from otel_agentdiag.pipeline.ledger import (
     CLEARED,
     DEFAULT_MAX_DROP_SESSIONS,
@@ -56,14 +57,8 @@ from otel_agentdiag.pipeline.ledger import (
     PipelineStats,
     copy_deltas,
 )
-from otel_agentdiag.pipeline.worker import (
-    BatchWorker,
-    RetryPolicy,
-    SpanAdapter,
-    SpanFinisher,
-    SpanRecorder,
-    span_session,
-)
+from otel_agentdiag.pipeline.worker import BatchWorker, Rejection, Stage, span_session
+from otel_agentdiag.redaction.processor import RedactionStage
 
 _logger = logging.getLogger(__name__)
 
@@ -81,7 +76,8 @@ __all__ = [
     "Ledger",
     "LedgerCounts",
     "PipelineStats",
-    "SpanFinisher",
+    "Rejection",
+    "Stage",
     "estimate_size",
 ]
 
@@ -113,8 +109,7 @@ def estimate_size(attributes: Mapping[str, Any], events: Sequence[Any] | None = 
     each. Events count as a constant each, plus one per attribute: events are rare on agent spans and the
     SDK bounds them.
     """
-    backing = getattr(attributes, "_dict", None)  # a live span's BoundedAttributes: skip a lock per value
-    values = (backing if backing.__class__ is dict else attributes).values()
+    values = attribute_dict(attributes).values()  # a live span's BoundedAttributes: skip a lock per value
     size = _SPAN_OVERHEAD + _ITEM_OVERHEAD * len(values)
     # One comprehension (no per-value branches in bytecode): strings by length, tuples item by item.
     size += sum([len(v) if v.__class__ is str else _tuple_size(v) if v.__class__ is tuple else 0 for v in values])
@@ -130,6 +125,12 @@ class _HasObserverId(Protocol):
 
 class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
     """Batch ended spans to ``exporter`` on a worker thread, counting every span's fate (see the module doc).
+
+    ``stages``: what each taken batch goes through on the worker, in this order, before export (pipeline/build.py:
+    the convention adapters, the destination's :class:`~otel_agentdiag.redaction.processor.RedactionStage`, the
+    metrics); the queue then holds spans as they ended. ``session_of``: the session a span that has not been
+    through the stages is filed under (queued, refused, dropped at shutdown): the redaction stage's, so raw ids
+    are counted as the store's digests; None: the span's own attributes.
 
     ``observer`` names the pipeline in the accounting: the :class:`~otel_agentdiag.pipeline.SessionSequencer`
     that numbers the spans (its current ``observer_id`` is used, also after a fork), a fixed 16-hex-digit id,
@@ -151,16 +152,18 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
     per observer, by cause), exactly; the per-session ledger of :meth:`stats` keeps the ``max_ledger_sessions``
     sessions touched most recently.
 
-    A failed batch is retried ``max_retries`` times with exponential backoff from ``retry_backoff_s``. With a
-    ``retry_policy`` (the OTLP branch: its SDK exporter would retry in place, unseen), the exporter tries once per
-    call and the policy says when to retry; then a retry that could not start before shutdown's deadline is not
-    made, so a dead collector costs an ``export_failure`` and one summary line, not the whole backoff.
+    A failed batch is retried ``max_retries`` times with exponential backoff from ``retry_backoff_s``; a retry
+    that would start more than ``retry_budget_s`` after the batch's first attempt (the OTLP branch: the export
+    timeout, retries included, as the SDK exporters define it), or after shutdown's deadline, is not made, so a
+    dead collector costs an ``export_failure`` and one summary line, not the whole backoff.
     """
 
     def __init__(
         self,
         exporter: SpanExporter,
         *,
+        stages: Sequence[Stage] = (),
+        session_of: Callable[[ReadableSpan], str | None] | None = None,
         observer: _HasObserverId | str | None = None,
         max_queue_spans: int = DEFAULT_MAX_QUEUE_SPANS,
         max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
@@ -169,8 +172,8 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         max_retries: int = DEFAULT_MAX_RETRIES,
         retry_backoff_s: float = DEFAULT_RETRY_BACKOFF_S,
         shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
+        retry_budget_s: float | None = None,
         max_ledger_sessions: int = DEFAULT_MAX_LEDGER_SESSIONS,
-        retry_policy: RetryPolicy | None = None,
         max_drop_sessions: int | None = None,
     ) -> None:
         if max_queue_spans < 1 or max_queue_bytes < 1 or max_export_batch < 1:
@@ -193,7 +196,9 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         self.max_retries = max_retries
         self.retry_backoff_s = retry_backoff_s
         self.shutdown_timeout_s = shutdown_timeout_s
-        self._retry_policy = retry_policy
+        self.retry_budget_s = retry_budget_s
+        self._stages = tuple(stages)
+        self._session_of = span_session if session_of is None else session_of
         self._observer_source: _HasObserverId | None = None
         if observer is None:
             self._observer = secrets.token_hex(8)
@@ -212,9 +217,6 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
             self._shutdown_takes_timeout = False
         self._max_ledger_sessions = max_ledger_sessions
         self._max_drop_sessions = max_drop_sessions
-        self._finisher: SpanFinisher | None = None
-        self._adapter: SpanAdapter | None = None
-        self._recorder: SpanRecorder | None = None
         self._routed: Mapping[int, Any] = {}
         """Trace ids whose spans do not queue here on ``on_end`` (:meth:`route`)."""
         self._intake: Callable[[ReadableSpan], None] | None = None
@@ -237,40 +239,9 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
 
     @property
     def exports_only_redacted(self) -> bool:
-        """Whether a redactor finishes every span before its exporter sees it (:meth:`set_finisher`): without
-        one, it exports spans as they ended (see :func:`otel_agentdiag.pipeline.audit.foreign_processors`)."""
-        return self._finisher is not None
-
-    def set_finisher(self, finisher: SpanFinisher) -> None:
-        """Finish (redact) every span on the worker thread, just before export, instead of before ``on_end``.
-
-        This takes the redaction's cost off the thread that ends the span (the agent's). The queue then holds
-        spans as they ended; none reaches the exporter without passing through ``finisher``. Call it before any
-        span arrives; a processor takes one finisher only.
-        """
-        with self._lock:
-            if self._finisher is not None and self._finisher is not finisher:
-                raise ValueError("this batch processor already has a finisher: give each redactor its own")
-            if self._enqueued:
-                raise ValueError("set_finisher() must be called before the first span is queued")
-            self._finisher = finisher
-
-    def set_adapter(self, adapter: SpanAdapter) -> None:
-        """Map every taken batch through ``adapter`` (the convention adapters) on the worker thread, just before
-        the finisher (the redactor) sees it: pipeline sequencer → adapters → batch → redact → export. Only with
-        a finisher (a mapped span must still be redacted); call it before the first span is queued."""
-        with self._lock:
-            if self._enqueued:
-                raise ValueError("set_adapter() must be called before the first span is queued")
-            self._adapter = adapter
-
-    def set_recorder(self, recorder: SpanRecorder) -> None:
-        """Give every finished (redacted) batch to ``recorder`` on the worker thread, once, before its export (the
-        GenAI metrics). Only with a finisher; call it before the first span is queued."""
-        with self._lock:
-            if self._enqueued:
-                raise ValueError("set_recorder() must be called before the first span is queued")
-            self._recorder = recorder
+        """Whether a redaction stage rebuilds every span before its exporter sees it: without one, it exports spans
+        as they ended (see :func:`otel_agentdiag.pipeline.audit.foreign_processors`)."""
+        return any(isinstance(stage, RedactionStage) for stage in self._stages)
 
     # -- the agent's side ---------------------------------------------------------------------------------
     def route(self, routed: Mapping[int, Any], intake: Callable[[ReadableSpan], None] | None) -> None:
@@ -297,7 +268,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
                 if intake is not None:
                     intake(span)
                 return
-            size = estimate_size(span_attributes(span), getattr(span, "_events", None))
+            size = estimate_size(span_attributes(span), span.events)
             with self._lock:
                 queue = self._queue
                 if (
@@ -327,7 +298,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
 
     def _refuse_locked(self, span: ReadableSpan) -> bool:
         """Count a span the queue does not take; True on the first ``queue_full`` drop (to be logged)."""
-        session = self._queued_session(span)
+        session = self._session_of(span)
         self._ledger.observe(session)
         if self._shutdown:
             self._drop_locked(session, SHUTDOWN)
@@ -339,7 +310,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         return True
 
     def record_rejected(self, session: str | None, reason: str) -> None:
-        """Count a span an earlier processor rejected (the redactor dropped it): observed and rejected."""
+        """Count a span an earlier processor rejected (a redacting processor dropped it): observed and rejected."""
         try:
             with self._lock:
                 self._reject_locked(session, reason)
@@ -372,7 +343,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         """Refuse new spans (counted as ``shutdown`` drops) and let the worker drain; returns at once.
 
         :meth:`shutdown` then waits for the drain. Lets several processors drain in parallel. ``deadline``
-        (``time.monotonic()``): when shutdown gives up; with a retry policy, no retry starts that late.
+        (``time.monotonic()``): when shutdown gives up; no retry starts that late.
         """
         with self._lock:
             self._shutdown = True
@@ -424,12 +395,10 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
 
     def _pending_sessions_locked(self) -> list[str | None]:
         """The session of every span queued or in flight."""
-        in_flight = self._in_flight
-        if self._in_flight_finished or self._finisher is None:
-            sessions = [span_session(span) for span, _ in in_flight]
-        else:
-            sessions = [self._queued_session(span) for span, _ in in_flight]
-        sessions.extend(self._queued_session(span) for span, _ in self._queue)
+        queued = self._session_of
+        in_flight = span_session if self._in_flight_finished else queued
+        sessions = [in_flight(span) for span in self._in_flight]
+        sessions.extend(queued(span) for span, _ in self._queue)
         return sessions
 
     def stats(self) -> PipelineStats:

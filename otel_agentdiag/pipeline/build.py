@@ -4,16 +4,16 @@ Pipeline (design.md §2; docs/architecture.md says where the code departs from i
 
     TracerProvider ─┬─ SessionSequencer (on_start: agentdiag.observer.id, agentdiag.sequence, our LLM calls)
                     ├─ ContentRecorder (only with capture_content: content onto the ended span, for the store)
-                    ├─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(local)
-                    │                                          ─ SQLiteSpanExporter
-                    └─ AccountingBatchSpanProcessor ─ [worker] ConventionAdapter ─ RedactingSpanProcessor(strict)
-                                                               ─ OTLPSpanExporter
-                                                               (with metrics on: ─ MetricsRecorder, on one branch)
+                    ├─ AccountingBatchSpanProcessor, its worker: ConventionAdapter ─ RedactionStage(local)
+                    │                                            [─ MetricsRecorder] ─ SQLiteSpanExporter
+                    └─ AccountingBatchSpanProcessor, its worker: ConventionAdapter ─ RedactionStage(strict)
+                                                                 [─ MetricsRecorder] ─ OTLPSpanExporter
                     TraceAssembler: the spans of a trace another instrumentation started go from the first batch
                     processor to it, and back to every one once the trace is filed, numbered and its loop rebuilt
 
-The provider hands ended spans to the batch processors; each redacts on its worker thread, just before export,
-so the agent's thread only queues the span and no exporter ever receives anything but the redacted copy.
+The provider hands ended spans to the batch processors; each runs its stages on its worker thread, in the order
+listed (metrics on one branch only), then exports, so the agent's thread only queues the span and no exporter
+ever receives anything but the redacted copy. The code below builds them in that order.
 What to build comes resolved (:mod:`otel_agentdiag.options`, :mod:`otel_agentdiag.destinations`).
 """
 
@@ -30,16 +30,17 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_agentdiag._internal.trust import UntrustedPathError
 from otel_agentdiag.destinations import LOCAL_DESTINATION, OTLP_DESTINATION, Destination
-from otel_agentdiag.exporters.otlp_attempts import OneAttempt
+from otel_agentdiag.exporters.otlp import export_timeout_s
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.options import AgentDiagOptions, batch_settings_from_env
 from otel_agentdiag.pipeline.adapters import ConventionAdapter
 from otel_agentdiag.pipeline.assembly import TraceAssembler
 from otel_agentdiag.pipeline.audit import warn_about_foreign_processors
-from otel_agentdiag.pipeline.batching import AccountingBatchSpanProcessor
-from otel_agentdiag.pipeline.handle import AgentDiag
+from otel_agentdiag.pipeline.batching import DEFAULT_RETRY_BACKOFF_S, AccountingBatchSpanProcessor
+from otel_agentdiag.pipeline.handle import AgentDiag, DestinationRedaction
 from otel_agentdiag.pipeline.sequence import SessionSequencer
-from otel_agentdiag.redaction.processor import RedactingSpanProcessor
+from otel_agentdiag.pipeline.worker import Stage
+from otel_agentdiag.redaction.processor import RedactionStage
 from otel_agentdiag.storage import RetentionLimits
 
 if TYPE_CHECKING:
@@ -52,14 +53,20 @@ _logger = logging.getLogger(__name__)
 
 __all__ = ["build_pipeline"]
 
+_OTLP_RETRY_BACKOFF_S = 1.0
+"""The OTLP branch's first retry waits 1 s, then 2 and 4 (3 retries), as the SDK's own backoff would, within the
+export timeout (``OTEL_EXPORTER_OTLP_TIMEOUT``, 10 s by default), which bounds a batch's export, retries
+included, as it bounds one SDK ``export()`` call."""
+
 
 @dataclass
 class _Branches:
     """What was built per destination, in the order of the destinations that got an exporter."""
 
-    processors: list[RedactingSpanProcessor] = field(default_factory=list)
+    redactions: list[DestinationRedaction] = field(default_factory=list)
     batch_processors: list[AccountingBatchSpanProcessor] = field(default_factory=list)
     installed: list[Destination] = field(default_factory=list)
+    metrics: Metrics | None = None
 
 
 def build_pipeline(
@@ -82,9 +89,8 @@ def build_pipeline(
 
         content = ContentRecorder()
     exporters = _exporters(destinations, options, retention)
-    branches = _branches(destinations, exporters, sequencer, content)
-    installed = bool(branches.processors)
-    metrics = _metrics(options, branches, provider, meter_provider) if options.metrics else None
+    branches = _branches(destinations, exporters, options, sequencer, content, provider, meter_provider)
+    installed = bool(branches.batch_processors)
     assembler = TraceAssembler(branches.batch_processors, sequencer, content=content) if installed else None
     if installed:
         _install(provider, sequencer, content, assembler, options)
@@ -95,34 +101,15 @@ def build_pipeline(
     return AgentDiag(
         options,
         tracer_provider=provider,
-        processors=tuple(branches.processors),
+        processors=tuple(branches.redactions),
         owns_provider=owns_provider,
         destinations=tuple(branches.installed),
         sequencer=sequencer if installed else None,
         batch_processors=tuple(branches.batch_processors),
         content=content if installed else None,
-        metrics=metrics,
+        metrics=branches.metrics,
         assembler=assembler,
     )
-
-
-def _metrics(
-    options: AgentDiagOptions, branches: _Branches, provider: TracerProvider, meter_provider: MeterProvider | None
-) -> Metrics | None:
-    """The GenAI metrics, recorded on one branch's batch worker from its redacted spans (pipeline/metrics.py)."""
-    from otel_agentdiag.pipeline.metrics_setup import build_metrics
-
-    names = [destination.name for destination in branches.installed]
-    if not names:
-        _logger.warning("otel-agentdiag: no destination is installed, so no metrics are recorded")
-        return None
-    index = names.index(OTLP_DESTINATION) if OTLP_DESTINATION in names else 0
-    # The resource as the recording branch's policy lets it out (its resource_keys), never raw.
-    resource = branches.processors[index].redactor.clean_resource(provider.resource)
-    metrics = build_metrics(options, meter_provider=meter_provider, branch=names[index], resource=resource)
-    if metrics is not None:
-        branches.batch_processors[index].set_recorder(metrics.recorder)
-    return metrics
 
 
 def _new_provider(service_name: str | None) -> TracerProvider:
@@ -153,48 +140,73 @@ def _exporters(
 def _branches(
     destinations: tuple[Destination, ...],
     exporters: dict[str, SpanExporter | None],
+    options: AgentDiagOptions,
     sequencer: SessionSequencer,
     content: ContentRecorder | None,
+    provider: TracerProvider,
+    meter_provider: MeterProvider | None,
 ) -> _Branches:
-    """A batch processor and its redactor for each destination that has an exporter."""
+    """A batch processor and its stages for each destination that has an exporter, in the order they run."""
     batch = batch_settings_from_env()
     branches = _Branches()
-    for destination in destinations:
-        exporter = exporters[destination.name]
-        if exporter is None:
-            continue
+    installed = [(d, exporter) for d in destinations if (exporter := exporters[d.name]) is not None]
+    names = [d.name for d, _ in installed]
+    # The GenAI metrics are recorded once, from one branch's redacted spans: the OTLP one when there is one.
+    metered = (OTLP_DESTINATION if OTLP_DESTINATION in names else names[0]) if names and options.metrics else None
+    if options.metrics and not names:
+        _logger.warning("otel-agentdiag: no destination is installed, so no metrics are recorded")
+    for destination, exporter in installed:
         local = destination.name == LOCAL_DESTINATION
         if local and content is not None:
             exporter.content = content  # type: ignore[attr-defined]
+        # 1. Convention adapters: foreign spans (OpenInference, OpenLLMetry, the GenAI conventions) onto our kinds
+        # and keys, one owner per model call.
+        adapter = ConventionAdapter(sequencer.llm_calls, content=content if local else None)
+        # 2. The destination's policy. The sequencer, first on the provider, already put the run's conversation id
+        # beside each span and pinned its ids at end.
+        redaction = RedactionStage(
+            destination.policy,
+            hasher=destination.hasher,
+            content=content if local else None,
+            warn_undeclared=True,
+        )
+        stages: list[Stage] = [adapter, redaction]
+        # 3. The metrics, from the redacted spans, on one branch.
+        if destination.name == metered:
+            branches.metrics = _metrics(options, redaction, provider, meter_provider, destination.name)
+            if branches.metrics is not None:
+                stages.append(branches.metrics.recorder)
+        # 4. The exporter. The SDK's OTLP exporter makes one attempt per call (exporters/otlp.py); the batch
+        # processor retries it, counting every attempt, as it retries a locked store.
         otlp = destination.name == OTLP_DESTINATION
         batching = AccountingBatchSpanProcessor(
             exporter,
+            stages=stages,
+            session_of=redaction.session_of,
             observer=sequencer,
-            # The SDK's OTLP exporter would retry in place, unseen: it tries once per call instead, and the batch
-            # processor retries as it asks, within OTEL_EXPORTER_OTLP_TIMEOUT, counting every attempt.
-            max_retries=0 if otlp else 3,
-            retry_policy=OneAttempt() if otlp else None,
+            retry_backoff_s=_OTLP_RETRY_BACKOFF_S if otlp else DEFAULT_RETRY_BACKOFF_S,
+            retry_budget_s=export_timeout_s() if otlp else None,
             **batch,
         )
-        # Convention adapters on the worker, before the redactor: foreign spans (OpenInference, OpenLLMetry, the
-        # GenAI conventions) are mapped onto our kinds and keys, one owner per model call.
-        batching.set_adapter(ConventionAdapter(sequencer.llm_calls, content=content if local else None))
+        branches.redactions.append(DestinationRedaction(redaction, batching))
         branches.batch_processors.append(batching)
-        branches.processors.append(
-            # The sequencer, first on the provider, already copies the run's conversation id onto each span.
-            # Redaction runs on the batch worker, just before export: the agent's thread only queues the span.
-            RedactingSpanProcessor(
-                batching,
-                policy=destination.policy,
-                hasher=destination.hasher,
-                propagate_conversation=False,
-                redact_in_worker=True,
-                content=content if local else None,
-                warn_undeclared=True,
-            )
-        )
         branches.installed.append(destination)
     return branches
+
+
+def _metrics(
+    options: AgentDiagOptions,
+    redaction: RedactionStage,
+    provider: TracerProvider,
+    meter_provider: MeterProvider | None,
+    branch: str,
+) -> Metrics | None:
+    """The GenAI metrics stage of ``branch`` (pipeline/metrics.py); its resource as that branch's policy lets it
+    out (its resource_keys), never raw."""
+    from otel_agentdiag.pipeline.metrics_setup import build_metrics
+
+    resource = redaction.redactor.clean_resource(provider.resource)
+    return build_metrics(options, meter_provider=meter_provider, branch=branch, resource=resource)
 
 
 def _install(
@@ -214,8 +226,7 @@ def _install(
         _logger.info("otel-agentdiag: content capture is on; content is kept in %s only", options.store_path)
     assert assembler is not None  # it routes the spans of other instrumentations' traces through itself
     for batching in assembler.branches:
-        # Redaction runs in the batch worker, so the provider hands ended spans straight to the batch processor
-        # (one call fewer per span than through the redacting processor, whose on_end would only forward them).
+        # Each runs its stages (adapters, redaction, metrics) on its worker: the provider hands it the span as it ended.
         provider.add_span_processor(batching)
 
 
@@ -239,10 +250,19 @@ def _local_exporter(options: AgentDiagOptions, retention: RetentionLimits | None
 
 
 def _otlp_exporter(options: AgentDiagOptions) -> SpanExporter | None:
-    from otel_agentdiag.exporters.otlp import DEFAULT_PROTOCOL, endpoint_variable, otlp_span_exporter
+    from otel_agentdiag.exporters.otlp import (
+        DEFAULT_PROTOCOL,
+        endpoint_variable,
+        one_attempt_timeout_s,
+        otlp_span_exporter,
+        quiet_worker_attempts,
+    )
 
+    quiet_worker_attempts()
     try:
-        return otlp_span_exporter(options.otlp_endpoint, options.otlp_protocol or DEFAULT_PROTOCOL)
+        return otlp_span_exporter(
+            options.otlp_endpoint, options.otlp_protocol or DEFAULT_PROTOCOL, timeout=one_attempt_timeout_s()
+        )
     except ImportError:
         if options.otlp_endpoint is not None:
             raise

@@ -28,19 +28,60 @@ from otel_agentdiag.options import AgentDiagOptions
 from otel_agentdiag.pipeline.audit import ForeignProcessor, foreign_processors
 from otel_agentdiag.pipeline.batching import AccountingBatchSpanProcessor
 from otel_agentdiag.pipeline.sequence import SessionSequencer
-from otel_agentdiag.redaction.processor import RedactingSpanProcessor
+from otel_agentdiag.redaction.allowlist import Policy
+from otel_agentdiag.redaction.processor import RedactionStage
+from otel_agentdiag.redaction.redactor import SpanRedactor
 
 if TYPE_CHECKING:
     from otel_agentdiag.content.recorder import ContentRecorder
     from otel_agentdiag.pipeline.assembly import TraceAssembler
     from otel_agentdiag.pipeline.metrics_setup import Metrics
 
-__all__ = ["AgentDiag"]
+__all__ = ["AgentDiag", "DestinationRedaction"]
 
 _logger = logging.getLogger("otel_agentdiag")
 _LIVE: weakref.WeakSet[AgentDiag] = weakref.WeakSet()
 """The handles whose pipeline is running: a second ``configure()`` while one runs is worth a warning."""
 _LIVE_LOCK = threading.Lock()
+
+
+class DestinationRedaction:
+    """One destination's redaction as :attr:`AgentDiag.processors` shows it: the policy, redactor, counters and
+    drift report of the :class:`RedactionStage` its batch processor runs, and that batch processor's flush."""
+
+    def __init__(self, stage: RedactionStage, batching: AccountingBatchSpanProcessor) -> None:
+        self.stage = stage
+        self.batching = batching
+
+    @property
+    def policy(self) -> Policy:
+        return self.stage.policy
+
+    @property
+    def redactor(self) -> SpanRedactor:
+        return self.stage.redactor
+
+    @property
+    def redacted(self) -> int:
+        return self.stage.redacted
+
+    @property
+    def failed(self) -> int:
+        return self.stage.failed
+
+    @property
+    def tombstoned(self) -> int:
+        return self.stage.tombstoned
+
+    @property
+    def dropped(self) -> int:
+        return self.stage.dropped
+
+    def drift_report(self, candidates: Iterable[str] = ()) -> dict[str, Any]:
+        return self.stage.drift_report(candidates)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.batching.force_flush(timeout_millis)
 
 
 class AgentDiag:
@@ -54,7 +95,7 @@ class AgentDiag:
         self,
         options: AgentDiagOptions,
         tracer_provider: TracerProvider | None = None,
-        processors: tuple[RedactingSpanProcessor, ...] = (),
+        processors: tuple[DestinationRedaction, ...] = (),
         owns_provider: bool = False,
         destinations: tuple[Destination, ...] = (),
         sequencer: SessionSequencer | None = None,
@@ -72,9 +113,9 @@ class AgentDiag:
         """The content recorder when ``capture_content`` is on (``None`` otherwise)."""
         self.tracer_provider = tracer_provider
         self.processors = processors
-        """One redacting processor per destination, in the order of :attr:`destinations`."""
+        """One destination's redaction per destination, in the order of :attr:`destinations`."""
         self.batch_processors = batch_processors
-        """The batching processor behind each redacting processor (same order): queue bounds and counts."""
+        """Each destination's batch processor, which runs its redaction (same order): queue bounds and counts."""
         self.sequencer = sequencer
         """Numbers every span per session (``agentdiag.sequence``); ``None`` when nothing is installed."""
         self.destinations = destinations
@@ -182,7 +223,7 @@ class AgentDiag:
         if self.assembler is not None:  # the traces it holds first: then they are pending in the branches too
             with handle_internal_errors("handing on held traces"):
                 self.assembler.flush_held()
-        for processor in self.processors:
+        for processor in self.batch_processors:
             ok = processor.force_flush(timeout_millis) and ok
         if self.metrics is not None:  # after the spans: what they recorded goes out too (our own provider only)
             with handle_internal_errors("flushing metrics"):
@@ -216,7 +257,7 @@ class AgentDiag:
             if self._owns_provider and self.tracer_provider is not None:
                 self.tracer_provider.shutdown()
             else:
-                for processor in self.processors:
+                for processor in self.batch_processors:
                     processor.shutdown()
         if manual._tracer_provider_in_use() is self.tracer_provider:
             manual.use_tracer_provider(None)

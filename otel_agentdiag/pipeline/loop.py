@@ -48,7 +48,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.spans import span_attributes
+from otel_agentdiag._internal.sdk import attribute_dict, span_attributes
 from otel_agentdiag.pipeline.adapters import DUPLICATE_LLM_CALL, map_span
 from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS
 from otel_agentdiag.pipeline.adapters.genai import AG2_SCOPE, CONVERSATION
@@ -130,10 +130,7 @@ def _node(span: ReadableSpan) -> _Node | None:
     ctx = span.context
     if ctx is None:
         return None
-    attributes = span_attributes(span)
-    backing = getattr(attributes, "_dict", None)
-    if type(backing) is dict:
-        attributes = backing
+    attributes = attribute_dict(span_attributes(span))
     own = attributes.get(sc.AGENTDIAG_KIND)
     mapped_set: Mapping[str, Any] = {}
     if own is not None:

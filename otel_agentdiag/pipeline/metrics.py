@@ -43,7 +43,7 @@ from opentelemetry.trace import NonRecordingSpan, StatusCode
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import reason_codes
 from otel_agentdiag._internal.errors import log_internal_error
-from otel_agentdiag._internal.spans import span_attributes
+from otel_agentdiag._internal.sdk import span_attributes
 from otel_agentdiag.version import __version__
 
 if TYPE_CHECKING:
@@ -145,8 +145,8 @@ def _number(value: Any) -> float | None:
 class MetricsRecorder:
     """Record the GenAI metrics of redacted spans on ``meter_provider`` (see the module doc).
 
-    ``record_batch`` is called by one batch worker (:meth:`AccountingBatchSpanProcessor.set_recorder`); the
-    counters are read by :meth:`stats` from any thread. ``max_values_per_key``: the cardinality bound per key.
+    It is the last stage of one batch worker (:meth:`process`, after the redactor); the counters are read by
+    :meth:`stats` from any thread. ``max_values_per_key``: the cardinality bound per key.
     """
 
     def __init__(self, meter_provider: MeterProvider, *, max_values_per_key: int = MAX_VALUES_PER_KEY) -> None:
@@ -189,6 +189,12 @@ class MetricsRecorder:
     def folded(self) -> int:
         """Attribute values recorded as ``_OTHER`` because their key had reached its bound."""
         return self._values.folded
+
+    def process(self, spans: list[ReadableSpan]) -> tuple[list[ReadableSpan], list[tuple[str | None, str]]]:
+        """The batch worker's stage (:class:`~otel_agentdiag.pipeline.worker.Stage`): the redacted batch recorded
+        once, whatever its export does, and passed on whole."""
+        self.record_batch(spans)
+        return spans, []
 
     def record_batch(self, spans: Sequence[ReadableSpan]) -> None:
         """Record every span of a redacted batch that is an LLM, tool or agent operation. Never raises."""

@@ -46,7 +46,7 @@ from otel_agentdiag._internal.context import (
 )
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
-from otel_agentdiag._internal.spans import set_own_attributes, span_attributes
+from otel_agentdiag._internal.sdk import attribute_dict, span_attributes
 from otel_agentdiag.pipeline.adapters.owners import LLMCallOwners
 
 
@@ -167,11 +167,8 @@ class SessionSequencer(SpanProcessor):
             context = span.context
             if not context.trace_flags.sampled:
                 return  # never exported: numbering it would leave a gap
-            attributes = span_attributes(span)
             # Read through the backing dict: the ``Mapping`` API of ``BoundedAttributes`` takes a lock per lookup.
-            backing = getattr(attributes, "_dict", None)
-            if isinstance(backing, dict):
-                attributes = backing
+            attributes = attribute_dict(span_attributes(span))
             foreign = sc.AGENTDIAG_KIND not in attributes
             if foreign:
                 call = otel_context.get_value(LLM_CALL_KEY, parent_context)
@@ -195,7 +192,7 @@ class SessionSequencer(SpanProcessor):
                 # cost and latency can then be told apart per agent (metrics, Jaeger tag search) without a join.
                 agent = otel_context.get_value(AGENT_NAME_KEY, parent_context)
                 if type(agent) is str:
-                    set_own_attributes(span, {sc.GEN_AI_AGENT_NAME: agent})
+                    span.set_attribute(sc.GEN_AI_AGENT_NAME, agent)
             # The session the span names itself (plain lookups: no call on our spans' path).
             if sc.GEN_AI_CONVERSATION_ID in attributes:
                 own = attributes[sc.GEN_AI_CONVERSATION_ID]
@@ -235,14 +232,10 @@ class SessionSequencer(SpanProcessor):
                     if context[0] not in self._trace_sessions:
                         self.file_trace(context[0], key)
             sequence = self.next_sequence(key)
-            if isinstance(backing, dict) and getattr(span_attributes(span), "_immutable", True) is False:
-                # Our own, already valid values into the span's backing dict: ``set_attribute`` would take the
-                # span's and the mapping's locks and validate each value (about a third of this method's cost).
-                backing[sc.AGENTDIAG_OBSERVER_ID] = self.observer_id
-                backing[sc.AGENTDIAG_SEQUENCE] = sequence
-            else:
-                span.set_attribute(sc.AGENTDIAG_OBSERVER_ID, self.observer_id)
-                span.set_attribute(sc.AGENTDIAG_SEQUENCE, sequence)
+            # The SDK's way (its lock, its limits): about a third of this method's cost, but never a write into
+            # the SDK's own fields.
+            span.set_attribute(sc.AGENTDIAG_OBSERVER_ID, self.observer_id)
+            span.set_attribute(sc.AGENTDIAG_SEQUENCE, sequence)
             if from_context is not None:
                 # Beside the span, never on it (a foreign processor would export it raw): each of our redactors
                 # files the span under the session it was numbered in, as a digest with its own key.

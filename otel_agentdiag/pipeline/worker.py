@@ -1,10 +1,11 @@
-"""The batch processor's worker thread: wait for work, finish (redact) and export batches, write counts.
+"""The batch processor's worker thread: wait for work, run the stages, export batches, write counts.
 
 :class:`BatchWorker` holds the state the agent's side (:class:`~otel_agentdiag.pipeline.AccountingBatchSpanProcessor`,
 which subclasses it) shares with the worker under one lock, and runs the worker's loop: take a batch when enough
-spans are queued, the schedule delay passed, or a flush or shutdown asks; finish each span (the redactor); export
-with bounded retries; count every span's fate in the ledger; write pending counts alone when the queue is idle.
-The worker never dies on an exception, and exports run with instrumentation suppressed.
+spans are queued, the schedule delay passed, or a flush or shutdown asks; pass it through the stages in order (the
+convention adapters, the redactor, the metrics: each a :class:`Stage`); export with bounded retries; count every
+span's fate in the ledger; write pending counts alone when the queue is idle. The worker never dies on an
+exception, and exports run with instrumentation suppressed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.errors import log_internal_error
-from otel_agentdiag._internal.spans import span_attributes
+from otel_agentdiag._internal.sdk import span_attributes
+from otel_agentdiag.exporters.otlp import WORKER_THREAD
 from otel_agentdiag.exporters.sqlite import row_session
 from otel_agentdiag.pipeline.ledger import (
     EXPORT_FAILURE,
@@ -38,63 +40,28 @@ from otel_agentdiag.storage import Accounting
 
 _logger = logging.getLogger(__name__)
 
-__all__ = ["BatchWorker", "SpanAdapter", "SpanFinisher", "SpanRecorder", "span_session"]
+__all__ = ["BatchWorker", "Rejection", "Stage", "span_session"]
 
 _TOMBSTONE_KEY = sc.AGENTDIAG_REDACTION_PREFIX + REDACTOR_ERROR
 
 _Item = tuple[ReadableSpan, int]
 """A queued span and its estimated size."""
 
+Rejection = tuple[str | None, str]
+"""A span a stage rejected: the session it is filed under, and the reason (``redactor_error``)."""
+
 
 def span_session(span: ReadableSpan) -> str | None:
     return row_session(span_attributes(span))
 
 
-class SpanFinisher(Protocol):
-    """What turns a queued span into the span the exporter gets, on the worker thread: a redactor.
+class Stage(Protocol):
+    """One step a taken batch goes through on the worker thread, before export, in the order the batch processor
+    was given its stages: the convention adapters, the redactor, the metrics."""
 
-    With a finisher attached (:meth:`AccountingBatchSpanProcessor.set_finisher`), the queue holds the spans as
-    they ended, and *every* span goes through :meth:`finish_span` before any exporter sees it.
-    """
-
-    def finish_span(self, span: ReadableSpan) -> ReadableSpan | None:
-        """The span to export, or None: the span is rejected (counted as ``redactor_error``). Never raises."""
-        ...
-
-    def session_of(self, span: ReadableSpan) -> str | None:
-        """The session digest a span that was never finished is filed under (drops, stats). Never raises."""
-        ...
-
-
-class SpanAdapter(Protocol):
-    """What maps a taken batch onto our span model before the finisher redacts it, on the worker thread: the
-    convention adapters (:class:`~otel_agentdiag.pipeline.adapters.ConventionAdapter`)."""
-
-    def adapt_batch(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
-        """One span per span, in order: the span itself, or a mapped copy. Never raises."""
-        ...
-
-
-class SpanRecorder(Protocol):
-    """What sees each batch once it is finished (redacted), before its export, on the worker thread: the GenAI
-    metrics (:class:`~otel_agentdiag.pipeline.metrics.MetricsRecorder`). Once per span, whatever the export does."""
-
-    def record_batch(self, spans: Sequence[ReadableSpan]) -> None:
-        """Record the finished spans. Never raises."""
-        ...
-
-
-class RetryPolicy(Protocol):
-    """For an exporter that retries in place (the SDK's OTLP ones): make it try once per call and say when to
-    retry, so the worker retries instead, counts every attempt, and a shutdown deadline can cut a wait short
-    (:class:`otel_agentdiag.exporters.otlp_attempts.OneAttempt`)."""
-
-    budget_s: float
-    """How long a batch may keep being retried, from its first attempt."""
-    max_attempts: int
-
-    def call(self, export: Callable[[], SpanExportResult]) -> tuple[bool, float | None]:
-        """Call ``export`` once: success, and the delay before a retry the exporter asked for (None: no retry)."""
+    def process(self, spans: list[ReadableSpan]) -> tuple[list[ReadableSpan], list[Rejection]]:
+        """The spans that go on (the same, mapped or redacted copies, in order) and the ones rejected: together,
+        one entry per span. Never raises (a stage that does, or miscounts, has its whole batch rejected)."""
         ...
 
 
@@ -114,47 +81,6 @@ def _sessions_of(spans: list[ReadableSpan]) -> tuple[list[str | None], list[bool
     return sessions, tombstones
 
 
-def _adapted(adapter: SpanAdapter | None, batch: list[_Item]) -> list[ReadableSpan]:
-    """The spans of ``batch`` through ``adapter``; as they are when there is none, or when it breaks its
-    contract (raises, or returns a list of another length): unmapped spans still meet the whole policy."""
-    spans = [item[0] for item in batch]
-    if adapter is None:
-        return spans
-    try:
-        out = adapter.adapt_batch(spans)
-        if type(out) is list and len(out) == len(spans):
-            return out
-    except Exception as exc:  # noqa: BLE001 - the spans go on unmapped
-        log_internal_error("mapping a batch of spans", exc)
-    return spans
-
-
-def _finished_spans(
-    finisher: SpanFinisher, batch: list[_Item], adapter: SpanAdapter | None = None
-) -> list[ReadableSpan | None]:
-    """What ``finisher`` makes of each span of ``batch`` (mapped by ``adapter`` first, when given), in order: one
-    ``finish_batch`` call when it has one (a redactor does), else one ``finish_span`` per span. A finisher that
-    breaks its contract (raises, or returns a list of another length) still fails closed: the batch goes span by
-    span, a span that raises is rejected."""
-    spans = _adapted(adapter, batch)
-    finish_batch = getattr(finisher, "finish_batch", None)
-    if finish_batch is not None:
-        try:
-            out = finish_batch(spans)
-            if type(out) is list and len(out) == len(batch):
-                return out
-        except Exception as exc:  # noqa: BLE001 - then span by span: every span still finished or rejected
-            log_internal_error("finishing a batch of spans", exc)
-    finished: list[ReadableSpan | None] = []
-    for span in spans:
-        try:
-            finished.append(finisher.finish_span(span))
-        except Exception as exc:  # noqa: BLE001 - a finisher that breaks its contract still fails closed
-            log_internal_error("finishing a span", exc)
-            finished.append(None)
-    return finished
-
-
 class BatchWorker:
     """The worker side of a batch processor, and the state both sides share (guarded by ``_lock``)."""
 
@@ -163,17 +89,16 @@ class BatchWorker:
     schedule_delay_s: float
     max_retries: int
     retry_backoff_s: float
+    retry_budget_s: float | None
     max_queue_spans: int
     _observer: str
     _max_ledger_sessions: int
     _max_drop_sessions: int
-    _finisher: SpanFinisher | None
-    _adapter: SpanAdapter | None
-    _recorder: SpanRecorder | None
+    _stages: tuple[Stage, ...]
+    _session_of: Callable[[ReadableSpan], str | None]
     _persists_counts: bool
     _export_with_accounting: Callable[[Sequence[ReadableSpan], Accounting], Any] | None
     _record_accounting: Callable[[Accounting], Any] | None
-    _retry_policy: RetryPolicy | None
 
     # -- state --------------------------------------------------------------------------------------------
     def _reset_state(self) -> None:
@@ -191,9 +116,9 @@ class BatchWorker:
         self._drain_to = 0
         self._flush_asked = 0
         self._flush_done = 0
-        self._in_flight: list[_Item] = []
+        self._in_flight: list[ReadableSpan] = []
         self._in_flight_finished = False
-        """Whether the batch in flight was finished already (its spans are redacted, filed as stored)."""
+        """Whether the batch in flight went through the stages (its spans are redacted, filed as stored)."""
         self._ledger = Ledger(self._max_ledger_sessions)
         self._rejected: Deltas = {}
         self._dropped: Deltas = {}
@@ -218,13 +143,8 @@ class BatchWorker:
         self._full_warned = False
 
     def _start_worker(self) -> None:
-        self._worker = threading.Thread(target=self._run, name="AgentDiagBatchSpanProcessor", daemon=True)
+        self._worker = threading.Thread(target=self._run, name=WORKER_THREAD, daemon=True)
         self._worker.start()
-
-    def _queued_session(self, span: ReadableSpan) -> str | None:
-        """The session of a span that was queued (and so not finished yet)."""
-        finisher = self._finisher
-        return span_session(span) if finisher is None else finisher.session_of(span)
 
     def _drop_locked(self, session: str | None, cause: str, n: int = 1) -> None:
         self._ledger.drop(session, cause, n)
@@ -290,7 +210,7 @@ class BatchWorker:
                 batch = [self._queue.popleft() for _ in range(count)]
                 self._queue_bytes -= sum(item[1] for item in batch)
                 self._taken += count
-                self._in_flight = batch
+                self._in_flight = [item[0] for item in batch]
                 self._in_flight_finished = False
         if batch is not None:
             self._export_batch(batch)
@@ -318,51 +238,51 @@ class BatchWorker:
             started_ns=self._started_ns,
         )
 
-    def _call_exporter(self, spans: list[ReadableSpan], accounting: Accounting | None) -> tuple[bool, float | None]:
-        """One call to the exporter: success, and the delay before a retry a retry policy was asked for."""
+    def _call_exporter(self, spans: list[ReadableSpan], accounting: Accounting | None) -> bool:
+        """One call to the exporter (one attempt: see exporters/otlp.py for the SDK's OTLP ones); success."""
         try:
             if accounting is not None and self._export_with_accounting is not None:
-                return self._export_with_accounting(spans, accounting) is True, None
-            if self._retry_policy is not None:
-                return self._retry_policy.call(lambda: self.exporter.export(spans))
-            return self.exporter.export(spans) is SpanExportResult.SUCCESS, None
+                return self._export_with_accounting(spans, accounting) is True
+            return self.exporter.export(spans) is SpanExportResult.SUCCESS
         except Exception as exc:  # noqa: BLE001 - an exporter's failure is a failed batch, nothing more
             log_internal_error("exporting a batch of spans", exc)
-            return False, None
+            return False
 
-    def _finish(self, batch: list[_Item], finisher: SpanFinisher) -> list[_Item] | None:
-        """Finish a taken batch; the spans to export (None: shutdown abandoned the batch meanwhile)."""
-        finished: list[_Item] = []
-        rejected: list[str | None] = []
-        for (span, size), clean in zip(batch, _finished_spans(finisher, batch, self._adapter), strict=True):
-            if clean is not None:
-                finished.append((clean, size))
-                continue
+    def _run_stages(self, spans: list[ReadableSpan]) -> list[ReadableSpan] | None:
+        """A taken batch through every stage, in order; the spans to export (None: shutdown abandoned the batch
+        meanwhile). A stage that raises or miscounts has the whole batch rejected: nothing it may have left
+        unredacted goes on."""
+        taken = spans
+        rejected: list[Rejection] = []
+        for stage in self._stages:
             try:
-                rejected.append(finisher.session_of(span))
-            except Exception:  # noqa: BLE001 - counted without its session
-                rejected.append(None)
-        if self._recorder is not None and finished:
-            try:
-                self._recorder.record_batch([item[0] for item in finished])
-            except Exception as exc:  # noqa: BLE001 - the spans go on to the exporter
-                log_internal_error("recording metrics", exc)
+                kept, out = stage.process(spans)
+                if type(kept) is not list or len(kept) + len(out) != len(spans):
+                    raise ValueError(f"{type(stage).__name__}.process() did not account for every span")
+            except Exception as exc:  # noqa: BLE001 - fail closed, counted
+                log_internal_error("running a stage of the span pipeline", exc)
+                spans, rejected = [], [(self._session_of(span), REDACTOR_ERROR) for span in taken]
+                break
+            spans = kept
+            rejected.extend(out)
+            if not spans:
+                break
         with self._lock:
             if self._abandoned:
                 return None  # shutdown counted the whole batch as dropped
-            for session in rejected:
-                self._reject_locked(session, REDACTOR_ERROR)
-            self._in_flight = finished
+            for session, reason in rejected:
+                self._reject_locked(session, reason)
+            self._in_flight = spans
             self._in_flight_finished = True
-        return finished
+        return spans
 
     def _export_batch(self, batch: list[_Item]) -> None:
-        if self._finisher is not None:
-            finished = self._finish(batch, self._finisher)
-            if not finished:  # all rejected (counted), or abandoned by shutdown (counted there)
-                return
-            batch = finished
         spans = [item[0] for item in batch]
+        if self._stages:
+            staged = self._run_stages(spans)
+            if not staged:  # all rejected (counted), or abandoned by shutdown (counted there)
+                return
+            spans = staged
         sessions, tombstones = _sessions_of(spans)
         attempt = 0
         started = time.monotonic()
@@ -372,7 +292,7 @@ class BatchWorker:
                     return  # counted as shutdown drops
                 self.flush_attempts += 1
                 accounting = self._accounting_locked() if self._export_with_accounting is not None else None
-            ok, retry_in = self._call_exporter(spans, accounting)
+            ok = self._call_exporter(spans, accounting)
             with self._lock:
                 if self._abandoned:
                     return
@@ -380,7 +300,7 @@ class BatchWorker:
                     self._settle_locked(sessions, tombstones, accounting)
                     return
                 self.flush_failures += 1
-                delay = self._retry_delay(attempt, retry_in, started)
+            delay = self._retry_delay(attempt, started)
             if delay is not None and self._wait_to_retry(delay):
                 attempt += 1
                 continue
@@ -394,7 +314,7 @@ class BatchWorker:
             break
         _logger.warning(
             "otel-agentdiag: %d spans could not be exported after %d attempts; counted as %s",
-            len(batch),
+            len(spans),
             attempt + 1,
             EXPORT_FAILURE,
         )
@@ -431,22 +351,18 @@ class BatchWorker:
                 ledger.accept(session)
         self._in_flight = []
 
-    def _retry_delay(self, attempt: int, retry_in: float | None, started: float) -> float | None:
+    def _retry_delay(self, attempt: int, started: float) -> float | None:
         """How long to wait before retrying a failed batch after ``attempt`` retries; None: give up."""
-        policy = self._retry_policy
-        if policy is None:
-            return None if attempt >= self.max_retries else self.retry_backoff_s * (2**attempt)
-        if retry_in is None or attempt + 1 >= policy.max_attempts:
+        delay: float = self.retry_backoff_s * 2.0**attempt
+        budget = self.retry_budget_s
+        if attempt >= self.max_retries or (budget is not None and time.monotonic() - started + delay > budget):
             return None
-        if time.monotonic() - started + retry_in > policy.budget_s:
-            return None
-        return retry_in
+        return delay
 
     def _wait_to_retry(self, delay: float) -> bool:
-        """Wait ``delay`` s; False when shutdown abandoned the batch, or (with a retry policy) when the retry would
-        start after shutdown's deadline (then the wait ends as soon as shutdown begins)."""
-        if self._retry_policy is None:
-            return not self._abandon.wait(delay)
+        """Wait ``delay`` s; False when shutdown abandoned the batch, or when the retry would start after
+        shutdown's deadline (then the wait ends as soon as shutdown begins: a dead collector costs an
+        ``export_failure`` and one summary line, not the whole backoff)."""
         end = time.monotonic() + delay
         with self._lock:
             while True:

@@ -15,7 +15,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan, Span
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Status
 
@@ -23,7 +23,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.names import NameRegistry, default_registry
-from otel_agentdiag._internal.spans import attribute_items, span_attributes
+from otel_agentdiag._internal.sdk import attribute_items, span_attributes, span_fields
 from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.reasons import (
@@ -57,7 +57,6 @@ _DRIFT_LIMIT = 1024
 _DEBUG_KEYS_LIMIT = 64
 _UNKNOWN: tuple[None, str] = (None, UNKNOWN_KEY)
 _INVALID: tuple[None, str] = (None, INVALID_VALUE)
-_MISSING: Any = object()
 
 
 _Entry = tuple[Rule | None, dict[str, tuple[Any, str | None]] | None, tuple[float, float] | None]
@@ -370,27 +369,9 @@ class SpanRedactor:
                 if spoken == "LLM" and attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EMBEDDINGS:
                     spoken = "EMBEDDING"
                 attributes[sc.OPENINFERENCE_SPAN_KIND] = spoken
-        if span.__class__ in _SDK_SPANS:  # the slots the SDK's properties return: no Python call per field
-            original, status, resource, scope = span._name, span._status, span._resource, span._instrumentation_scope
-            context, parent, kind, start, end = (
-                span._context,
-                span._parent,
-                span._kind,
-                span._start_time,
-                span._end_time,
-            )
-        else:
-            original, status, resource, scope = span.name, span.status, span.resource, span.instrumentation_scope
-            context, parent, kind, start, end = span.context, span.parent, span.kind, span.start_time, span.end_time
+        original, context, parent, kind, start, end, status, resource, scope, events, links = span_fields(span)
         name = self._span_name(original, attributes, counts)
-        # The SDK's ``events``/``links`` properties copy into a tuple; most spans have neither.
-        events: Any = getattr(span, "_events", _MISSING)
-        if events is _MISSING:
-            events = span.events
         events = self._events(events, counts, removed) if events else ()
-        links: Any = getattr(span, "_links", _MISSING)
-        if links is _MISSING:
-            links = span.links
         links = self._links(links, counts, removed) if links else ()
         if status.description:
             counts[STATUS_DESCRIPTION] = counts.get(STATUS_DESCRIPTION, 0) + 1
@@ -476,7 +457,6 @@ class SpanRedactor:
 
 
 _SCOPE_STRING = Scalar(256)
-_SDK_SPANS = frozenset({ReadableSpan, Span})
 
 _OPENINFERENCE_KINDS: dict[str, str] = {
     sc.KIND_RUN: "AGENT",

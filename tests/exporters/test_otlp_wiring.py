@@ -20,7 +20,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExporter
 
 import otel_agentdiag as agentdiag
-from otel_agentdiag.config import OTLP_DESTINATION, AgentDiag
+from otel_agentdiag.config import AgentDiag
+from otel_agentdiag.destinations import OTLP_DESTINATION
 from otel_agentdiag.exporters import otlp
 
 HASH_KEY = "de0f00dfd6922992ab29ef9d0c6f6e6862e0c800fecb1acb78e2a60ee3b1e80e"
@@ -49,6 +50,12 @@ def otlp_exporter(handle: AgentDiag) -> SpanExporter:
     names = [d.name for d in handle.destinations]
     assert OTLP_DESTINATION in names, names
     return handle.batch_processors[names.index(OTLP_DESTINATION)].exporter
+
+
+def export_budget(handle: AgentDiag) -> float | None:
+    """How long the OTLP branch keeps retrying a batch: the export timeout, retries included."""
+    names = [d.name for d in handle.destinations]
+    return handle.batch_processors[names.index(OTLP_DESTINATION)].retry_budget_s
 
 
 def http_endpoint(exporter: SpanExporter) -> str:
@@ -284,14 +291,17 @@ def test_http_headers_timeout_and_compression_come_from_the_environment(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(tmp_path / "ca.pem"))
 
-    exporter = otlp_exporter(configured(handles, tmp_path, otlp_endpoint="https://h:4318"))
+    handle = configured(handles, tmp_path, otlp_endpoint="https://h:4318")
+    exporter = otlp_exporter(handle)
 
     assert isinstance(exporter, HttpSpanExporter)
     headers = http_headers(exporter)
     # The traces variable replaces the generic one (it is not merged), as the SDK reads them.
     assert headers["x-api-key"] == "traces-secret" and headers["x-team"] == "agents"
     assert "x-generic" not in headers
-    assert http_timeout(exporter) == 3.0
+    # The timeout bounds a batch's export, retries included; each SDK call gets one attempt's worth of it.
+    assert export_budget(handle) == 3.0
+    assert http_timeout(exporter) == otlp.ONE_ATTEMPT_S
     assert str(getattr(exporter._compression, "value", exporter._compression)).lower() == "gzip"
 
 
@@ -307,11 +317,13 @@ def test_grpc_headers_timeout_compression_and_tls_come_from_the_environment(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", str(ca))
 
-    exporter = otlp_exporter(configured(handles, tmp_path, otlp_endpoint="https://h:4317", otlp_protocol="grpc"))
+    handle = configured(handles, tmp_path, otlp_endpoint="https://h:4317", otlp_protocol="grpc")
+    exporter = otlp_exporter(handle)
 
     assert isinstance(exporter, GrpcSpanExporter)
     assert dict(exporter._headers) == {"authorization": "Bearer traces-secret"}
-    assert exporter._timeout == 2.5
+    assert export_budget(handle) == 2.5
+    assert exporter._timeout == otlp.ONE_ATTEMPT_S
     assert exporter._compression == Compression.Gzip
     assert exporter._insecure is False
     assert exporter._credentials is not None

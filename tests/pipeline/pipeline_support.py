@@ -24,6 +24,7 @@ from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer
 from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
 from otel_agentdiag.redaction.policy import LOCAL, Policy
+from otel_agentdiag.redaction.processor import RedactionStage
 from otel_agentdiag.storage import Accounting, SessionStats, SpanStore
 
 HASH_KEY = b"cacdd15bd6c55241b0003f4f73bddf041e243f691a4c87763a9ba63d11c9df20"
@@ -134,7 +135,8 @@ class Pipeline:
     provider: TracerProvider
     sequencer: SessionSequencer
     batcher: AccountingBatchSpanProcessor
-    redacting: RedactingSpanProcessor | None
+    redacting: RedactionStage | None
+    """The redaction: the batch worker's stage, or the synchronous processor (a stage too) in front of it."""
 
     def tracer(self) -> Any:
         return self.provider.get_tracer("pipeline-tests")
@@ -144,24 +146,31 @@ class Pipeline:
 def pipeline(
     exporter: SpanExporter, *, policy: Policy | None = LOCAL, redact_in_worker: bool = True, **batch_options: Any
 ) -> Iterator[Pipeline]:
-    """The pipeline ``configure()`` builds, by hand: sequencer, redaction (``policy=None``: none), batching.
+    """The pipeline ``configure()`` builds, by hand: sequencer, batching with a redaction stage on its worker
+    (``policy=None``: none).
 
-    ``redact_in_worker=False`` redacts on the thread that ends the span instead of the batch worker.
+    ``redact_in_worker=False`` redacts on the thread that ends the span instead (a ``RedactingSpanProcessor`` in
+    front of the batch processor, as a chain of the user's own does).
 
     The manual wrappers trace into it for the duration of the block; it is shut down on exit.
     """
     provider = TracerProvider(resource=Resource.create({"service.name": "pipeline-tests"}), shutdown_on_exit=False)
     sequencer = SessionSequencer()
-    batcher = AccountingBatchSpanProcessor(exporter, observer=sequencer, **batch_options)
-    redacting = None
     provider.add_span_processor(sequencer)
-    if policy is None:
+    redacting: RedactionStage | None = None
+    if policy is not None and redact_in_worker:
+        redacting = RedactionStage(policy, hasher=IdHasher(HASH_KEY))
+        batcher = AccountingBatchSpanProcessor(
+            exporter, stages=[redacting], session_of=redacting.session_of, observer=sequencer, **batch_options
+        )
         provider.add_span_processor(batcher)
     else:
-        redacting = RedactingSpanProcessor(
-            batcher, policy=policy, hasher=IdHasher(HASH_KEY), redact_in_worker=redact_in_worker
-        )
-        provider.add_span_processor(redacting)
+        batcher = AccountingBatchSpanProcessor(exporter, observer=sequencer, **batch_options)
+        if policy is None:
+            provider.add_span_processor(batcher)
+        else:
+            redacting = RedactingSpanProcessor(batcher, policy=policy, hasher=IdHasher(HASH_KEY))
+            provider.add_span_processor(redacting)
     manual.use_tracer_provider(provider)
     try:
         yield Pipeline(provider, sequencer, batcher, redacting)

@@ -519,44 +519,34 @@ def test_a_policy_without_the_key_hears_nothing_from_us() -> None:
     assert "openinference.span.kind" not in attrs(redactor(quiet).redact(span({sc.AGENTDIAG_KIND: "run"})))
 
 
-# --- in the worker ----------------------------------------------------------------------------------------------
-class _Finisher:
-    """Records what reaches it: what the redactor would get."""
+# --- in the worker ---------------------------------------------------------------------------------------------
+class _Seen:
+    """A stage after the adapter that records what reaches it: what the redactor would get."""
 
     def __init__(self) -> None:
         self.seen: list[ReadableSpan] = []
 
-    def finish_batch(self, spans: list[ReadableSpan]) -> list[ReadableSpan | None]:
+    def process(self, spans: list[ReadableSpan]) -> tuple[list[ReadableSpan], list[tuple[str | None, str]]]:
         self.seen.extend(spans)
-        return list(spans)
-
-    def finish_span(self, span: ReadableSpan) -> ReadableSpan | None:
-        return span
-
-    def session_of(self, span: ReadableSpan) -> str | None:
-        return None
+        return spans, []
 
 
-def test_the_worker_maps_before_it_finishes_and_a_broken_adapter_loses_no_span() -> None:
-    from otel_agentdiag.pipeline.worker import _finished_spans
+def test_the_worker_maps_before_the_next_stage_sees_the_span() -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_agentdiag.pipeline import AccountingBatchSpanProcessor
 
     foreign = span({"openinference.span.kind": "TOOL", "tool.name": "lookup"})
-    batch = [(foreign, 100)]
-    finisher = _Finisher()
-    (finished,) = _finished_spans(finisher, batch, ConventionAdapter())  # type: ignore[arg-type]
-    assert finisher.seen == [finished] and finished is not foreign
-    assert attrs(finished)[sc.AGENTDIAG_KIND] == "tool"
-
-    class Raises:
-        def adapt_batch(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
-            raise RuntimeError("broken")
-
-    class Short:
-        def adapt_batch(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
-            return []
-
-    for broken in (Raises(), Short()):
-        assert _finished_spans(_Finisher(), batch, broken) == [foreign]  # type: ignore[arg-type]
+    seen, exported = _Seen(), InMemorySpanExporter()
+    batcher = AccountingBatchSpanProcessor(exported, stages=[ConventionAdapter(), seen], schedule_delay_s=3600)
+    try:
+        batcher.enqueue(foreign)
+        assert batcher.force_flush(30_000)
+    finally:
+        batcher.shutdown()
+    (mapped,) = exported.get_finished_spans()
+    assert seen.seen == [mapped] and mapped is not foreign
+    assert attrs(mapped)[sc.AGENTDIAG_KIND] == "tool"
 
 
 def test_with_a_content_recorder_content_keys_become_captured_content_of_the_mapped_span() -> None:

@@ -1,9 +1,9 @@
 """The worker's batch-at-once paths give what the span-at-a-time ones gave.
 
-``RedactingSpanProcessor.finish_batch`` (one call and one counter lock per batch) against ``finish_span`` per
-span, including failures in the middle of a batch; a finisher whose batch call breaks its contract; the ledger
-counting a batch per session against a ledger fed one span at a time (with and without evictions); and
-``span_to_row`` reading the SDK span's slots against the property path.
+``RedactionStage.process`` (one call and one counter lock per batch) against the synchronous
+``RedactingSpanProcessor`` span by span, including failures in the middle of a batch; a stage that breaks its
+contract; the ledger counting a batch per session against a ledger fed one span at a time (with and without
+evictions); and ``span_to_row`` reading the SDK span's slots against the property path.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from otel_agentdiag.pipeline import AccountingBatchSpanProcessor
 from otel_agentdiag.pipeline.ledger import Ledger
 from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
 from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.processor import RedactionStage
 from otel_agentdiag.storage import SpanStore
 
 NEVER = 3600.0
@@ -59,77 +60,82 @@ def _raw_spans() -> list[ReadableSpan]:
     return [span for span in memory.get_finished_spans() if span.name != "linked"]
 
 
-def _redacting(on_error: str) -> RedactingSpanProcessor:
-    policy = p.LOCAL.derive(
+def _explosive(on_error: str) -> p.Policy:
+    return p.LOCAL.derive(
         "explosive", allowed_keys={"explode": p.Callback(lambda value: 1 / 0, "explode")}, on_error=on_error
     )
-    return RedactingSpanProcessor(SimpleSpanProcessor(InMemorySpanExporter()), policy=policy, hasher=IdHasher(HASH_KEY))
 
 
-def _counters(processor: RedactingSpanProcessor) -> tuple[int, int, int, int]:
-    return processor.redacted, processor.failed, processor.tombstoned, processor.dropped
+def _redacting(on_error: str) -> RedactionStage:
+    return RedactionStage(_explosive(on_error), hasher=IdHasher(HASH_KEY))
+
+
+def _counters(stage: RedactionStage) -> tuple[int, int, int, int]:
+    return stage.redacted, stage.failed, stage.tombstoned, stage.dropped
 
 
 @pytest.mark.parametrize("on_error", ["drop", "tombstone"])
-def test_finish_batch_gives_what_finish_span_gives_span_by_span(on_error: str) -> None:
+def test_a_batch_through_the_stage_gives_what_the_processor_gives_span_by_span(on_error: str) -> None:
     spans = _raw_spans()
-    one_by_one, batched = _redacting(on_error), _redacting(on_error)
-    expected = [one_by_one.finish_span(span) for span in spans]
-    got = batched.finish_batch(spans)
-    assert len(got) == len(expected) == len(spans)
+    forwarded = InMemorySpanExporter()
+    one_by_one = RedactingSpanProcessor(
+        SimpleSpanProcessor(forwarded), policy=_explosive(on_error), hasher=IdHasher(HASH_KEY)
+    )
+    for span in spans:
+        one_by_one.on_end(span)
+    batched = _redacting(on_error)
+    got, rejected = batched.process(spans)
+    expected = forwarded.get_finished_spans()
+    assert len(got) == len(expected) and len(got) + len(rejected) == len(spans)
     for mine, theirs in zip(got, expected, strict=True):
-        assert (mine is None) == (theirs is None)
-        if mine is not None and theirs is not None:
-            assert mine.to_json() == theirs.to_json()
-            assert span_to_row(mine) == span_to_row(theirs)
-            assert SENTINEL not in mine.to_json()
+        assert mine.to_json() == theirs.to_json()
+        assert span_to_row(mine) == span_to_row(theirs)
+        assert SENTINEL not in mine.to_json()
     assert _counters(batched) == _counters(one_by_one)
     failed = sum(1 for span in spans if "explode" in (span.attributes or {}))
     assert batched.failed == failed > 0
     assert batched.redacted == len(spans) - failed
+    assert rejected == (
+        []
+        if on_error == "tombstone"
+        else [(digest(f"conversation-{i % 3}"), "redactor_error") for i in range(3, 24, 4)]
+    )
     assert batched.drift_report() == one_by_one.drift_report()
 
 
-class _BrokenBatches:
-    """A finisher whose batch call breaks its contract (raises, or answers for fewer spans); ``finish_span``
-    is a redactor's, except that it raises for spans named ``refuse``."""
+class _BrokenStage:
+    """A stage that breaks its contract: it raises, or answers for fewer spans than it was given."""
 
-    def __init__(self, redacting: RedactingSpanProcessor, mode: str) -> None:
-        self.redacting = redacting
+    def __init__(self, mode: str) -> None:
         self.mode = mode
 
-    def finish_batch(self, spans: list[ReadableSpan]) -> list[ReadableSpan | None]:
+    def process(self, spans: list[ReadableSpan]) -> tuple[list[ReadableSpan], list[tuple[str | None, str]]]:
         if self.mode == "raise":
-            raise RuntimeError("broken batch")
-        return [self.redacting.finish_span(span) for span in spans[1:]]
-
-    def finish_span(self, span: ReadableSpan) -> ReadableSpan | None:
-        if span.name == "refuse":
-            raise RuntimeError("broken span")
-        return self.redacting.finish_span(span)
-
-    def session_of(self, span: ReadableSpan) -> str | None:
-        return self.redacting.session_of(span)
+            raise RuntimeError("broken stage")
+        return spans[1:], []
 
 
 @pytest.mark.parametrize("mode", ["raise", "short"])
-def test_a_batch_call_that_breaks_its_contract_still_finishes_or_counts_every_span(tmp_path: Path, mode: str) -> None:
+def test_a_stage_that_breaks_its_contract_has_its_batch_rejected_and_counted(tmp_path: Path, mode: str) -> None:
+    """Fail closed: a batch a stage may have left half-done never reaches the exporter; every span of it is
+    counted as rejected under its session, so the books still balance."""
     with SpanStore(tmp_path / "t.db") as store:
-        batcher = AccountingBatchSpanProcessor(SQLiteSpanExporter(store), schedule_delay_s=NEVER)
-        redacting = RedactingSpanProcessor(
-            SimpleSpanProcessor(InMemorySpanExporter()), policy=p.LOCAL, hasher=IdHasher(HASH_KEY)
+        redaction = _redacting("drop")
+        batcher = AccountingBatchSpanProcessor(
+            SQLiteSpanExporter(store),
+            stages=[_BrokenStage(mode), redaction],
+            session_of=redaction.session_of,
+            schedule_delay_s=NEVER,
         )
-        batcher.set_finisher(_BrokenBatches(redacting, mode))
         provider = TracerProvider(shutdown_on_exit=False)
         provider.add_span_processor(batcher)
         tracer = provider.get_tracer("t")
-        for name in ("a", "refuse", "b", "c"):
+        for name in ("a", "b", "c"):
             tracer.start_span(name, attributes={sc.GEN_AI_CONVERSATION_ID: "conversation-1"}).end()
         assert batcher.force_flush(30_000)
         session = batcher.stats().sessions[digest()]
-        assert (session.observed, session.accepted, session.rejected) == (4, 3, {"redactor_error": 1})
-        assert sorted(s.name for s in store.session_spans(digest())) == [sc.OTHER_VALUE] * 3
-        assert store.span_count() == 3
+        assert (session.observed, session.accepted, session.rejected) == (3, 0, {"redactor_error": 3})
+        assert store.span_count() == 0
         assert_identity(store)
         batcher.shutdown()
         provider.shutdown()
@@ -167,7 +173,7 @@ class _OtherSpan(ReadableSpan):
 def test_span_to_row_reads_the_same_from_slots_and_from_properties() -> None:
     redacting = _redacting("tombstone")
     for span in _raw_spans():
-        for source in (span, redacting.finish_span(span)):
+        for source in (span, redacting.redact(span)[0]):
             assert source is not None
             other = _OtherSpan(
                 name=source.name,

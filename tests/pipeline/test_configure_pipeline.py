@@ -12,20 +12,20 @@ from pipeline_support import HASH_KEY, assert_identity, digest, expected_results
 import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor
-from otel_agentdiag.redaction import RedactingSpanProcessor
+from otel_agentdiag.pipeline.adapters import ConventionAdapter
 from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.processor import RedactionStage
 from otel_agentdiag.storage import RetentionLimits, SpanStore
 
 
 def test_every_stored_span_is_numbered_and_counted(tmp_path: Path) -> None:
     path = tmp_path / "traces.db"
     with agentdiag.configure(store=path, hash_key=HASH_KEY, set_global=False) as diag:
-        assert [type(x) for x in diag.processors] == [RedactingSpanProcessor]
         assert [type(x) for x in diag.batch_processors] == [AccountingBatchSpanProcessor]
-        assert diag.processors[0]._next is diag.batch_processors[0]
-        # Redaction runs in the batch worker: the batch processor, on the provider, finishes every span with it.
-        assert diag.processors[0].redacts_in_worker
-        assert diag.batch_processors[0]._finisher is diag.processors[0]
+        # Redaction runs in the batch worker, as its second stage: adapters, redaction (metrics off), then export.
+        assert [type(x) for x in diag.batch_processors[0]._stages] == [ConventionAdapter, RedactionStage]
+        assert diag.processors[0].stage is diag.batch_processors[0]._stages[1]
+        assert diag.batch_processors[0].exports_only_redacted
         assert run_agent(3) == expected_results(3)
         assert run_agent(1, "c-2") == expected_results(1)
         assert diag.force_flush()

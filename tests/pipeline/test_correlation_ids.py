@@ -32,6 +32,7 @@ from otel_agentdiag.instrumentation._framework import SpanTree
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer
 from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
 from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.processor import RedactionStage
 from otel_agentdiag.storage import SpanStore
 
 _tag = uuid.uuid4().hex[:8]
@@ -174,8 +175,10 @@ def test_each_destination_hashes_with_its_own_key(tmp_path: Path) -> None:
     outs = []
     for key, policy in ((secrets.token_bytes(32), p.LOCAL), (secrets.token_bytes(32), p.STRICT)):
         exporter = InMemorySpanExporter()
-        batching = AccountingBatchSpanProcessor(exporter, observer=sequencer)
-        RedactingSpanProcessor(batching, policy=policy, hasher=IdHasher(key), redact_in_worker=True)
+        redaction = RedactionStage(policy, hasher=IdHasher(key))
+        batching = AccountingBatchSpanProcessor(
+            exporter, stages=[redaction], session_of=redaction.session_of, observer=sequencer
+        )
         provider.add_span_processor(batching)  # as configure() does: the provider feeds the batcher directly
         outs.append((key, exporter, batching))
     manual.use_tracer_provider(provider)
@@ -215,14 +218,12 @@ def test_without_our_pipeline_the_ids_are_not_recorded_anywhere() -> None:
 
 
 def test_a_redacting_processor_by_hand_propagates_pins_and_hashes() -> None:
-    """Without configure(): the user's RedactingSpanProcessor (worker mode) on their provider does it all."""
+    """Without configure(): the user's RedactingSpanProcessor on their provider does it all."""
     provider = TracerProvider(shutdown_on_exit=False)
     spy, exporter = Spy(), InMemorySpanExporter()
     provider.add_span_processor(spy)
     batching = AccountingBatchSpanProcessor(exporter)
-    provider.add_span_processor(
-        RedactingSpanProcessor(batching, policy=p.LOCAL, hasher=IdHasher(HASH_KEY), redact_in_worker=True)
-    )
+    provider.add_span_processor(RedactingSpanProcessor(batching, policy=p.LOCAL, hasher=IdHasher(HASH_KEY)))
     manual.use_tracer_provider(provider)
     try:
         agent(provider.get_tracer("their.library"))

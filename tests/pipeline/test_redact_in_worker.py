@@ -1,4 +1,4 @@
-"""Redaction on the batch worker (``RedactingSpanProcessor(redact_in_worker=True)``, what ``configure()`` builds).
+"""Redaction on the batch worker (a ``RedactionStage`` among the batch processor's stages, what ``configure()`` builds).
 
 The agent's thread only queues the span as it ended; the worker redacts it just before export. These tests
 prove the three things that move with it: where the work runs, that no exporter ever sees a raw span (also
@@ -30,6 +30,7 @@ from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor
 from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
 from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.processor import RedactionStage
 from otel_agentdiag.storage import SpanStore
 
 NEVER = 3600.0
@@ -132,27 +133,31 @@ def test_spans_abandoned_at_shutdown_are_filed_under_their_digest(tmp_path: Path
             assert exporter.returned.wait(30)
 
 
-def test_redact_in_worker_needs_a_processor_that_can_finish_spans() -> None:
-    with pytest.raises(TypeError, match="AccountingBatchSpanProcessor"):
-        RedactingSpanProcessor(
-            BatchSpanProcessor(InMemorySpanExporter()), hasher=IdHasher(HASH_KEY), redact_in_worker=True
+def test_redact_in_worker_is_deprecated_and_the_processor_redacts_as_spans_end() -> None:
+    """The argument of the removed worker mode is still accepted: same policy, same outcome, on the ending thread."""
+    memory = InMemorySpanExporter()
+    with pytest.warns(DeprecationWarning, match="redact_in_worker"):
+        redacting = RedactingSpanProcessor(
+            BatchSpanProcessor(memory), policy=p.STRICT, hasher=IdHasher(HASH_KEY), redact_in_worker=True
         )
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(redacting)
+    provider.get_tracer("t").start_span("s", attributes={"app.secret": SENTINEL}).end()
+    assert redacting.redacted == 1  # redacted before the span was queued
+    provider.shutdown()
+    (span,) = memory.get_finished_spans()
+    assert SENTINEL not in repr(dict(span.attributes or {}))
 
 
-def test_one_finisher_per_batch_processor_set_before_any_span() -> None:
-    batcher = AccountingBatchSpanProcessor(InMemorySpanExporter(), schedule_delay_s=NEVER)
+def test_only_a_batch_processor_with_a_redaction_stage_counts_as_redacting() -> None:
+    plain = AccountingBatchSpanProcessor(InMemorySpanExporter(), schedule_delay_s=NEVER)
+    stage = RedactionStage(p.STRICT, hasher=IdHasher(HASH_KEY))
+    redacting = AccountingBatchSpanProcessor(
+        InMemorySpanExporter(), stages=[stage], session_of=stage.session_of, schedule_delay_s=NEVER
+    )
     try:
-        first = RedactingSpanProcessor(batcher, hasher=IdHasher(HASH_KEY), redact_in_worker=True)
-        with pytest.raises(ValueError, match="already has a finisher"):
-            RedactingSpanProcessor(batcher, hasher=IdHasher(HASH_KEY), redact_in_worker=True)
-        batcher.set_finisher(first)  # the same one again is harmless
-
-        late = AccountingBatchSpanProcessor(InMemorySpanExporter(), schedule_delay_s=NEVER)
-        provider = TracerProvider(shutdown_on_exit=False)
-        provider.add_span_processor(late)
-        provider.get_tracer("t").start_span("s").end()
-        with pytest.raises(ValueError, match="before the first span"):
-            RedactingSpanProcessor(late, hasher=IdHasher(HASH_KEY), redact_in_worker=True)
-        late.shutdown()
+        assert not plain.exports_only_redacted
+        assert redacting.exports_only_redacted
     finally:
-        batcher.shutdown()
+        plain.shutdown()
+        redacting.shutdown()

@@ -33,7 +33,8 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.declared import register_tools, tool_names_in_attributes
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.names import default_registry
-from otel_agentdiag._internal.spans import span_attributes, with_attributes
+from otel_agentdiag._internal.sdk import attribute_dict, span_attributes
+from otel_agentdiag._internal.spans import with_attributes
 from otel_agentdiag.cost.pricing import cost_usd
 from otel_agentdiag.pipeline.adapters import genai, openinference, openllmetry
 from otel_agentdiag.pipeline.adapters._common import LEAF_USAGE_KEYS, OPERATION_KINDS, Mapped
@@ -95,15 +96,17 @@ class ConventionAdapter:
         self.duplicates = 0
         self.failed = 0
 
+    def process(self, spans: list[ReadableSpan]) -> tuple[list[ReadableSpan], list[tuple[str | None, str]]]:
+        """The batch worker's first stage (:class:`~otel_agentdiag.pipeline.worker.Stage`): every span mapped
+        (:meth:`adapt_batch`), none rejected."""
+        return self.adapt_batch(spans), []
+
     def adapt_batch(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
         """Each span, mapped when it is foreign and of a convention we read; the same object otherwise."""
         out: list[ReadableSpan] = []
         kind, llm, enclosing = _KIND, sc.KIND_LLM, self.enclosing
         for span in spans:
-            attributes = span_attributes(span)
-            # The backing dict: the Mapping API of the SDK's BoundedAttributes takes a lock per lookup.
-            backing = getattr(attributes, "_dict", None)
-            ours = (backing if type(backing) is dict else attributes).get(kind)
+            ours = attribute_dict(span_attributes(span)).get(kind)
             if ours is not None:  # ours: the cheap path
                 if ours == llm:
                     enclosing.saw_ours(span)  # ends before a peer's span around it: remembered for that one
@@ -115,10 +118,7 @@ class ConventionAdapter:
     def adapt(self, span: ReadableSpan) -> ReadableSpan:
         """``span`` mapped onto our model, or ``span`` itself (ours, or unknown). Never raises."""
         try:
-            attributes = span_attributes(span)
-            backing = getattr(attributes, "_dict", None)
-            if type(backing) is dict:
-                attributes = backing
+            attributes = attribute_dict(span_attributes(span))
             scope = span.instrumentation_scope
             mapped = map_span(attributes, span.name, None if scope is None else scope.name)
             if mapped is None:

@@ -74,7 +74,7 @@ class _BoundedKeys:
 
 def _key_of(span: Any) -> _Key | None:
     """``(trace_id, span_id)`` of a span (SDK or readable), or None."""
-    ctx = getattr(span, "_context", None) or span.context
+    ctx = span.context
     return None if ctx is None else (ctx.trace_id, ctx.span_id)
 
 
