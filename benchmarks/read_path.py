@@ -21,7 +21,9 @@ store as in a small one (indexes and summaries kept at write time, not scans), m
   status=..., since_ns=..., until_ns=...)``: the first page, and the next one through its keyset cursor
   (``before=``), of the runs of the last 5 minutes before the newest span (the newest copy of the seed: the
   same runs on both sizes), status ``error`` for ``runs_status`` (the runs that failed, over all time);
-- ``conversations``: ``SpanStore(path, read_only=True).list_conversations(limit=20)``.
+- ``conversations``: ``SpanStore(path, read_only=True).list_conversations(limit=20)``;
+- ``group_by_sessions``: the baseline of the store's receipt, not a command: ``SELECT session, count(*) FROM spans
+  GROUP BY session`` on a read-only connection to the same file, every row fetched.
 
 The server's queries are timed only where the library has them (``hasattr``); elsewhere they are reported as
 not available. Pages are 20 rows (not the server's 50): a 1k store of 25-span runs holds 40 runs, two full pages.
@@ -60,7 +62,10 @@ median over repetitions of the paired ratio ``big / small``, for each clock. Goa
 shapes' CPU ratios <= 2 (each shape's ratios are in the results and the printed table; the goal carries the
 wall ratio of that shape as ``wall``; a goal whose value is a lower bound says so in ``what`` and has
 ``lower_bound`` true). The server's queries that the library does not have yet get no goal (a goal's value
-must be a number): they are listed in ``not_available``.
+must be a number): they are listed in ``not_available``. ``receipt_store`` reads every session (issue 35: no
+figures kept at write time), so its cost follows the store; its second goal, ``read_receipt_store_vs_group_by_1m``,
+is the CPU time of ``agentdiag receipt`` on the big store over that of ``group_by_sessions`` on the same file (the
+median of the ratios paired by repetition; the worse shape) <= 3; ``group_by_sessions`` itself has no goal.
 
 Checks (raise on failure, so a fast wrong answer cannot pass): exit code 0 for every call; ``show`` prints a
 header and one line per span of the trace; ``status`` names the newest session and prints its stage;
@@ -121,7 +126,11 @@ CLI_ITEMS = (
     "clear",
 )
 SERVER_ITEMS = ("runs", "runs_page2", "runs_status", "conversations")
+BASELINE_ITEMS = ("group_by_sessions",)
+"""Timed like the others, for a goal measured against them in the same run."""
 MUTATING = frozenset({"prune", "clear"})
+STORE_RECEIPT_GOAL = 3.0
+GROUP_BY = "SELECT session, count(*) FROM spans GROUP BY session"
 
 
 def agentdiag(args: list[str]) -> tuple[int, str]:
@@ -253,9 +262,23 @@ class Target:
 
     # -- one timed call ------------------------------------------------------------------------------------------
 
+    def group_by(self) -> Timing:
+        wall, cpu = time.perf_counter(), time.process_time()
+        conn = sqlite3.connect(f"file:{self.store.path}?mode=ro", uri=True)
+        try:
+            rows = conn.execute(GROUP_BY).fetchall()
+        finally:
+            conn.close()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        if sum(n for _session, n in rows) != self.store.spans:
+            raise RuntimeError(f"group_by_sessions on {self.store.spans:,} spans: counted {len(rows)} groups wrong")
+        return wall, cpu
+
     def run(self, item: str, *, fresh: bool = True) -> Timing:
         """One call of ``item``: its (wall, CPU) seconds (checked). A mutating item works on a fresh copy of the
         store (made here unless ``fresh`` is False: then the caller made it, :meth:`prepare`), removed after."""
+        if item in BASELINE_ITEMS:
+            return self.group_by()
         if item in SERVER_ITEMS:
             call = self._server(item)
             wall, cpu = time.perf_counter(), time.process_time()
@@ -422,7 +445,7 @@ def _ratio(big: list[Timing], small: list[Timing], paired: bool, clock: int) -> 
 def run(quick: bool, shapes: tuple[str, ...] = SHAPES) -> dict[str, Any]:
     big_spans, repetitions, timeout, budget = (100_000, 11, 4.0, 2.0) if quick else (1_000_000, 21, 60.0, 20.0)
     started = time.perf_counter()
-    items = list(CLI_ITEMS) + server_queries()
+    items = list(CLI_ITEMS) + server_queries() + list(BASELINE_ITEMS)
     results: dict[str, Any] = {
         "repetitions": repetitions,
         "timeout_seconds": timeout,
@@ -518,7 +541,7 @@ def run(quick: bool, shapes: tuple[str, ...] = SHAPES) -> dict[str, Any]:
             }
     ratios = results["big_over_small"]
     results["goals"] = []
-    for item in items:
+    for item in [i for i in items if i not in BASELINE_ITEMS]:
         worst = max(shapes, key=lambda shape: ratios[shape][item]["cpu"])
         value = ratios[worst][item]["cpu"]
         sizes = results["stores"][worst]
@@ -537,8 +560,49 @@ def run(quick: bool, shapes: tuple[str, ...] = SHAPES) -> dict[str, Any]:
                 "wall": ratios[worst][item]["wall"],
             }
         )
+    results["goals"].append(_store_receipt_goal(timings, probes, reps, results["stores"], shapes, timeout))
     results["total_seconds"] = time.perf_counter() - started
     return results
+
+
+def _store_receipt_goal(
+    timings: dict[str, dict[str, dict[str, list[Timing]]]],
+    probes: dict[str, dict[str, tuple[Timing, bool]]],
+    reps: dict[str, dict[str, int]],
+    stores: dict[str, Any],
+    shapes: tuple[str, ...],
+    timeout: float,
+) -> dict[str, Any]:
+    """``agentdiag receipt`` on the big store against ``group_by_sessions`` on the same file: per shape the median
+    of the ratios paired by repetition (the probes when an item was timed once), the worse shape."""
+    by_shape: dict[str, tuple[float, float, bool]] = {}
+    for shape in shapes:
+        series = []
+        for item in ("receipt_store", "group_by_sessions"):
+            (probe_timing, killed), paired = probes[shape][item], bool(reps[shape][item])
+            series.append((timings[shape][item]["big"] if paired else [probe_timing], killed))
+        (receipt, killed), (baseline, _) = series
+        n = min(len(receipt), len(baseline))
+        by_shape[shape] = (
+            statistics.median(r[1] / b[1] for r, b in zip(receipt[:n], baseline[:n], strict=True)),
+            statistics.median(r[0] / b[0] for r, b in zip(receipt[:n], baseline[:n], strict=True)),
+            killed,
+        )
+    worst = max(shapes, key=lambda shape: by_shape[shape][0])
+    value, wall, bound = by_shape[worst]
+    return {
+        "id": "read_receipt_store_vs_group_by_1m",
+        "what": f"agentdiag receipt (the whole store) over {GROUP_BY!r}, CPU time on the same"
+        f" {stores[worst]['big']['spans']:,}-span store, the worse of the run shapes {' and '.join(shapes)} ({worst})"
+        + (f"; a lower bound: a call was stopped after {timeout:g} s" if bound else ""),
+        "value": value,
+        "target": STORE_RECEIPT_GOAL,
+        "op": "<=",
+        "met": value <= STORE_RECEIPT_GOAL,
+        "lower_bound": bound,
+        "wall": wall,
+        "per_shape": {shape: {"cpu": v[0], "wall": v[1]} for shape, v in by_shape.items()},
+    }
 
 
 def print_report(results: dict[str, Any], output: Path) -> None:

@@ -387,7 +387,7 @@ def test_storage_star_import_and_submodule_attributes_work_in_a_fresh_process():
         "missing = [n for n in storage.__all__ if n not in globals()]\n"
         "assert not missing, missing\n"
         "assert storage.writer.StoreWriter in SpanStore.__mro__\n"
-        "assert storage.summaries.SCHEMA\n"
+        "assert storage.summaries.REBUILD\n"
         "from otel_agentdiag.storage import maintenance, reading\n"
         "assert reading.ReadOnlyStore.__mro__[1].__name__ == 'StoreReader'\n"
         "try:\n"

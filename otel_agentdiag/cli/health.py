@@ -40,11 +40,11 @@ from otel_agentdiag.diagnostics.status import (
     Status,
     session_status,
 )
+from otel_agentdiag.diagnostics.verdict import NO_OBSERVATIONS
 from otel_agentdiag.storage import RetentionLimits, ScrubIncomplete, SpanStore, StoreError
 from otel_agentdiag.storage.provenance import (
     provenance_of,
 )
-from otel_agentdiag.storage.receipt_rules import NO_OBSERVATIONS
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _HEX = re.compile(r"[0-9a-f]{4,64}")

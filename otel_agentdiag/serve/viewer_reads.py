@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from otel_agentdiag.diagnostics.projection import strict_projection
-from otel_agentdiag.diagnostics.receipt import settled_session_receipt
+from otel_agentdiag.diagnostics.receipt import receipts_of, session_receipt
 from otel_agentdiag.diagnostics.status import project
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.serve.viewer_json import (
@@ -17,6 +17,7 @@ from otel_agentdiag.serve.viewer_json import (
     spans_json,
 )
 from otel_agentdiag.storage import OVERFLOW_SESSION
+from otel_agentdiag.storage.provenance import is_imported
 from otel_agentdiag.storage.reading import ReadOnlyStore
 from otel_agentdiag.storage.rows import StoredSpan
 
@@ -24,14 +25,14 @@ __all__ = ["page_receipts", "run_detail"]
 
 
 def page_receipts(reader: ReadOnlyStore, sessions: set[str | None]) -> dict[str | None, str | None]:
-    """Session -> the verdict the writer settled for it (read by key, no span read); None where only the
-    session's rows can judge it, or where drops filed under no session may change it (the run page judges)."""
+    """Session -> its receipt's status; None for an imported session, and for every session while drops are filed
+    under no session (the run page judges those with what it shows: provenance, unattributed drops)."""
     if not sessions:
         return {}
     if reader.session_stats(OVERFLOW_SESSION):
         return dict.fromkeys(sessions)
-    verdicts = reader.receipt_verdicts(sessions)
-    return {s: (v.status if (v := verdicts.get(s)) is not None else None) for s in sessions}
+    judged = receipts_of(reader, [s for s in sessions if not is_imported(s)])
+    return {s: (judged[s].status if s in judged else None) for s in sessions}
 
 
 def _session_of(spans: list[StoredSpan]) -> str | None:
@@ -47,7 +48,7 @@ def run_detail(reader: ReadOnlyStore, hasher: IdHasher | None, trace_id: str, *,
     if not stored:
         return None
     session = _session_of(stored)
-    receipt = settled_session_receipt(reader, session)
+    receipt = session_receipt(reader, session)
     # Every span of the trace is here: a parent missing from it is stored nowhere else in the trace.
     health = project(stored, receipt, session=session, as_of_ns=None, elsewhere={})
     omitted = 0

@@ -8,28 +8,9 @@ from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.jsonsafe import finite
-from otel_agentdiag.storage.rows import SpanRow, StoredSpan
+from otel_agentdiag.storage.rows import EXTRA_COLUMNS, SpanRow, StoredSpan
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
-_ENCODE_STRING = json.encoder.encode_basestring
-
-
-_C_ENCODE = (
-    None
-    if _C_MAKE_ENCODER is None
-    else _C_MAKE_ENCODER(None, _ENCODER.default, _ENCODE_STRING, None, ":", ",", False, False, False)
-)
-"""One C encoder for every call: the same bytes as ``_ENCODER.encode``, without the per-call set-up. It keeps no
-markers (no per-call state, so threads share it): a self-containing value, which no span attribute can be,
-raises RecursionError here, as it did before through the fallback (``canonical_json``)."""
-
-
-def _encode(value: Any) -> str:
-    """``_ENCODER.encode(value)`` for a dict or list, without the set-up ``encode`` repeats on every call."""
-    if _C_ENCODE is None:
-        return _ENCODER.encode(value)
-    return "".join(_C_ENCODE(value, 0))
 
 
 def row_json(value: Any) -> str:
@@ -37,8 +18,6 @@ def row_json(value: Any) -> str:
     if not value:
         return "[]" if isinstance(value, (list, tuple)) else "{}"
     try:
-        if type(value) is dict or type(value) is list:
-            return _encode(value)
         return _ENCODER.encode(value)
     except ValueError:
         return canonical_json(value)
@@ -58,6 +37,7 @@ _NUMBERING = frozenset({sc.AGENTDIAG_OBSERVER_ID, sc.AGENTDIAG_SEQUENCE})
 SPAN_COLUMNS = (
     "s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.span_kind, s.start_ns, s.end_ns, s.status,"
     " s.session, s.attributes, s.events, s.links, r.attributes, s.scope, s.observer, s.sequence"
+    + "".join(f", s.{name}" for name in EXTRA_COLUMNS)
 )
 """The columns :func:`decode_span` reads, from ``spans s LEFT JOIN resources r ON r.id = s.resource_id``."""
 
@@ -134,6 +114,7 @@ def decode_span(row: tuple[Any, ...]) -> StoredSpan:
         observer=row[15] or None,
         sequence=sequence,
         corrupt=corrupt,
+        **(dict(zip(EXTRA_COLUMNS, row[17:], strict=True)) if EXTRA_COLUMNS else {}),
     )
 
 
@@ -162,6 +143,8 @@ def same_content(row: SpanRow, stored: StoredSpan, *, session: str | None, numbe
     ):
         return False
     if numbering and (row.observer, row.sequence) != (stored.observer, stored.sequence):
+        return False
+    if any(getattr(row, name) != getattr(stored, name) for name in EXTRA_COLUMNS):
         return False
 
     def kept(attributes: Any) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from otel_agentdiag import environment_variables as env
-from otel_agentdiag.storage import receipt_figures
 from otel_agentdiag.storage.migrations import (
     StoreError,
     check_not_newer,
@@ -189,16 +188,13 @@ class StoreConnection:
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (``BEGIN IMMEDIATE``) under the store's lock, on a file that is still ours:
-        committed when the block ends, rolled back (with the resource caches) when it raises. Before the commit,
-        the receipt figures of the sessions it touched are settled (:func:`~.receipt_figures.settle`)."""
+        committed when the block ends, rolled back (with the resource caches) when it raises."""
         with self._lock:
             self._check_file()
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                receipt_figures.begin(conn)
                 yield conn
-                receipt_figures.settle(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 self._rollback()

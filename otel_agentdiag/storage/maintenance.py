@@ -78,35 +78,10 @@ class StoreMaintenance(StoreConnection):
             self._check_file()
             # Marked clean before the rewrite: a delete committed meanwhile marks it again (its own transaction).
             self._mark_scrubbed(0)
-            vouched = self._receipt_watermark_holds()
             report = scrub_files(self._conn, self.path)
             if not report.complete:
                 self._mark_scrubbed(1)
-            if vouched:
-                self._move_receipt_watermark()
             return report
-
-    def _receipt_watermark_holds(self) -> bool:
-        """Whether the receipt figures account for exactly the rows there are (see ``receipt_figures.begin``)."""
-        if self.read_only or self._conn.in_transaction:
-            return False
-        try:
-            found = self._conn.execute("SELECT watermark FROM receipt_state WHERE id = 1").fetchone()
-            (top,) = self._conn.execute("SELECT coalesce(max(rowid), 0) FROM spans").fetchone()
-        except sqlite3.Error:
-            return False
-        return found is not None and int(found[0]) == int(top)
-
-    def _move_receipt_watermark(self) -> None:
-        """``VACUUM`` may renumber the rows of a table without an integer primary key; it adds and removes none, so
-        figures that accounted for every row before it still do: the watermark follows the largest rowid."""
-        try:
-            self._conn.execute(
-                "UPDATE receipt_state SET watermark = (SELECT coalesce(max(rowid), 0) FROM spans)"
-                " WHERE id = 1 AND watermark >= 0"
-            )
-        except sqlite3.Error:
-            pass  # a store that cannot take it is judged from its rows until the next rebuild: slower, still exact
 
     def _mark_scrubbed(self, deleted: int) -> None:
         if self.read_only or self._conn.in_transaction:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from otel_agentdiag.storage import operations, receipt_figures, receipt_schema, summaries
+from otel_agentdiag.storage import migration_sql
 
 
 class StoreError(Exception):
@@ -222,7 +222,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "summaries",
         # Per trace (run), per session and per store figures the writer keeps current in its transaction, so
         # whole-store reads follow their page, not the store (see storage/summaries.py); backfilled from the rows.
-        summaries.MIGRATION_7,
+        migration_sql.MIGRATION_7,
     ),
     Migration(
         8,
@@ -239,44 +239,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             "DROP INDEX IF EXISTS spans_end",
         ),
     ),
-    Migration(
-        9,
-        "strict-projection verdicts",
-        (
-            # What push and export may reuse instead of re-validating a row (storage/verdicts.py): the strict
-            # projection of the span, under a keyed MAC over the row, the policy and the key, so a row or a verdict
-            # changed without the key is re-validated.
-            """CREATE TABLE span_verdicts (
-                trace_id TEXT NOT NULL,
-                span_id TEXT NOT NULL,
-                verdict BLOB NOT NULL,
-                mac BLOB NOT NULL,
-                PRIMARY KEY (trace_id, span_id)
-            )""",
-            # Whatever deletes or rewrites a span (retention, clear, scrub) deletes its verdict with it.
-            """CREATE TRIGGER span_verdicts_follow_delete AFTER DELETE ON spans BEGIN
-                DELETE FROM span_verdicts WHERE trace_id = old.trace_id AND span_id = old.span_id;
-            END""",
-            """CREATE TRIGGER span_verdicts_follow_update AFTER UPDATE ON spans BEGIN
-                DELETE FROM span_verdicts WHERE trace_id = old.trace_id AND span_id = old.span_id;
-            END""",
-        ),
-    ),
-    Migration(
-        10,
-        "receipt figures",
-        # Per (session, observer) figures, missing parents and per-session receipts the writer keeps current in
-        # its transaction, so the whole store's receipt reads no span (see storage/receipt_figures.py); the
-        # backfill decodes the rows once.
-        receipt_schema.SCHEMA,
-        receipt_figures.rebuild,
-    ),
+    # Migrations 9 (stored strict-projection verdicts) and 10 (receipt figures kept by the writer) made tables
+    # and triggers that migration 13 drops: a store older than 9 no longer makes them first. Their numbers stay.
+    Migration(9, "strict-projection verdicts (dropped by 13)", ()),
+    Migration(10, "receipt figures (dropped by 13)", ()),
     Migration(
         11,
         "operations",
         # Each (service, span name, span kind) the store holds, kept at write time (storage/operations.py), so the
         # Jaeger APIs' service and operation lists read a small table instead of the spans; filled from the rows.
-        operations.SCHEMA,
+        migration_sql.MIGRATION_11,
     ),
     Migration(
         12,
@@ -284,7 +256,75 @@ MIGRATIONS: tuple[Migration, ...] = (
         # Per trace: the sum of its LLM leaves' cost (agentdiag.cost.usd) and whether a run of it passed a budget
         # (agentdiag.budget.exceeded), kept by the writer like the tokens (see storage/summaries.py); filled from
         # each trace's own rows.
-        summaries.COST_SCHEMA,
+        migration_sql.MIGRATION_12,
+    ),
+    Migration(
+        13,
+        "receipts from the rows",
+        # A receipt is one GROUP BY over a covering index of spans (per session: rows, observers, numbers, rows
+        # that do not count plainly) and an anti-join for missing parents, judged by one judge
+        # (diagnostics/verdict.py): migration 10's figures, kept by the writer and triggers, go, and so do
+        # migration 9's stored verdicts (push and export validate each row).
+        (
+            "DROP TRIGGER IF EXISTS receipt_stats_insert",
+            "DROP TRIGGER IF EXISTS receipt_stats_update",
+            "DROP TRIGGER IF EXISTS receipt_stats_delete",
+            "DROP TRIGGER IF EXISTS receipt_sessions_insert",
+            "DROP TRIGGER IF EXISTS receipt_sessions_update",
+            "DROP TRIGGER IF EXISTS receipt_sessions_delete",
+            "DROP TRIGGER IF EXISTS receipt_violations_insert",
+            "DROP TRIGGER IF EXISTS receipt_violations_delete",
+            "DROP TRIGGER IF EXISTS receipt_spans_update",
+            "DROP TABLE IF EXISTS receipt_figures",
+            "DROP TABLE IF EXISTS receipt_missing",
+            "DROP TABLE IF EXISTS receipt_sessions",
+            "DROP TABLE IF EXISTS receipt_totals",
+            "DROP TABLE IF EXISTS receipt_touched",
+            "DROP TABLE IF EXISTS receipt_stale",
+            "DROP TABLE IF EXISTS receipt_state",
+            "DROP TRIGGER IF EXISTS span_verdicts_follow_delete",
+            "DROP TRIGGER IF EXISTS span_verdicts_follow_update",
+            "DROP TABLE IF EXISTS span_verdicts",
+            # ``plain``: 1 when the writer vouches that the row counts plainly in a receipt: numbered (an observer
+            # and an integer sequence number >= 0), not a redaction tombstone, no public-safety hit, each JSON
+            # column of its type; NULL otherwise, and for a row written or changed by another program: a reader
+            # then looks at the row itself (a few rows, usually none).
+            # ``orphan``: 0 when the row's parent is known to be stored (or it has none), 1 or NULL when it may
+            # be missing; the writer clears it when the parent arrives, readers check flagged rows against the
+            # key (an anti-join over few rows), so a flag need only never miss a missing parent.
+            "ALTER TABLE spans ADD COLUMN plain INTEGER",
+            "ALTER TABLE spans ADD COLUMN orphan INTEGER",
+            # Nested CASEs: only CASE fixes the order of evaluation (json_type of malformed JSON raises).
+            """UPDATE spans SET plain = (CASE WHEN typeof(sequence) = 'integer' AND sequence >= 0 AND observer <> ''
+                AND name <> 'agentdiag.redaction_error' AND json_valid(attributes) AND json_valid(events)
+                AND json_valid(links) AND (scope IS NULL OR json_valid(scope))
+                THEN (CASE WHEN json_type(attributes) = 'object' AND json_type(events) = 'array'
+                    AND json_type(links) = 'array' AND (scope IS NULL OR json_type(scope) = 'object')
+                    AND coalesce(json_type(attributes, '$."agentdiag.redaction.public_safety_violation"') <> 'integer'
+                        OR json_extract(attributes, '$."agentdiag.redaction.public_safety_violation"') <= 0, 1)
+                    THEN 1 END) END),
+                orphan = (parent_span_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM spans p
+                    WHERE p.trace_id = spans.trace_id AND p.span_id = spans.parent_span_id
+                    AND (substr(coalesce(spans.session, ''), 1, 9) = 'imported:' OR p.session IS NULL
+                        OR substr(p.session, 1, 9) <> 'imported:')))""",
+            # What the receipt's GROUP BY reads, from this index alone.
+            "CREATE INDEX spans_receipt ON spans(session, observer, sequence, plain)",
+            "CREATE INDEX spans_orphans ON spans(session, trace_id, parent_span_id) WHERE orphan IS NOT 0",
+            # A row changed by another program (the writer never updates a row): not plain until read again.
+            """CREATE TRIGGER spans_updated_receipt AFTER UPDATE OF name, attributes, events, links, scope, observer,
+                sequence ON spans BEGIN
+                UPDATE spans SET plain = NULL WHERE rowid = new.rowid;
+            END""",
+            # A row whose ids or session change under another program: its trace is looked at again, as after
+            # a delete (the writer never updates these columns).
+            """CREATE TRIGGER spans_updated_summaries AFTER UPDATE OF trace_id, span_id, parent_span_id, session
+                ON spans BEGIN
+                INSERT OR IGNORE INTO summary_dirty (trace_id, session)
+                    VALUES (old.trace_id, coalesce(old.session, ''));
+                INSERT OR IGNORE INTO summary_dirty (trace_id, session)
+                    VALUES (new.trace_id, coalesce(new.session, ''));
+            END""",
+        ),
     ),
 )
 

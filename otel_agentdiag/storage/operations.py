@@ -34,25 +34,6 @@ _FROM_ROWS = (
     " COUNT(*) FROM spans s LEFT JOIN resources r ON r.id = s.resource_id GROUP BY 1, 2, 3"
 )
 
-_SERVICE_OF_OLD = f"coalesce((SELECT {SERVICE_SQL} FROM resources r WHERE r.id = old.resource_id), '{UNKNOWN_SERVICE}')"
-
-SCHEMA: tuple[str, ...] = (
-    """CREATE TABLE operations (
-        service TEXT NOT NULL,
-        name TEXT NOT NULL,
-        span_kind TEXT NOT NULL,
-        span_count INTEGER NOT NULL,
-        PRIMARY KEY (service, name, span_kind)
-    ) WITHOUT ROWID""",
-    f"""CREATE TRIGGER spans_deleted_operations AFTER DELETE ON spans BEGIN
-        INSERT INTO operations (service, name, span_kind, span_count)
-        VALUES ({_SERVICE_OF_OLD}, old.name, old.span_kind, -1)
-        ON CONFLICT (service, name, span_kind) DO UPDATE SET span_count = span_count - 1;
-    END""",
-    _FROM_ROWS,
-)
-"""Migration 11: the table, filled from the rows."""
-
 
 def service_of(row: SpanRow) -> str:
     service = row.resource.get("service.name")

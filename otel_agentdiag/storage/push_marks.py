@@ -9,7 +9,6 @@ from typing import Any
 from otel_agentdiag.storage.codec import SPAN_COLUMNS, decode_span
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.rows import StoredSpan
-from otel_agentdiag.storage.verdicts import VERDICT_COLUMNS, RawSpanRow, save_verdicts_in
 
 
 class PushMarks(StoreConnection):
@@ -45,22 +44,12 @@ class PushMarks(StoreConnection):
             rows = self._conn.execute("SELECT trace_id, span_id FROM push_marks WHERE endpoint = ?", (endpoint,))
             return {(str(t), str(s)) for t, s in rows}
 
-    def mark_pushed(
-        self,
-        endpoint: str,
-        ids: Sequence[tuple[str, str]],
-        *,
-        now_ns: int | None = None,
-        verdicts: Sequence[tuple[str, str, bytes, bytes]] = (),
-    ) -> int:
-        """Mark spans as pushed to ``endpoint``, in one transaction; returns how many marks are new.
-
-        ``verdicts`` (``(trace_id, span_id, verdict, mac)``, :meth:`~otel_agentdiag.storage.verdicts.
-        VerdictStore.save_verdicts`) are stored in the same transaction: one commit per pushed batch."""
+    def mark_pushed(self, endpoint: str, ids: Sequence[tuple[str, str]], *, now_ns: int | None = None) -> int:
+        """Mark spans as pushed to ``endpoint``, in one transaction; returns how many marks are new."""
         self._check_push_endpoint(endpoint)
         now = time.time_ns() if now_ns is None else now_ns
         params = [(endpoint, str(trace_id), str(span_id), now) for trace_id, span_id in ids]
-        if not params and not verdicts:
+        if not params:
             return 0
         with self._transaction() as conn:
             before = conn.total_changes
@@ -69,9 +58,7 @@ class PushMarks(StoreConnection):
                 " ON CONFLICT (endpoint, trace_id, span_id) DO NOTHING",
                 params,
             )
-            marked = conn.total_changes - before
-            save_verdicts_in(conn, verdicts)
-            return marked
+            return int(conn.total_changes - before)
 
     def push_backlog(
         self, endpoint: str, *, sessions: Sequence[str] | None = None, since_ns: int | None = None
@@ -106,31 +93,6 @@ class PushMarks(StoreConnection):
         Each page is one query under the lock (keyset pagination), so writers interleave between pages; a span
         stored meanwhile behind the current position is left for the next push.
         """
-        for rows in self._unpushed_pages(SPAN_COLUMNS, "", endpoint, sessions, since_ns, batch_size):
-            yield [decode_span(row) for row in rows]
-
-    def unpushed_span_rows(
-        self,
-        endpoint: str,
-        *,
-        sessions: Sequence[str] | None = None,
-        since_ns: int | None = None,
-        batch_size: int = 512,
-    ) -> Iterator[list[RawSpanRow]]:
-        """:meth:`unpushed_spans` undecoded, each row with its stored verdict and MAC
-        (:data:`~otel_agentdiag.storage.verdicts.VERDICT_COLUMNS`): the same pages in the same order."""
-        join = " LEFT JOIN span_verdicts v ON v.trace_id = s.trace_id AND v.span_id = s.span_id"
-        yield from self._unpushed_pages(VERDICT_COLUMNS, join, endpoint, sessions, since_ns, batch_size)
-
-    def _unpushed_pages(
-        self,
-        columns: str,
-        join: str,
-        endpoint: str,
-        sessions: Sequence[str] | None,
-        since_ns: int | None,
-        batch_size: int,
-    ) -> Iterator[list[Any]]:
         self._check_push_endpoint(endpoint)
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -141,13 +103,13 @@ class PushMarks(StoreConnection):
             where = " AND ".join([*clauses, "(s.start_ns, s.trace_id, s.span_id) > (?, ?, ?)"] if after else clauses)
             with self._lock:
                 rows = self._conn.execute(
-                    f"SELECT {columns} FROM spans s LEFT JOIN resources r ON r.id = s.resource_id{join}"
+                    f"SELECT {SPAN_COLUMNS} FROM spans s LEFT JOIN resources r ON r.id = s.resource_id"
                     " LEFT JOIN push_marks m ON m.endpoint = ? AND m.trace_id = s.trace_id AND m.span_id = s.span_id"
                     f" WHERE {where} ORDER BY s.start_ns, s.trace_id, s.span_id LIMIT ?",
                     (endpoint, *args, *after, batch_size),
                 ).fetchall()
             if rows:
-                yield rows
+                yield [decode_span(row) for row in rows]
             if len(rows) < batch_size:
                 return
             after = (rows[-1][6], rows[-1][0], rows[-1][1])

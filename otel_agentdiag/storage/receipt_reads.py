@@ -1,203 +1,285 @@
-"""Reads of the receipt figures: what the writer settles from, what whole-store receipts read instead of spans.
+"""What a receipt reads of the rows, with SQL: per (session, observer) figures and the missing parents.
 
-See :mod:`otel_agentdiag.storage.receipt_figures` for the tables and when they vouch for the store.
+Migration 13 made what these reads need. ``spans_receipt`` (session, observer, number, ``plain``) makes the
+figures one GROUP BY that reads the index alone: ``plain`` is 1 on a row the writer vouches counts plainly
+(numbered, no tombstone, no public-safety hit, well-formed JSON), so the figures of a (session, observer) whose
+rows are all plain come from that GROUP BY alone. Any other session (rows written or changed by another program,
+a tombstone, rows without a number: rare) is read again, its rows themselves. The ``orphan``
+flag and its partial index ``spans_orphans`` mark the rows whose parent may be stored nowhere in their trace; only
+those are checked against the key (an anti-join). The same SQL serves one session (``WHERE session IS ?``) and
+the whole store. The rules that judge these figures are :func:`otel_agentdiag.diagnostics.verdict.judge`'s.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from otel_agentdiag.storage.codec import load_counts
-from otel_agentdiag.storage.receipt_rules import (
-    Figure,
-    FigureVerdict,
-    SessionFacts,
-    load_ranges,
-    stored_verdict,
+from otel_agentdiag.storage.codec import bad_json, load_counts
+from otel_agentdiag.storage.rows import ALL_SESSIONS, OVERFLOW_SESSION, SessionStats, _AllSessions
+
+_IMPORTED = "'imported:'"
+_NOT_IMPORTED = "(p.session IS NULL OR substr(p.session, 1, 9) <> 'imported:')"
+
+_FIGURES = """SELECT session, observer, COUNT(*), COUNT(plain), COUNT(DISTINCT sequence), MIN(sequence),
+    MAX(sequence) FROM spans INDEXED BY spans_receipt {where} GROUP BY session, observer"""
+"""Per (session, observer): rows, plain rows, distinct numbers, the lowest and highest."""
+
+_NUMBERED = "(typeof(sequence) = 'integer' AND sequence >= 0 AND observer <> '')"
+"""A row whose number counts: an observer and an integer sequence number >= 0 (as a decoded row reads)."""
+_SAFETY_PATH = "'$.\"agentdiag.redaction.public_safety_violation\"'"
+_SAFETY = (
+    f"(CASE WHEN json_valid(attributes) THEN (CASE WHEN json_type(attributes, {_SAFETY_PATH}) = 'integer'"
+    f" THEN max(json_extract(attributes, {_SAFETY_PATH}), 0) ELSE 0 END) ELSE 0 END)"
 )
-from otel_agentdiag.storage.rows import (
-    SessionStats,
+"""SQL: the row's public-safety hits (a positive integer counter, else 0)."""
+_MALFORMED = (
+    f"({bad_json('attributes', 'object')} OR {bad_json('events', 'array')} OR {bad_json('links', 'array')}"
+    f" OR (scope IS NOT NULL AND {bad_json('scope', 'object')}))"
 )
+"""SQL: a JSON column of the row does not decode to its type (as :func:`~.codec.decode_span` reads it)."""
+PLAIN = (
+    f"(CASE WHEN {_NUMBERED} AND name <> 'agentdiag.redaction_error' AND NOT {_MALFORMED} AND {_SAFETY} = 0 THEN 1 END)"
+)
+"""SQL: the ``plain`` flag of a row, from the row (what the writer sets; ``rebuild_summaries`` uses it)."""
+_PER_OBSERVER = f"""SELECT coalesce(observer, ''), COUNT(*), TOTAL(name = 'agentdiag.redaction_error'),
+    TOTAL({_NUMBERED}), COUNT(DISTINCT CASE WHEN {_NUMBERED} THEN sequence END),
+    MIN(CASE WHEN {_NUMBERED} THEN sequence END), MAX(CASE WHEN {_NUMBERED} THEN sequence END),
+    TOTAL(CASE WHEN plain IS NULL THEN {_SAFETY} ELSE 0 END),
+    TOTAL(CASE WHEN plain IS NULL THEN {_MALFORMED} ELSE 0 END)
+    FROM spans WHERE session IS ? GROUP BY coalesce(observer, '')"""
+"""A session's figures from its rows themselves, per observer key."""
+
+_MISSING = f"""SELECT coalesce(c.session, ''), c.trace_id, c.parent_span_id, coalesce(c.observer, ''), c.sequence,
+    c.start_ns, c.span_id FROM spans c {{index}}
+    WHERE {{where}} AND c.parent_span_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM spans p
+        WHERE p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+        AND (substr(coalesce(c.session, ''), 1, 9) = {_IMPORTED} OR {_NOT_IMPORTED}))"""
+"""Rows ``{where}`` selects whose parent is stored nowhere in their trace (for an observed row: nowhere among
+the observed rows; an imported span never explains a parent away)."""
 
 
-def chunks(items: Sequence[Any], size: int = 400) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+class RowFigures(NamedTuple):
+    """What a receipt needs of the rows of one (session, observer key: the rows' observer, ``''`` for none). A
+    named tuple: a whole store's sessions make one each, and alike sessions are told apart by it."""
+
+    rows: int
+    tombstones: int = 0
+    """Rows named ``agentdiag.redaction_error`` (a span the redactor failed on, stored in its place)."""
+    numbered: int = 0
+    """Rows with an observer and a sequence number >= 0."""
+    distinct: int = 0
+    """Distinct numbers among them."""
+    low: int | None = None
+    high: int | None = None
+    """The lowest and highest number (None: no numbered row)."""
+    safety: int = 0
+    """The public-safety hits the rows' redactor counted, summed."""
+    malformed: int = 0
+    """Rows with a JSON column that does not decode to its type (they read back ``corrupt``)."""
 
 
-def _by_observer(row: SessionStats) -> str:
-    return row.observer
+@dataclass(frozen=True, slots=True)
+class MissingParent:
+    """A parent that rows of a session name and that is stored nowhere in its trace, by its first child (the
+    lowest number, then the earliest start)."""
+
+    observer: str
+    """The child's observer ('' for none)."""
+    sequence: int | None
+    """The child's number (None: not an integer)."""
+    numbers_below: int
+    """Distinct numbers >= 0 of the child's observer in the session below the child's."""
 
 
-def load_facts(
-    conn: sqlite3.Connection, keys: Sequence[str], written: Mapping[str, dict[str, Figure]] | None = None
-) -> dict[str, tuple[SessionFacts, bool, bool]]:
-    """key -> (facts, listed: has a ``sessions`` row the reader lists, known: the receipt lists the session).
-    ``written``: figures of some of the sessions as the transaction under way wrote them (not read again)."""
-    cached = written or {}
-    figures: dict[str, dict[str, Figure]] = {k: cached.get(k, {}) for k in keys}
-    for chunk in chunks([k for k in keys if k not in cached]):
-        for session, observer, n, tomb, numbered, ranges, safety, malformed in conn.execute(
-            "SELECT session, observer, n_rows, tombstones, numbered, ranges, safety, malformed FROM receipt_figures"
-            f" WHERE session IN ({','.join('?' * len(chunk))})",
-            list(chunk),
-        ):
-            figures[session][observer] = Figure(
-                int(n), int(tomb), int(numbered), load_ranges(ranges), int(safety), int(malformed)
+def _where(session: str | _AllSessions | None) -> tuple[str, tuple[Any, ...]]:
+    if isinstance(session, _AllSessions):
+        return "", ()
+    return "WHERE session IS ?", (session or None,)
+
+
+def read_figures(
+    conn: sqlite3.Connection, session: str | _AllSessions | None = ALL_SESSIONS
+) -> dict[str, dict[str, RowFigures]]:
+    """Session key ('' = no session) -> observer key -> the figures of its rows, for one session or all. One
+    GROUP BY over ``spans_receipt`` (the index alone); a second read of its rows for a session with rows not all
+    plain, and for the rows of a malformed resource."""
+    where, args = _where(session)
+    out: dict[str, dict[str, RowFigures]] = {}
+    again: set[str | None] = set()
+    for key, observer, n, plain, distinct, low, high in conn.execute(_FIGURES.format(where=where), args):
+        if n == plain:  # every row numbered by ``observer``, nothing else to count
+            out.setdefault(key or "", {})[observer] = RowFigures(n, 0, n, distinct, low, high)
+        else:
+            again.add(key)
+    for key in again:
+        out[key or ""] = {
+            observer: RowFigures(int(n), int(tomb), int(numbered), distinct, low, high, int(safety), int(malformed))
+            for observer, n, tomb, numbered, distinct, low, high, safety, malformed in conn.execute(
+                _PER_OBSERVER, (key,)
             )
-    stats: dict[str, list[SessionStats]] = {k: [] for k in keys}
-    rows: dict[str, tuple[Any, ...]] = {}
-    violations: dict[str, int] = {}
-    missing: dict[str, list[tuple[str, int]]] = {k: [] for k in keys}
-    # Both tables are usually empty: one probe each instead of a lookup per key.
-    any_violations = conn.execute("SELECT 1 FROM violations LIMIT 1").fetchone() is not None
-    any_missing = conn.execute("SELECT 1 FROM receipt_missing LIMIT 1").fetchone() is not None
-    for chunk in chunks(keys):
-        marks = ",".join("?" * len(chunk))
-        args = list(chunk)
-        for observer, session, observed, accepted, stored, duplicates, rejected, dropped in conn.execute(
-            "SELECT observer, session, observed, accepted, stored, duplicates, rejected, dropped FROM session_stats"
-            f" WHERE session IN ({marks})",  # ordered below (an ORDER BY here costs a sort per batch)
-            args,
-        ):
-            stats[session].append(
-                SessionStats(
-                    observer,
-                    session or None,
-                    int(observed or 0),
-                    int(accepted or 0),
-                    int(stored or 0),
-                    int(duplicates or 0),
-                    {} if rejected == "{}" else load_counts(rejected),
-                    {} if dropped == "{}" else load_counts(dropped),
-                )
-            )
-        for row in conn.execute(
-            "SELECT session, first_start_ns, cleared_at_ns, generation, pruned_spans, cleared_spans FROM sessions"
-            f" WHERE session IN ({marks})",
-            args,
-        ):
-            rows[row[0]] = row
-        if any_violations:
-            for session, n in conn.execute(
-                f"SELECT session, COUNT(*) FROM violations WHERE session IN ({marks}) GROUP BY session", args
-            ):
-                violations[session] = int(n)
-        if any_missing:
-            for session, observer, sequence in conn.execute(
-                f"SELECT session, observer, sequence FROM receipt_missing WHERE session IN ({marks})", args
-            ):
-                missing[session].append((observer, int(sequence)))
-    for found in stats.values():
-        if len(found) > 1:
-            found.sort(key=_by_observer)
-    out: dict[str, tuple[SessionFacts, bool, bool]] = {}
-    for key in keys:
-        row = rows.get(key)
-        listed = row is not None and (bool(key) or row[1] is not None)
-        known = listed or bool(stats[key]) or (bool(key) and key in violations)
-        facts = SessionFacts(
-            key=key,
-            figures=figures[key],
-            stats=stats[key],
-            pruned_spans=int(row[4] or 0) if listed and row is not None else 0,
-            cleared_spans=int(row[5] or 0) if listed and row is not None else 0,
-            cleared=listed and row is not None and (row[2] is not None or int(row[3] or 0) > 0),
-            violations=violations.get(key, 0) if key else 0,
-            missing=missing[key],
+        }
+    bad = [r[0] for r in conn.execute(f"SELECT id FROM resources WHERE {bad_json('attributes', 'object')}")]
+    if bad:
+        # Rows not counted malformed already (for their own JSON).
+        marks = ",".join("?" * len(bad))
+        clause = (
+            f"{where} {'AND' if where else 'WHERE'} resource_id IN ({marks}) AND NOT (plain IS NULL AND {_MALFORMED})"
         )
-        out[key] = (facts, listed, known)
+        for key, observer, n in conn.execute(
+            f"SELECT session, coalesce(observer, ''), COUNT(*) FROM spans {clause} GROUP BY 1, 2", (*args, *bad)
+        ):
+            found = out[key or ""][observer]
+            out[key or ""][observer] = RowFigures(
+                found.rows,
+                found.tombstones,
+                found.numbered,
+                found.distinct,
+                found.low,
+                found.high,
+                found.safety,
+                found.malformed + int(n),
+            )
     return out
 
 
-# -- readers --------------------------------------------------------------------------------------------------
-def figures_vouch(conn: sqlite3.Connection) -> bool:
-    """Whether the figures account for every row and every ledger, bookkeeping and violation change (nothing
-    written by other means since the last settle). O(1)."""
-    try:
-        found = conn.execute("SELECT watermark FROM receipt_state WHERE id = 1").fetchone()
-    except sqlite3.OperationalError:
-        return False
-    if found is None:
-        return False
-    (top,) = conn.execute("SELECT coalesce(max(rowid), 0) FROM spans").fetchone()
-    if int(top) != int(found[0]):
-        return False
-    for table in ("receipt_touched", "receipt_stale", "summary_dirty"):
-        if conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None:
-            return False
-    return True
+def _candidates(conn: sqlite3.Connection, session: str | _AllSessions | None) -> Iterator[tuple[Any, ...]]:
+    """Rows whose parent is missing: among the flagged rows, and the rows of traces whose rows were deleted or
+    changed by another program since a transaction of ours last looked (``summary_dirty``, usually empty)."""
+    args: tuple[Any, ...] = ()
+    where = "c.orphan IS NOT 0"
+    if not isinstance(session, _AllSessions):
+        where, args = "c.orphan IS NOT 0 AND c.session IS ?", (session or None,)
+    yield from conn.execute(_MISSING.format(index="INDEXED BY spans_orphans", where=where), args)
+    dirty = "c.trace_id IN (SELECT trace_id FROM summary_dirty) AND c.orphan IS 0"
+    if conn.execute("SELECT 1 FROM summary_dirty LIMIT 1").fetchone() is not None:
+        extra = "" if isinstance(session, _AllSessions) else " AND c.session IS ?"
+        yield from conn.execute(_MISSING.format(index="", where=dirty + extra), args)
+
+
+def read_missing(
+    conn: sqlite3.Connection, session: str | _AllSessions | None = ALL_SESSIONS
+) -> dict[str, list[MissingParent]]:
+    """Session key -> the parents its rows name that are stored nowhere in their trace, for one session or all
+    (sessions without any are absent)."""
+    first: dict[tuple[str, str, str], tuple[tuple[int, int, str], str, Any]] = {}
+    for key, trace_id, parent, observer, sequence, start, span_id in _candidates(conn, session):
+        order = (sequence if type(sequence) is int else -1, int(start), str(span_id))
+        at = (key, trace_id, parent)
+        known = first.get(at)
+        if known is None or order < known[0]:
+            first[at] = (order, observer, sequence)
+    out: dict[str, list[MissingParent]] = {}
+    for (key, _trace_id, _parent), (_order, observer, sequence) in first.items():
+        number = sequence if type(sequence) is int else None
+        below = 0
+        if observer and number is not None and number > 0:
+            (below,) = conn.execute(
+                "SELECT COUNT(DISTINCT sequence) FROM spans INDEXED BY spans_receipt WHERE session IS ?"
+                " AND observer = ? AND sequence >= 0 AND sequence < ? AND typeof(sequence) = 'integer'",
+                (key or None, observer, number),
+            ).fetchone()
+        out.setdefault(key, []).append(MissingParent(observer, number, int(below)))
+    return out
 
 
 @dataclass(frozen=True)
-class StoreFigures:
-    """The settled sessions' receipts summed, and the sessions only their rows can judge."""
+class ReceiptRecords:
+    """Everything a receipt is judged from, for some sessions or all, read in one snapshot of the store."""
 
-    totals: dict[str, int]
-    unsettled: list[str]
-    """Session keys ('' = no session)."""
-    not_judged: list[str]
-    """Settled sessions with nothing to judge."""
+    figures: dict[str, dict[str, RowFigures]]
+    """Session key ('' = no session) -> observer key -> the figures of its rows."""
+    missing: dict[str, list[MissingParent]]
+    ledger: dict[str, list[tuple[Any, ...]]]
+    """Session key -> its ledger rows as stored, by observer: (session, observer, observed, accepted, stored,
+    duplicates, rejected, dropped), the last two JSON (see :func:`ledger_row`)."""
+    bookkeeping: dict[str, tuple[Any, ...]]
+    """Session key -> its ``sessions`` row: (session, cleared_at_ns, generation, pruned_spans, cleared_spans,
+    first_start_ns)."""
+    violations: dict[str, int]
+    """Session key ('' = not known) -> violations recorded."""
+    overflow: list[SessionStats]
+    """The ledger rows of :data:`~otel_agentdiag.storage.OVERFLOW_SESSION` (drops no session was charged with)."""
+    pruned_total: int
+    """Rows retention deleted from the whole store."""
+    named_pruned: int
+    """Of them, rows of named sessions (not the no-session bucket); read only with the no-session bucket."""
 
 
-def read_store_figures(conn: sqlite3.Connection) -> StoreFigures:
-    totals = {str(k): int(v) for k, v in conn.execute("SELECT key, value FROM receipt_totals")}
-    unsettled = [
-        str(r[0])
-        for r in conn.execute(
-            "SELECT session FROM receipt_sessions INDEXED BY receipt_sessions_unsettled WHERE settled = 0"
-        )
+def ledger_row(row: Sequence[Any]) -> SessionStats:
+    """A ledger row of :attr:`ReceiptRecords.ledger` as :class:`SessionStats`."""
+    key, observer, observed, accepted, stored, duplicates, rejected, dropped = row
+    return SessionStats(
+        observer,
+        key or None,
+        int(observed or 0),
+        int(accepted or 0),
+        int(stored or 0),
+        int(duplicates or 0),
+        {} if rejected == "{}" else load_counts(rejected),
+        {} if dropped == "{}" else load_counts(dropped),
+    )
+
+
+def _by_observer(row: Sequence[Any]) -> str:
+    return str(row[1])
+
+
+_LEDGER = "SELECT session, observer, observed, accepted, stored, duplicates, rejected, dropped FROM session_stats"
+_BOOKKEEPING = "SELECT session, cleared_at_ns, generation, pruned_spans, cleared_spans, first_start_ns FROM sessions"
+
+
+def read_records(
+    conn: sqlite3.Connection, sessions: Sequence[str | None] | _AllSessions = ALL_SESSIONS
+) -> ReceiptRecords:
+    """What :func:`~otel_agentdiag.diagnostics.verdict.judge` needs for ``sessions`` (or every session), with the
+    same SQL for one session as for all. Call inside one read transaction (see ``SummaryReader.snapshot``)."""
+    figures: dict[str, dict[str, RowFigures]] = {}
+    missing: dict[str, list[MissingParent]] = {}
+    ledger: dict[str, list[tuple[Any, ...]]] = {}
+    bookkeeping: dict[str, tuple[Any, ...]] = {}
+    if isinstance(sessions, _AllSessions):
+        figures = read_figures(conn)
+        missing = read_missing(conn)
+        for row in conn.execute(_LEDGER):  # in the table's order: a sort of every row costs more than the read
+            found = ledger.get(row[0])
+            if found is None:
+                ledger[row[0]] = [row]
+            else:
+                found.append(row)
+        for rows in ledger.values():
+            if len(rows) > 1:
+                rows.sort(key=_by_observer)
+        bookkeeping = {row[0]: row for row in conn.execute(_BOOKKEEPING)}
+    else:
+        for session in dict.fromkeys(sessions):
+            key = session or ""
+            figures.update(read_figures(conn, session))
+            missing.update(read_missing(conn, session))
+            rows = conn.execute(_LEDGER + " WHERE session = ? ORDER BY observer", (key,)).fetchall()
+            if rows:
+                ledger[key] = rows
+            found = conn.execute(_BOOKKEEPING + " WHERE session = ?", (key,)).fetchone()
+            if found is not None:
+                bookkeeping[key] = found
+    violations = {str(k): int(n) for k, n in conn.execute("SELECT session, COUNT(*) FROM violations GROUP BY session")}
+    overflow = [
+        ledger_row(row) for row in conn.execute(_LEDGER + " WHERE session = ? ORDER BY observer", (OVERFLOW_SESSION,))
     ]
-    not_judged = [
-        str(r[0])
-        for r in conn.execute(
-            "SELECT session FROM receipt_sessions INDEXED BY receipt_sessions_unjudged"
-            " WHERE unjudged IS NOT NULL AND settled = 1"
-        )
-    ]
-    return StoreFigures(totals, unsettled, not_judged)
-
-
-def read_session_verdicts(conn: sqlite3.Connection, keys: Sequence[str] | None) -> dict[str, FigureVerdict | None]:
-    """key -> the stored verdict of a settled session, None for an unsettled one (absent: not a session the
-    receipt lists). ``keys`` None: every session."""
-    out: dict[str, FigureVerdict | None] = {}
-    sql = "SELECT session, settled, status, reasons, counts, observers FROM receipt_sessions"
-    batches: Iterable[Sequence[str] | None] = [None] if keys is None else chunks(list(keys))
-    for chunk in batches:
-        if chunk is None:
-            cursor = conn.execute(sql)
-        else:
-            cursor = conn.execute(sql + f" WHERE session IN ({','.join('?' * len(chunk))})", list(chunk))
-        for row in cursor:
-            out[str(row[0])] = stored_verdict(row[2:]) if row[1] else None
-    return out
-
-
-def read_facts(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, SessionFacts]:
-    """The facts :func:`judge_figures` needs for settled sessions ``keys`` (to judge them with an overflow row)."""
-    return {key: facts for key, (facts, _listed, _known) in load_facts(conn, list(keys)).items()}
-
-
-def sessions_of_observers(conn: sqlite3.Connection, observers: Sequence[str]) -> set[str]:
-    """Session keys in which any of ``observers`` has rows or ledger rows (the figures are scanned: no index on
-    their observer, which only a store with an overflow ledger row needs)."""
-    found: set[str] = set()
-    for chunk in chunks(list(observers)):
-        marks = ",".join("?" * len(chunk))
-        found.update(
-            r[0] for r in conn.execute(f"SELECT session FROM session_stats WHERE observer IN ({marks})", list(chunk))
-        )
-        found.update(
-            r[0] for r in conn.execute(f"SELECT session FROM receipt_figures WHERE observer IN ({marks})", list(chunk))
-        )
-    return found
-
-
-def has_tables(conn: sqlite3.Connection) -> bool:
-    """Whether the store has migration 10's tables."""
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'receipt_state'").fetchone()
-    return found is not None
+    found_total = conn.execute("SELECT pruned_spans FROM store_stats WHERE id = 1").fetchone()
+    named = 0
+    if isinstance(sessions, _AllSessions) or None in sessions or "" in sessions:
+        # Only the no-session bucket's receipt asks (a sum over every session: not for a page of named ones).
+        (named,) = conn.execute("SELECT coalesce(SUM(pruned_spans), 0) FROM sessions WHERE session <> ''").fetchone()
+    return ReceiptRecords(
+        figures,
+        missing,
+        ledger,
+        bookkeeping,
+        violations,
+        overflow,
+        int(found_total[0]) if found_total is not None else 0,
+        int(named),
+    )

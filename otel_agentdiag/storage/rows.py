@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from otel_agentdiag._internal import reason_codes
@@ -68,6 +68,35 @@ class SpanRow:
         """Whether the span was imported (``agentdiag ingest``), not observed here: its session key is
         ``imported:...`` (see :mod:`otel_agentdiag.storage.provenance`)."""
         return is_imported(self.session)
+
+
+CORE_COLUMNS = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "kind",
+    "span_kind",
+    "start_ns",
+    "end_ns",
+    "status",
+    "session",
+    "attributes",
+    "events",
+    "links",
+    "resource",
+    "scope",
+    "observer",
+    "sequence",
+)
+""":class:`SpanRow`'s first fields: the columns the writer encodes itself (JSON, the resource's row, defaults)."""
+EXTRA_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(SpanRow))[len(CORE_COLUMNS) :]
+"""Every later field of :class:`SpanRow`: a column of ``spans`` of the same name, stored as the row holds it and
+read back as it is stored. Adding a column is two changes: the field (with a default) and the migration that
+adds the column (``tests/storage/test_add_a_column.py`` makes one); the writer's INSERT, the readers' SELECT and
+the decoder follow from this list."""
+if tuple(f.name for f in fields(SpanRow))[: len(CORE_COLUMNS)] != CORE_COLUMNS:  # pragma: no cover
+    raise RuntimeError("SpanRow's first fields must be CORE_COLUMNS, in order: declare new fields after them")
 
 
 @dataclass(frozen=True, slots=True)

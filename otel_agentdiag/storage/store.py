@@ -44,7 +44,6 @@ from otel_agentdiag.storage.rows import (
     WriteResult,
 )
 from otel_agentdiag.storage.scrub import ScrubIncomplete, ScrubReport
-from otel_agentdiag.storage.verdicts import VerdictStore
 from otel_agentdiag.storage.violations import Violation, ViolationLog
 from otel_agentdiag.storage.writer import StoreWriter
 
@@ -87,7 +86,7 @@ __all__ = [
 ]
 
 
-class SpanStore(StoreWriter, StoreMaintenance, StoreReader, ViolationLog, PushMarks, VerdictStore):
+class SpanStore(StoreWriter, StoreMaintenance, StoreReader, ViolationLog, PushMarks):
     """The SQLite trace store: WAL, busy timeout, numbered migrations, ``(trace_id, span_id)`` key.
 
     ``create=False`` opens an existing store only (readers): a missing file raises :class:`StoreError`.
@@ -115,8 +114,7 @@ class SpanStore(StoreWriter, StoreMaintenance, StoreReader, ViolationLog, PushMa
     Its parts: :class:`~otel_agentdiag.storage.connection.StoreConnection` (opening, transactions),
     :class:`~otel_agentdiag.storage.writer.StoreWriter` (writes), :class:`~otel_agentdiag.storage.maintenance.
     StoreMaintenance` (clear, prune, scrub), :class:`~otel_agentdiag.storage.queries.StoreReader` (reads),
-    :class:`~otel_agentdiag.storage.violations.ViolationLog`, :class:`~otel_agentdiag.storage.push_marks.PushMarks`
-    and :class:`~otel_agentdiag.storage.verdicts.VerdictStore`.
+    :class:`~otel_agentdiag.storage.violations.ViolationLog` and :class:`~otel_agentdiag.storage.push_marks.PushMarks`.
     """
 
     def __enter__(self) -> SpanStore:

@@ -25,8 +25,10 @@ figures through their indexes instead of grouping, scanning or decoding every sp
 Writes add their rows per batch, aggregated in Python: one upsert per touched trace and session, not per span
 (:func:`record_batch`, one call from the writer). Deletes (retention, ``prune``, ``clear``, an imported row
 displaced by an observed one) are caught by the ``spans_deleted_summaries`` trigger, which notes the
-(trace, session) in ``summary_dirty``; :func:`flush_deleted` then recomputes those traces and sessions from
-their remaining rows through the key and the session index, in the same transaction. :func:`rebuild_summaries`
+(trace, session) in ``summary_dirty`` (so does ``spans_updated_summaries`` for a row whose ids or session another
+program changed); :func:`flush_deleted` then recomputes those traces and sessions from their remaining rows
+through the key and the session index, and flags the rows whose parent went (``orphan``, read by receipts), in
+the same transaction. :func:`rebuild_summaries`
 recomputes everything from the rows in SQL (the migration's backfill, a check in the tests, benchmark stores
 made with SQL).
 """
@@ -39,9 +41,8 @@ from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.money import MAX_LEAF_USD, NANOS_CAP, add_nanos, leaf_nanos, usd
-from otel_agentdiag.storage import receipt_figures
 from otel_agentdiag.storage.operations import forget_empty, rebuild_operations, record_operations
-from otel_agentdiag.storage.receipt_reads import has_tables as has_receipt_tables
+from otel_agentdiag.storage.receipt_reads import PLAIN
 from otel_agentdiag.storage.rows import SpanRow
 
 _INPUT = sc.GEN_AI_USAGE_INPUT_TOKENS
@@ -51,64 +52,6 @@ _STOP = sc.AGENTDIAG_STOP_REASON
 _SERVICE = "service.name"
 _COST = sc.AGENTDIAG_COST_USD
 _BUDGET = sc.AGENTDIAG_BUDGET_EXCEEDED
-
-SCHEMA: tuple[str, ...] = (
-    """CREATE TABLE trace_summaries (
-        trace_id TEXT PRIMARY KEY,
-        session TEXT,
-        start_ns INTEGER NOT NULL,
-        root_span_id TEXT NOT NULL,
-        root_parent INTEGER NOT NULL,
-        root_start_ns INTEGER NOT NULL,
-        name TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        status TEXT NOT NULL,
-        end_ns INTEGER,
-        span_count INTEGER NOT NULL DEFAULT 0,
-        error_count INTEGER NOT NULL DEFAULT 0,
-        iterations INTEGER NOT NULL DEFAULT 0,
-        llm_calls INTEGER NOT NULL DEFAULT 0,
-        tool_calls INTEGER NOT NULL DEFAULT 0,
-        input_tokens INTEGER NOT NULL DEFAULT 0,
-        output_tokens INTEGER NOT NULL DEFAULT 0,
-        service TEXT,
-        agent TEXT,
-        stop_reason TEXT
-    ) WITHOUT ROWID""",
-    # Newest first, ties by trace id: `traces`, and the runs list's keyset pages (cursor = (start_ns, trace_id)).
-    "CREATE INDEX trace_summaries_start ON trace_summaries(start_ns DESC, trace_id)",
-    "CREATE INDEX trace_summaries_runs ON trace_summaries(start_ns DESC, trace_id) WHERE kind = 'run'",
-    # The runs list's filters: each index leads with its filter and the status, so a filter with or without a
-    # status reads one ordered range per status (a handful), merged: the cost follows the page.
-    """CREATE INDEX trace_summaries_agent ON trace_summaries(agent, status, start_ns DESC, trace_id)
-        WHERE kind = 'run'""",
-    """CREATE INDEX trace_summaries_service ON trace_summaries(service, status, start_ns DESC, trace_id)
-        WHERE kind = 'run'""",
-    "CREATE INDEX trace_summaries_status ON trace_summaries(status, start_ns DESC, trace_id) WHERE kind = 'run'",
-    "CREATE INDEX trace_summaries_session ON trace_summaries(session, start_ns)",
-    """CREATE TABLE session_traces (
-        session TEXT NOT NULL,
-        trace_id TEXT NOT NULL,
-        PRIMARY KEY (session, trace_id)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE summary_dirty (
-        trace_id TEXT NOT NULL,
-        session TEXT NOT NULL,
-        PRIMARY KEY (trace_id, session)
-    ) WITHOUT ROWID""",
-    """CREATE TRIGGER spans_deleted_summaries AFTER DELETE ON spans BEGIN
-        INSERT OR IGNORE INTO summary_dirty (trace_id, session) VALUES (old.trace_id, coalesce(old.session, ''));
-    END""",
-    "ALTER TABLE sessions ADD COLUMN first_start_ns INTEGER",
-    "ALTER TABLE sessions ADD COLUMN last_activity_ns INTEGER",
-    # Newest activity first, ties by digest; sessions without rows (NULL) last: `list_sessions`'s order.
-    "CREATE INDEX sessions_activity ON sessions(last_activity_ns DESC, session)",
-    "ALTER TABLE store_stats ADD COLUMN session_count INTEGER NOT NULL DEFAULT 0",
-    # 1 when rows may have been deleted since the last complete scrub (unknown history: 1), so that
-    # `agentdiag prune` rewrites the file only when a deleted row's bytes may be in it (see `needs_scrub`).
-    "ALTER TABLE store_stats ADD COLUMN deleted_since_scrub INTEGER NOT NULL DEFAULT 1",
-)
-"""Migration 7's schema statements (its backfill is :data:`REBUILD`)."""
 
 
 def _json_field(column: str, key: str, json_type: str) -> str:
@@ -150,75 +93,57 @@ _BUDGET_SQL = (
 )
 
 
-def _traces_from_rows(*, cost: bool) -> str:
-    """SQL: insert the summaries of the traces of the rows ``{where}`` selects; ``cost``: with migration 12's
-    columns (migration 7 ran before they existed)."""
-    columns = ", cost_nanos, cost_usd, budget_exceeded" if cost else ""
-    values = ", g.cost_nanos, g.cost_nanos / 1e9, g.budget" if cost else ""
-    figures = f", {_COST_NANOS} AS cost_nanos, {_BUDGET_SQL} AS budget" if cost else ""
-    return f"""INSERT INTO trace_summaries (trace_id, session, start_ns, root_span_id, root_parent,
+_TRACES_FROM_ROWS = f"""INSERT INTO trace_summaries (trace_id, session, start_ns, root_span_id, root_parent,
         root_start_ns, name, kind, status, end_ns, span_count, error_count, iterations, llm_calls, tool_calls,
-        input_tokens, output_tokens, service, agent, stop_reason{columns})
+        input_tokens, output_tokens, service, agent, stop_reason, cost_nanos, cost_usd, budget_exceeded)
     SELECT g.trace_id, g.session, g.start_ns, r.span_id, r.parent_span_id IS NOT NULL, r.start_ns, r.name, r.kind,
         r.status, r.end_ns, g.n, g.errors, g.iterations, g.llm, g.tools, g.tokens_in, g.tokens_out,
         (SELECT {_json_field("res.attributes", _SERVICE, "text")} FROM resources res WHERE res.id = r.resource_id),
         coalesce({_json_field("r.attributes", _AGENT, "text")}, CASE WHEN r.kind = 'run' THEN r.name END),
-        {_json_field("r.attributes", _STOP, "text")}{values}
+        {_json_field("r.attributes", _STOP, "text")}, g.cost_nanos, g.cost_nanos / 1e9, g.budget
     FROM (SELECT trace_id, MAX(session) AS session, MIN(start_ns) AS start_ns, COUNT(*) AS n,
             SUM(status = 'error') AS errors, SUM(kind = 'iteration') AS iterations, SUM(kind = 'llm') AS llm,
-            SUM(kind = 'tool') AS tools, {_tokens(_INPUT)} AS tokens_in, {_tokens(_OUTPUT)} AS tokens_out{figures}
+            SUM(kind = 'tool') AS tools, {_tokens(_INPUT)} AS tokens_in, {_tokens(_OUTPUT)} AS tokens_out,
+            {_COST_NANOS} AS cost_nanos, {_BUDGET_SQL} AS budget
           FROM spans {{where}} GROUP BY trace_id) AS g
     JOIN spans r ON r.rowid = (SELECT x.rowid FROM spans x WHERE x.trace_id = g.trace_id
         ORDER BY x.parent_span_id IS NOT NULL, x.start_ns, x.span_id LIMIT 1)"""
-
-
-_TRACES_FROM_ROWS = _traces_from_rows(cost=True)
-
-COST_SCHEMA: tuple[str, ...] = (
-    "ALTER TABLE trace_summaries ADD COLUMN cost_nanos INTEGER",
-    "ALTER TABLE trace_summaries ADD COLUMN cost_usd REAL",
-    "ALTER TABLE trace_summaries ADD COLUMN budget_exceeded INTEGER NOT NULL DEFAULT 0",
-    # The backfill: each trace's figures from its own rows, read through the key.
-    f"""UPDATE trace_summaries SET
-        cost_nanos = (SELECT {_COST_NANOS} FROM spans WHERE spans.trace_id = trace_summaries.trace_id),
-        budget_exceeded = (SELECT {_BUDGET_SQL} FROM spans WHERE spans.trace_id = trace_summaries.trace_id)""",
-    "UPDATE trace_summaries SET cost_usd = cost_nanos / 1e9 WHERE cost_nanos IS NOT NULL",
-)
-"""Migration 12's statements: the cost and budget columns of ``trace_summaries``, filled from the rows."""
+"""SQL: insert the summaries of the traces of the rows ``{where}`` selects."""
 
 _ACTIVITY = "max(coalesce(end_ns, start_ns), start_ns)"
 
 
-def _rebuild(*, cost: bool) -> tuple[str, ...]:
-    return (
-        "DELETE FROM summary_dirty",
-        "DELETE FROM trace_summaries",
-        _traces_from_rows(cost=cost).format(where="WHERE true"),
-        "DELETE FROM session_traces",
-        "INSERT INTO session_traces (session, trace_id) SELECT DISTINCT coalesce(session, ''), trace_id FROM spans",
-        "UPDATE sessions SET span_count = 0, bytes = 0, first_start_ns = NULL, last_activity_ns = NULL",
-        f"""INSERT INTO sessions (session, span_count, bytes, first_start_ns, last_activity_ns)
+REBUILD: tuple[str, ...] = (
+    "DELETE FROM summary_dirty",
+    "DELETE FROM trace_summaries",
+    _TRACES_FROM_ROWS.format(where="WHERE true"),
+    "DELETE FROM session_traces",
+    "INSERT INTO session_traces (session, trace_id) SELECT DISTINCT coalesce(session, ''), trace_id FROM spans",
+    "UPDATE sessions SET span_count = 0, bytes = 0, first_start_ns = NULL, last_activity_ns = NULL",
+    f"""INSERT INTO sessions (session, span_count, bytes, first_start_ns, last_activity_ns)
         SELECT coalesce(session, ''), COUNT(*), SUM(size), MIN(start_ns), MAX({_ACTIVITY}) FROM spans WHERE true
         GROUP BY coalesce(session, '')
         ON CONFLICT (session) DO UPDATE SET span_count = excluded.span_count, bytes = excluded.bytes,
         first_start_ns = excluded.first_start_ns, last_activity_ns = excluded.last_activity_ns""",
-        "INSERT OR IGNORE INTO store_stats (id) VALUES (1)",
-        """UPDATE store_stats SET span_count = (SELECT COUNT(*) FROM spans),
+    "INSERT OR IGNORE INTO store_stats (id) VALUES (1)",
+    """UPDATE store_stats SET span_count = (SELECT COUNT(*) FROM spans),
         total_bytes = (SELECT coalesce(SUM(size), 0) FROM spans),
         session_count = (SELECT COUNT(*) FROM sessions WHERE session <> '' AND first_start_ns IS NOT NULL)
         WHERE id = 1""",
-    )
-
-
-MIGRATION_7: tuple[str, ...] = (*SCHEMA, *_rebuild(cost=False))
-"""Migration 7 as it shipped: the schema, then its backfill (without migration 12's columns)."""
-REBUILD: tuple[str, ...] = _rebuild(cost=True)
+)
 """Recompute every summary (and the writer's running rows/bytes per session and store) from the rows."""
+
+
+_PARENT_MISSING = """parent_span_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM spans p
+    WHERE p.trace_id = spans.trace_id AND p.span_id = spans.parent_span_id
+    AND (substr(coalesce(spans.session, ''), 1, 9) = 'imported:' OR p.session IS NULL
+        OR substr(p.session, 1, 9) <> 'imported:'))"""
+"""SQL: the row names a parent stored nowhere in its trace (for an observed row: nowhere among observed rows)."""
 
 
 def rebuild_summaries(conn: sqlite3.Connection) -> None:
     """Recompute every summary table from the rows, in SQL (also the running rows and bytes per session and per
-    store), and the receipt figures (:func:`~.receipt_figures.rebuild`, which decodes the rows). Runs in the
+    store, every row's ``orphan`` flag and the ``plain`` flag of rows written by other means). Runs in the
     caller's transaction when one is open, else in its own."""
     own = not conn.in_transaction
     if own:
@@ -227,8 +152,9 @@ def rebuild_summaries(conn: sqlite3.Connection) -> None:
         for statement in REBUILD:
             conn.execute(statement)
         rebuild_operations(conn)
-        if has_receipt_tables(conn):
-            receipt_figures.rebuild(conn)
+        conn.execute(f"UPDATE spans SET plain = {PLAIN} WHERE plain IS NULL")  # rows written by other means
+        conn.execute(f"UPDATE spans SET orphan = 1 WHERE orphan IS NOT 1 AND {_PARENT_MISSING}")
+        conn.execute(f"UPDATE spans SET orphan = 0 WHERE orphan IS NOT 0 AND NOT ({_PARENT_MISSING})")
     except BaseException:
         if own:
             conn.execute("ROLLBACK")
@@ -439,7 +365,8 @@ def flush_deleted(conn: sqlite3.Connection) -> None:
             change += 1 if first is not None else -1
     if change:
         conn.execute("UPDATE store_stats SET session_count = session_count + ? WHERE id = 1", (change,))
-    receipt_figures.flush_deleted(conn, dirty)
+    # Children whose parent was deleted (or whose ids changed under another program) may be orphans now.
+    conn.executemany(f"UPDATE spans SET orphan = 1 WHERE trace_id = ? AND orphan IS 0 AND {_PARENT_MISSING}", traces)
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'operations'").fetchone():
         forget_empty(conn)
     conn.execute("UPDATE store_stats SET deleted_since_scrub = 1 WHERE id = 1")

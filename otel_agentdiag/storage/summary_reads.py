@@ -7,22 +7,22 @@ store holds; the figures are kept current by the writer (see :mod:`otel_agentdia
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from otel_agentdiag._internal.money import NANOS_CAP
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.provenance import IMPORTED_PREFIX
-from otel_agentdiag.storage.receipt_reads import (
-    StoreFigures,
-    figures_vouch,
-    read_facts,
-    read_session_verdicts,
-    read_store_figures,
-    sessions_of_observers,
+from otel_agentdiag.storage.receipt_reads import ReceiptRecords, read_records
+from otel_agentdiag.storage.rows import (
+    ALL_SESSIONS,
+    OVERFLOW_SESSION,
+    ConversationSummary,
+    RunSummary,
+    SessionSummary,
+    TraceSummary,
 )
-from otel_agentdiag.storage.receipt_rules import FigureVerdict, SessionFacts
-from otel_agentdiag.storage.rows import OVERFLOW_SESSION, ConversationSummary, RunSummary, SessionSummary, TraceSummary
 
 _SESSION_COLUMNS = (
     "session, span_count, bytes, first_start_ns, last_activity_ns, cleared_at_ns, generation, pruned_spans,"
@@ -146,13 +146,21 @@ class SummaryReader(StoreConnection):
             (session,) = conn.execute("SELECT MIN(session) FROM sessions WHERE session <> ''").fetchone()
         return None if session is None else str(session)
 
-    def change_mark(self) -> tuple[int, int]:
-        """A mark that changes whenever a transaction commits on the store (on another connection:
-        ``PRAGMA data_version``; on this one: its count of changed rows): reads between two equal marks read
-        one state of the store. O(1)."""
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside the block see one state of the store (one read transaction; a writer that commits
+        meanwhile is not seen). Holds the store's lock; inside a transaction of ours, the block is in it."""
         with self._lock:
-            (version,) = self._conn.execute("PRAGMA data_version").fetchone()
-            return int(version), int(self._conn.total_changes)
+            conn = self._conn
+            if conn.in_transaction:
+                yield
+                return
+            conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
 
     def pruned_spans_total(self) -> int:
         """Rows retention deleted from the whole store, cumulative (``store_stats``)."""
@@ -160,50 +168,12 @@ class SummaryReader(StoreConnection):
             found = self._conn.execute("SELECT pruned_spans FROM store_stats WHERE id = 1").fetchone()
         return int(found[0]) if found is not None else 0
 
-    def named_pruned_spans(self) -> int:
-        """Rows retention deleted from named sessions (not the no-session bucket), cumulative."""
-        with self._lock:
-            (found,) = self._conn.execute(
-                "SELECT coalesce(SUM(pruned_spans), 0) FROM sessions WHERE session <> ''"
-            ).fetchone()
-        return int(found)
-
-    # -- receipt figures ----------------------------------------------------------------------------------
-    def receipt_figures(self) -> StoreFigures | None:
-        """The settled sessions' receipts summed and the sessions only their rows can judge (see
-        :mod:`otel_agentdiag.storage.receipt_figures`), or None when the figures do not vouch for the store (rows
-        or ledger rows written by other means since the writer last settled them). Reads no span."""
-        with self._lock:
-            conn = self._conn
-            if not figures_vouch(conn):
-                return None
-            return read_store_figures(conn)
-
-    def receipt_verdicts(self, sessions: Iterable[str | None] | None = None) -> dict[str | None, FigureVerdict | None]:
-        """Session (None: no session) -> its stored verdict, None when only its rows can judge it; absent: not
-        a session the store's receipt lists. ``sessions`` None: every session."""
-        keys = None if sessions is None else [s or "" for s in sessions]
-        with self._lock:
-            found = read_session_verdicts(self._conn, keys)
-        return {(key or None): verdict for key, verdict in found.items()}
-
-    def receipt_facts(self, sessions: Iterable[str | None]) -> dict[str | None, SessionFacts]:
-        """What :func:`~otel_agentdiag.storage.receipt_figures.judge_figures` needs for ``sessions``."""
-        with self._lock:
-            found = read_facts(self._conn, [s or "" for s in sessions])
-        return {(key or None): facts for key, facts in found.items()}
-
-    def sessions_of_observers(self, observers: Iterable[str]) -> set[str | None]:
-        """Sessions in which any of ``observers`` has rows or ledger rows (through their indexes)."""
-        with self._lock:
-            found = sessions_of_observers(self._conn, sorted(set(observers)))
-        return {key or None for key in found}
-
-    def ledger_sessions(self) -> list[str | None]:
-        """Every session with a ledger row, by key ('' -> None first)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT DISTINCT session FROM session_stats ORDER BY session").fetchall()
-        return [str(r[0]) or None for r in rows]
+    def receipt_records(self, sessions: Sequence[str | None] | None = None) -> ReceiptRecords:
+        """What the receipts of ``sessions`` (None: every session) are judged from, in one snapshot: the
+        figures of their rows (one GROUP BY over an index), their missing parents, ledger rows, bookkeeping and
+        violations (see :mod:`otel_agentdiag.storage.receipt_reads`)."""
+        with self.snapshot():
+            return read_records(self._conn, ALL_SESSIONS if sessions is None else sessions)
 
     # -- session keys -------------------------------------------------------------------------------------
     _KEY_SOURCES = (

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.storage import receipt_figures
+from otel_agentdiag._internal import reason_codes
 from otel_agentdiag.storage.codec import canonical_json, row_json
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.ledger import Tally, add_accounting, store_totals, upsert_observers, upsert_stats
@@ -24,6 +24,7 @@ from otel_agentdiag.storage.retention import (
 )
 from otel_agentdiag.storage.rows import (
     DROP_CLEARED,
+    EXTRA_COLUMNS,
     REJECT_REDACTOR_ERROR,
     Accounting,
     ContentRow,
@@ -35,13 +36,29 @@ from otel_agentdiag.storage.summaries import record_batch
 _TOMBSTONE = sc.AGENTDIAG_REDACTION_PREFIX + REJECT_REDACTOR_ERROR
 """The attribute that marks a redaction tombstone: stored, but counted rejected."""
 
+_COLUMNS = (
+    "trace_id, span_id, parent_span_id, name, kind, span_kind, start_ns, end_ns, status, session, attributes,"
+    f" events, links, resource_id, scope, observer, sequence, {''.join(f'{name}, ' for name in EXTRA_COLUMNS)}"
+    "size, plain, orphan"
+)
 _INSERT_SPAN = (
-    "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, span_kind, start_ns, end_ns,"
-    " status, session, attributes, events, links, resource_id, scope, observer, sequence, size)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO spans ({_COLUMNS}) VALUES ({', '.join('?' * (20 + len(EXTRA_COLUMNS)))})"
     " ON CONFLICT (trace_id, span_id) DO NOTHING"
 )
+"""The row's core columns as the writer encodes them, :data:`~.rows.EXTRA_COLUMNS` as the row holds them, then
+the writer's own (``size``, ``plain``, ``orphan``: last, :func:`_flag_orphans` sets it)."""
+_PARENTS_ARRIVED = (
+    "UPDATE spans INDEXED BY spans_orphans SET orphan = 0 WHERE orphan IS NOT 0 AND session IS ?1 AND trace_id = ?2"
+    " AND EXISTS (SELECT 1 FROM spans p WHERE p.trace_id = ?2 AND p.span_id = spans.parent_span_id"
+    " AND (?3 OR p.session IS NULL OR substr(p.session, 1, 9) <> 'imported:'))"
+)
+"""After a batch, per (session, trace) it wrote: the flagged rows there whose parent is stored now are not
+orphans (children end, and are written, before their parent). Rows of the trace in other sessions keep their
+flag: a reader checks flagged rows against the key, so a flag may only err on the side of "maybe missing"."""
 
+
+_SAFETY = reason_codes.PUBLIC_SAFETY_COUNTER
+_SEQUENCES = (list, tuple)
 
 _NOTHING = object()
 """A sentinel no row field is."""
@@ -49,6 +66,12 @@ _NOTHING = object()
 _ROWID_OF_SPAN = "SELECT rowid FROM spans WHERE trace_id = ? AND span_id = ?"
 _MAX_ROWID = (1 << 63) - 1
 """SQLite's largest rowid: once a table holds it, new rows get random unused rowids."""
+
+
+def _flag_orphans(params: list[tuple[Any, ...]]) -> None:
+    """Set each row's ``orphan`` flag (its last insert parameter) from the rows to insert alone."""
+    ids = {(row[0], row[1]) for row in params}
+    params[:] = [(*row[:-1], 0 if row[2] is None or (row[0], row[2]) in ids else 1) for row in params]
 
 
 class StoreWriter(StoreConnection):
@@ -60,7 +83,7 @@ class StoreWriter(StoreConnection):
             return by_object[1]
         import hashlib  # here, once per new resource: readers (`agentdiag show`) do not load it
 
-        from otel_agentdiag._internal.spans import attribute_items
+        from otel_agentdiag._internal.sdk import attribute_items
 
         text = canonical_json({k: list(v) if isinstance(v, tuple) else v for k, v in attribute_items(resource)})
         digest = hashlib.sha256(text.encode()).hexdigest()
@@ -128,15 +151,17 @@ class StoreWriter(StoreConnection):
             tallies: dict[tuple[str, str], Tally] = {}
             cleared_at = self._cleared_gates({row.session for row in rows}) if rows else {}
             params: list[tuple[Any, ...]] = []
-            # per row to insert: (its tally, session key, size, is a tombstone, the row, its stored observer)
-            pending: list[tuple[Tally, str, int, bool, SpanRow, str]] = []
+            # per row to insert: (its tally, session key, size, is a tombstone, the row)
+            pending: list[tuple[Tally, str, int, bool, SpanRow]] = []
             pending_content: list[tuple[str, str, Sequence[ContentRow]]] = []
             content_of: list[int] = []  # per row of `pending`: its index in pending_content, or -1
             n_cleared = oversize = 0
-            refigure: set[str] = set()
             last_key: tuple[str, str] | None = None
             tally = Tally()
             resource_id = self._resource_id
+            # A row is an orphan (1) when it names a parent not in the batch (usually written later: a parent
+            # ends after its children). One provenance per batch, so a parent in the batch always counts.
+            ids = {(row.trace_id, row.span_id) for row in rows}
             # Spans of one provider and tracer share their resource mapping and scope dict: within this batch,
             # the same object gets the same resource row and the same JSON.
             last_resource: Any = _NOTHING
@@ -174,12 +199,27 @@ class StoreWriter(StoreConnection):
                 # UTF-8 bytes of the name and the JSON columns (a non-text name counts as SQLite casts it).
                 joined = f"{name}{a_json}{e_json}{l_json}{s_json or ''}"
                 size = len(joined) if joined.isascii() else nbytes(joined)
+                # Whether the row counts plainly in a receipt (None: a reader looks at the stored row itself).
+                sequence = row.sequence
+                safety = attributes.get(_SAFETY, 0) if type(attributes) is dict else 1  # 1: not plain
+                plain = (
+                    1
+                    if type(sequence) is int
+                    and sequence >= 0
+                    and observer
+                    and (type(safety) is not int or safety <= 0)
+                    and name != sc.TOMBSTONE_SPAN_NAME
+                    and type(events) in _SEQUENCES
+                    and type(links) in _SEQUENCES
+                    and (scope is None or type(scope) is dict)
+                    else None
+                )
                 if size > max_span:
                     fitted = fit_span(attributes, events, a_json, e_json, size, max_span, row_json)
                     if fitted is not None:
                         a_json, e_json, size = fitted.attributes_json, fitted.events_json, fitted.size
                         oversize += fitted.dropped_attributes
-                        refigure.add(session)  # stored otherwise than handed in: its figures from the rows
+                        plain = None  # stored otherwise than handed in
                 captured = content[index] if content is not None else None
                 if captured:
                     content_of.append(len(pending_content))
@@ -205,11 +245,16 @@ class StoreWriter(StoreConnection):
                         rid,
                         s_json,
                         observer or None,
-                        row.sequence,
+                        sequence,
+                        *([getattr(row, name) for name in EXTRA_COLUMNS] if EXTRA_COLUMNS else ()),
                         size,
+                        plain,
+                        0 if row.parent_span_id is None or (row.trace_id, row.parent_span_id) in ids else 1,
                     )
                 )
-                pending.append((tally, session, size, _TOMBSTONE in attributes, row, observer))
+                pending.append((tally, session, size, _TOMBSTONE in attributes, row))
+            if n_cleared:
+                _flag_orphans(params)  # a parent the gate refused is not in the batch after all
             inserted_flags = self._insert(params)
             if not imported and not all(inserted_flags):
                 inserted_flags = displace_imported(self._conn, params, inserted_flags, _INSERT_SPAN, delete_rows)
@@ -220,11 +265,9 @@ class StoreWriter(StoreConnection):
             inserted = 0
             added: dict[str, list[int]] = {}  # session -> [spans, bytes] written now
             written: list[SpanRow] = []
-            written_observers: list[str] = []
-            for (tally, session, size, tombstone, stored, observer), new in zip(pending, inserted_flags, strict=True):
+            for (tally, session, size, tombstone, stored), new in zip(pending, inserted_flags, strict=True):
                 if new:
                     written.append(stored)
-                    written_observers.append(observer)
                     inserted += 1
                     tally.stored += 1
                     if tombstone:
@@ -242,13 +285,17 @@ class StoreWriter(StoreConnection):
                     tally.duplicates += 1
             if accounting is not None:
                 add_accounting(tallies, accounting)
-            receipt_figures.hush(self._conn, True)  # the ledger's and new sessions' rows noted below, not by triggers
+            if written:
+                self._conn.executemany(
+                    _PARENTS_ARRIVED,
+                    [
+                        (session, trace_id, imported)
+                        for session, trace_id in {(r.session or None, r.trace_id) for r in written}
+                    ],
+                )
             upsert_stats(self._conn, tallies)
             upsert_observers(self._conn, accounting, {obs for obs, _session in tallies if obs}, now, imported=imported)
             pruned = self._apply_written(added, now)
-            receipt_figures.hush(self._conn, False)
-            ledger = {session for _observer, session in tallies}
-            receipt_figures.add_written(self._conn, written, written_observers, refigure, ledger)
             record_batch(self._conn, written)
         return WriteResult(
             inserted=inserted,

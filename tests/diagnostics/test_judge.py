@@ -1,12 +1,17 @@
-"""The pure rules of receipts and status, on hand-made rows and ledgers.
+"""The rules of receipts and status, on hand-made rows and ledgers.
 
 These pin the arithmetic of each rule in isolation (which number is a gap, which parent is unfinished, which
-reason maps to which status). Every status and reason is also produced from real runs of the real pipeline in
-``test_scenarios.py``; nothing here stands in for those.
+reason maps to which status). The rows are written to a real store and its ledger and bookkeeping set by hand,
+then read back as every receipt is (the receipt's SQL, then the one judge). Every status and reason is also
+produced from real runs of the real pipeline in ``test_scenarios.py``; nothing here stands in for those.
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,12 +21,11 @@ from otel_agentdiag.diagnostics.receipt import (
     COUNT_KEYS,
     REASONS,
     Receipt,
-    ReceiptInput,
     combine,
-    judge,
+    session_receipt,
 )
 from otel_agentdiag.diagnostics.status import project
-from otel_agentdiag.storage import SessionStats, StoredSpan
+from otel_agentdiag.storage import RetentionLimits, SessionStats, SpanRow, SpanStore, StoredSpan
 
 OBS = "0123456789abcdef"
 OTHER_OBS = "fedcba9876543210"
@@ -92,8 +96,81 @@ def stats(
     )
 
 
-def receipt_of(spans: list[StoredSpan], ledger: list[SessionStats], **kw: Any) -> Receipt:
-    return judge(ReceiptInput(session=SESSION, spans=spans, stats=ledger, **kw))
+def _row(s: StoredSpan, session: str | None) -> SpanRow:
+    return SpanRow(
+        trace_id=s.trace_id,
+        span_id=s.span_id,
+        parent_span_id=s.parent_span_id,
+        name=s.name,
+        kind=s.kind,
+        span_kind=s.span_kind,
+        start_ns=s.start_ns,
+        end_ns=s.end_ns,
+        status=s.status,
+        session=session,
+        attributes=s.attributes,
+        events=s.events,
+        links=s.links,
+        resource=s.resource,
+        scope=s.scope,
+        observer=s.observer,
+        sequence=s.sequence,
+    )
+
+
+def receipt_of(
+    spans: list[StoredSpan],
+    ledger: list[SessionStats],
+    *,
+    pruned_spans: int = 0,
+    cleared_spans: int = 0,
+    outside_span_ids: dict[str, frozenset[str]] | None = None,
+) -> Receipt:
+    """The receipt of SESSION in a store holding ``spans`` (written by the store's writer; a ``corrupt`` one then
+    damaged), with ``ledger`` as its ledger, the deletion counts given, and ``outside_span_ids`` stored in the
+    same trace outside the session."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "traces.db"
+        outside = [
+            span(int(span_id, 16) - 1, trace=trace_id, observer=OTHER_OBS)
+            for trace_id, ids in (outside_span_ids or {}).items()
+            for span_id in ids
+        ]
+        with SpanStore(path, retention=RetentionLimits(max_session_age_s=None)) as store:
+            store.write_batch([_row(s, SESSION) for s in spans] + [_row(s, "elsewhere") for s in outside])
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            for s in spans:
+                if s.corrupt:
+                    conn.execute("UPDATE spans SET attributes = '{broken' WHERE span_id = ?", (s.span_id,))
+            conn.execute("DELETE FROM session_stats WHERE session = ?", (SESSION,))
+            conn.executemany(
+                "INSERT INTO session_stats (observer, session, observed, accepted, stored, duplicates, rejected,"
+                " dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        r.observer,
+                        SESSION,
+                        r.observed,
+                        r.accepted,
+                        r.stored,
+                        r.duplicates,
+                        json.dumps(r.rejected),
+                        json.dumps(r.dropped),
+                    )
+                    for r in ledger
+                ],
+            )
+            conn.execute(
+                "INSERT INTO sessions (session, pruned_spans, cleared_spans) VALUES (?, ?, ?)"
+                " ON CONFLICT (session) DO UPDATE SET pruned_spans = excluded.pruned_spans,"
+                " cleared_spans = excluded.cleared_spans",
+                (SESSION, pruned_spans, cleared_spans),
+            )
+        finally:
+            conn.close()
+        with SpanStore(path, create=False, read_only=True) as store:
+            return session_receipt(store, SESSION)
 
 
 def chain(n: int) -> list[StoredSpan]:
@@ -302,7 +379,7 @@ def test_status_counts_tokens_from_llm_spans_only_and_errors_by_origin() -> None
         tool(3, "t", status="error"),
     ]
     ledger = [stats(4)]
-    s = project(spans, judge(ReceiptInput(SESSION, spans, ledger)), session=SESSION, as_of_ns=None)
+    s = project(spans, receipt_of(spans, ledger), session=SESSION, as_of_ns=None)
     assert s.counts == {
         "runs": 1,
         "iterations": 1,
@@ -324,7 +401,7 @@ def test_status_repetition_counts_consecutive_calls_of_one_tool() -> None:
     for name in names:
         spans += [llm(n, finish="tool_calls"), tool(n + 1, name)]
         n += 2
-    s = project(spans, judge(ReceiptInput(SESSION, spans, [stats(n)])), session=SESSION, as_of_ns=None)
+    s = project(spans, receipt_of(spans, [stats(n)]), session=SESSION, as_of_ns=None)
     assert (s.repetition_tool, s.repetition_longest, s.repetition_suspected) == ("a", 3, True)
     assert "repetition_suspected" in s.signals
 
@@ -336,17 +413,17 @@ def test_status_repetition_counts_real_names_only() -> None:
     for name in [sc.OTHER_VALUE, sc.OTHER_VALUE, "a", sc.OTHER_VALUE, sc.OTHER_VALUE, sc.OTHER_VALUE]:
         spans += [llm(n, finish="tool_calls"), tool(n + 1, name)]
         n += 2
-    s = project(spans, judge(ReceiptInput(SESSION, spans, [stats(n)])), session=SESSION, as_of_ns=None)
+    s = project(spans, receipt_of(spans, [stats(n)]), session=SESSION, as_of_ns=None)
     assert (s.repetition_tool, s.repetition_longest, s.repetition_suspected) == ("a", 1, False)
     assert "repetition_suspected" not in s.signals
     only_unknown = spans[:2] + [tool(2 + i, sc.OTHER_VALUE) for i in range(4)]
-    s = project(only_unknown, judge(ReceiptInput(SESSION, only_unknown, [stats(6)])), session=SESSION, as_of_ns=None)
+    s = project(only_unknown, receipt_of(only_unknown, [stats(6)]), session=SESSION, as_of_ns=None)
     assert (s.repetition_tool, s.repetition_longest, s.repetition_suspected) == (None, 0, False)
 
 
 def test_status_stall_needs_an_active_session_and_a_time() -> None:
     spans = [span(1, parent=0, kind="iteration"), llm(2, finish="tool_calls")]
-    receipt = judge(ReceiptInput(SESSION, spans, [stats(2)]))
+    receipt = receipt_of(spans, [stats(2)])
     assert receipt.counts["unfinished_spans"] == 1
     last = max(s.end_ns or 0 for s in spans)
     quiet = project(spans, receipt, session=SESSION, as_of_ns=None)
@@ -365,7 +442,7 @@ def test_status_stall_needs_an_active_session_and_a_time() -> None:
 
 
 def test_status_of_nothing_is_idle() -> None:
-    s = project([], judge(ReceiptInput(SESSION, [], [])), session=SESSION, as_of_ns=None)
+    s = project([], receipt_of([], []), session=SESSION, as_of_ns=None)
     assert (s.stage, s.active, s.last_event_ns) == ("idle", False, None)
     doc = s.to_json(with_receipt=True)
     assert doc["receipt"]["status"] == "invalid"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from otel_agentdiag.diagnostics.receipt import session_receipt, session_receipts
+from otel_agentdiag.diagnostics.receipt import combine, session_receipt, session_receipts, store_receipt
 from otel_agentdiag.diagnostics.status import session_status
 from otel_agentdiag.storage import Accounting, RetentionLimits, SpanRow, SpanStore
 
@@ -87,3 +88,26 @@ def test_session_receipt_and_status_of_a_named_session_do_not_list_every_session
         for session in ("s-a", "s-b", "s-c", "s-d"):
             assert session_receipt(store, session) == expected[session]
             assert session_status(store, session, as_of_ns=None).receipt == expected[session]
+
+
+def test_alike_sessions_judged_once_give_each_its_own_receipt(tmp_path: Path) -> None:
+    """Sessions that differ only by their observer are judged once for the whole store: each still gets its own
+    receipt (its session and observer), and the store's receipt is every session's combined."""
+    with SpanStore(tmp_path / "traces.db") as store:
+        for n in range(6):
+            observer = f"{n:016x}"
+            rows = [
+                replace(
+                    _row(100 * n + k, f"alike-{n}", k, trace=f"{n + 1:032x}", parent=None if k == 0 else 100 * n),
+                    observer=observer,
+                )
+                for k in range(3)
+            ]
+            store.write_batch(rows[: 2 if n == 5 else 3], Accounting(observer=observer))  # the last: a gap
+        store.record_violations("ingest", [("alike-2", "malformed_json", "line 1")])
+        receipts, _malformed = session_receipts(store)
+        assert {r.session: r.observers for r in receipts} == {f"alike-{n}": [f"{n:016x}"] for n in range(6)}
+        for expected in receipts:
+            assert session_receipt(store, expected.session) == expected
+        assert {r.session: r.status for r in receipts}["alike-2"] == "invalid"
+        assert store_receipt(store) == combine(receipts, violations=1)

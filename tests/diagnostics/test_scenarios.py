@@ -40,11 +40,10 @@ import otel_agentdiag as agentdiag
 from otel_agentdiag.cli import cli
 from otel_agentdiag.diagnostics.receipt import (
     Receipt,
-    overview_from_rows,
+    combine,
     session_receipt,
     store_overview,
     store_receipt,
-    store_receipt_from_rows,
 )
 from otel_agentdiag.diagnostics.status import Status, session_status
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
@@ -57,14 +56,20 @@ HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(autouse=True)
-def _figures_agree_with_rows(tmp_path: Path) -> Iterator[None]:
-    """After every scenario: each store it left has the same store receipt and sessions overview from the
-    writer's figures as from its rows (issue 22; see test_receipt_figures.py)."""
+def _one_judge_for_one_session_and_for_all(tmp_path: Path) -> Iterator[None]:
+    """After every scenario: in each store it left, every session's receipt read alone (its rows' SQL restricted
+    to it) is the one the whole-store reading gives it, and the store's receipt combines those."""
     yield
     for path in sorted(tmp_path.glob("*.db")):
         with SpanStore(path, create=False, read_only=True) as store:
-            assert store_receipt(store) == store_receipt_from_rows(store), path
-            assert store_overview(store) == overview_from_rows(store), path
+            overview = store_overview(store)
+            for _summary, expected in overview.sessions:
+                assert session_receipt(store, expected.session) == expected, path
+            receipts = [receipt for _summary, receipt in overview.sessions]
+            assert store_receipt(store) == overview.receipt(), path
+            assert overview.receipt() == combine(
+                receipts, malformed_rows=overview.malformed_rows, violations=overview.violations
+            ), path
 
 
 def receipt(path: Path, session: str | None = None, *, store_wide: bool = False) -> Receipt:

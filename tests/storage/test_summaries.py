@@ -5,7 +5,6 @@ and conversations lists (filters, keyset pages) against a count made from the ro
 from __future__ import annotations
 
 import random
-import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 from storage_helpers import T0, query
 
-from otel_agentdiag.storage import LATEST_VERSION, RetentionLimits, SpanRow, SpanStore, receipt_schema
+from otel_agentdiag.storage import LATEST_VERSION, RetentionLimits, SpanRow, SpanStore
 from otel_agentdiag.storage.summaries import rebuild_summaries
 
 SUMMARY_QUERIES = (
@@ -188,20 +187,21 @@ def _fields(row: SpanRow) -> dict[str, Any]:
     return {name: getattr(row, name) for name in SpanRow.__dataclass_fields__}
 
 
-RECEIPT_TABLES = tuple(re.findall(r"CREATE TABLE (\w+)", " ".join(receipt_schema.SCHEMA)))
-RECEIPT_TRIGGERS = tuple(re.findall(r"CREATE TRIGGER (\w+)", " ".join(receipt_schema.SCHEMA)))
-AS_V7 = (
-    *(f"DROP TRIGGER {name}" for name in RECEIPT_TRIGGERS),
-    *(f"DROP TABLE {name}" for name in RECEIPT_TABLES),
-    "DELETE FROM schema_migrations WHERE version = 10",
+AS_V9 = (
+    "DROP TRIGGER spans_updated_receipt",
+    "DROP TRIGGER spans_updated_summaries",
+    "DROP INDEX spans_receipt",
+    "DROP INDEX spans_orphans",
+    *(f"ALTER TABLE spans DROP COLUMN {name}" for name in ("plain", "orphan")),
+    "DELETE FROM schema_migrations WHERE version IN (10, 13)",
 )
-"""Undo migration 10 (receipt figures): the store it was before."""
+"""Undo migration 13 (receipts from the rows; it dropped what migration 10 made): the store it was before 10."""
 
 
 def _as_v6(path: Path) -> None:
     """Turn a current store into the version-6 store it was before migration 7 (same tables and rows)."""
     for statement in (
-        *AS_V7,
+        *AS_V9,
         "DROP TRIGGER spans_deleted_summaries",
         "DROP TABLE trace_summaries",
         "DROP TABLE session_traces",
@@ -228,11 +228,12 @@ def test_a_version_6_store_is_backfilled_from_its_rows(tmp_path: Path) -> None:
     written = snapshot(path)
     _as_v6(path)
     assert query(path, "SELECT name FROM sqlite_master WHERE name = 'trace_summaries'") == []
-    spans = query(path, "SELECT * FROM spans ORDER BY rowid")
+    columns = ", ".join(str(r[1]) for r in query(path, "PRAGMA table_info(spans)"))  # the rows as version 6 had them
+    spans = query(path, f"SELECT {columns} FROM spans ORDER BY rowid")
     with SpanStore(path, create=False) as store:
         assert query(path, "SELECT MAX(version) FROM schema_migrations") == [(LATEST_VERSION,)]
         assert snapshot(path) == written
-        assert query(path, "SELECT * FROM spans ORDER BY rowid") == spans
+        assert query(path, f"SELECT {columns} FROM spans ORDER BY rowid") == spans
         assert store.list_sessions() == sessions and store.list_traces() == traces
 
 

@@ -1,0 +1,203 @@
+"""The receipt's SQL (migration 13): per (session, observer) figures and missing parents read from the index and the
+flagged rows say what the decoded rows say, after a random mix of writes, duplicates, retention and clears, and
+after rows written, changed or deleted behind the store's back."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections import Counter, defaultdict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from storage_helpers import T0
+
+from otel_agentdiag.storage import RetentionLimits, SpanRow, SpanStore, StoredSpan
+from otel_agentdiag.storage.codec import SPAN_COLUMNS, decode_span
+from otel_agentdiag.storage.receipt_reads import MissingParent, RowFigures, read_figures, read_missing
+
+SESSIONS: tuple[str | None, ...] = (None, "sess-a", "sess-b", "imported:sess-x")
+OBSERVERS: tuple[str | None, ...] = ("0123456789abcdef", "fedcba9876543210", None)
+IMPORTED_OBSERVERS: tuple[str | None, ...] = ("1111222233334444", None)
+"""An imported span may not name an observer the store recorded as observed."""
+SAFETY = "agentdiag.redaction.public_safety_violation"
+
+
+def _span(rng: random.Random, trace: int, index: int, parent: int | None, session: str | None) -> SpanRow:
+    attributes: dict[str, Any] = {"k": "v"}
+    if rng.random() < 0.1:
+        attributes[SAFETY] = rng.choice([1, 3, 0, -2, True, "4"])
+    sequence = rng.choice([index, index, index, index - 1, -1, None])
+    return SpanRow(
+        trace_id=f"{trace:032x}",
+        span_id=f"{trace:08x}{index:08x}",
+        parent_span_id=None if parent is None else f"{trace:08x}{parent:08x}",
+        name="agentdiag.redaction_error" if rng.random() < 0.05 else f"span-{index}",
+        kind="other",
+        span_kind="internal",
+        start_ns=T0 + rng.randrange(0, 1000),
+        end_ns=T0 + 2000,
+        status="ok",
+        session=session,
+        attributes=attributes,
+        events=[],
+        links=[],
+        resource={"service.name": "receipt-reads"},
+        scope=None,
+        observer=rng.choice(IMPORTED_OBSERVERS if (session or "").startswith("imported:") else OBSERVERS),
+        sequence=sequence,
+    )
+
+
+def _rows(rng: random.Random, traces: int) -> list[SpanRow]:
+    rows = []
+    for trace in range(1, traces + 1):
+        home = rng.choice(SESSIONS)
+        for index in range(rng.randrange(1, 8)):
+            parent = None if index == 0 else rng.choice([rng.randrange(0, index), 40])  # 40: never written
+            session = home if rng.random() < 0.85 else rng.choice(SESSIONS)
+            rows.append(_span(rng, trace, index, parent, session))
+    return rows
+
+
+def _decoded(path: Path) -> list[StoredSpan]:
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(f"SELECT {SPAN_COLUMNS} FROM spans s LEFT JOIN resources r ON r.id = s.resource_id")
+        return [decode_span(row) for row in rows]
+    finally:
+        conn.close()
+
+
+def _positive(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def expected_figures(spans: list[StoredSpan]) -> dict[str, dict[str, RowFigures]]:
+    """The figures from the decoded rows, as the receipt's rules define them."""
+    grouped: dict[tuple[str, str], list[StoredSpan]] = defaultdict(list)
+    for s in spans:
+        grouped[(s.session or "", s.observer or "")].append(s)
+    out: dict[str, dict[str, RowFigures]] = {}
+    for (key, observer), group in grouped.items():
+        numbers = [s.sequence for s in group if s.observer and isinstance(s.sequence, int) and s.sequence >= 0]
+        out.setdefault(key, {})[observer] = RowFigures(
+            rows=len(group),
+            tombstones=sum(s.name == "agentdiag.redaction_error" for s in group),
+            numbered=len(numbers),
+            distinct=len(set(numbers)),
+            low=min(numbers) if numbers else None,
+            high=max(numbers) if numbers else None,
+            safety=sum(_positive(s.attributes.get(SAFETY)) for s in group),
+            malformed=sum(s.corrupt for s in group),
+        )
+    return out
+
+
+def _order(s: StoredSpan) -> tuple[int, int, str]:
+    return (s.sequence if s.sequence is not None else -1, s.start_ns, s.span_id)
+
+
+def expected_missing(spans: list[StoredSpan]) -> dict[str, Counter[MissingParent]]:
+    """Per session, the parents its rows name that are stored nowhere in their trace (only observed rows count
+    for an observed one), by their first child."""
+    ids = {(s.trace_id, s.span_id): s for s in spans}
+    first: dict[tuple[str, str, str], StoredSpan] = {}
+    for s in spans:
+        if s.parent_span_id is None:
+            continue
+        parent = ids.get((s.trace_id, s.parent_span_id))
+        if parent is not None and (s.imported or not parent.imported):
+            continue
+        at = (s.session or "", s.trace_id, s.parent_span_id)
+        known = first.get(at)
+        if known is None or _order(s) < _order(known):
+            first[at] = s
+    out: dict[str, Counter[MissingParent]] = defaultdict(Counter)
+    for (key, _trace, _parent), child in first.items():
+        below = 0
+        if child.observer and child.sequence is not None and child.sequence > 0:
+            below = len(
+                {
+                    s.sequence
+                    for s in spans
+                    if (s.session or "") == key
+                    and s.observer == child.observer
+                    and s.sequence is not None
+                    and 0 <= s.sequence < child.sequence
+                }
+            )
+        out[key][MissingParent(child.observer or "", child.sequence, below)] += 1
+    return dict(out)
+
+
+def check(path: Path) -> None:
+    spans = _decoded(path)
+    conn = sqlite3.connect(path)
+    try:
+        assert read_figures(conn) == expected_figures(spans)
+        found = {key: Counter(parents) for key, parents in read_missing(conn).items()}
+        assert found == expected_missing(spans)
+        for key in {s.session or "" for s in spans}:
+            session = key or None
+            assert read_figures(conn, session) == {key: expected_figures(spans)[key]}
+            assert {k: Counter(v) for k, v in read_missing(conn, session).items()} == {
+                k: v for k, v in expected_missing(spans).items() if k == key
+            }
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_receipt_sql_says_what_the_decoded_rows_say_after_a_random_mix(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    path = tmp_path / "traces.db"
+    rows = _rows(rng, 30)
+    rng.shuffle(rows)  # children before their parents, traces across batches
+    with SpanStore(path, retention=RetentionLimits(max_session_spans=rng.choice([None, 20]))) as store:
+        observed = [r for r in rows if not (r.session or "").startswith("imported:")]
+        imported = [r for r in rows if (r.session or "").startswith("imported:")]
+        at = 0
+        while at < len(observed):
+            batch = observed[at : at + rng.randrange(1, 12)]
+            at += len(batch)
+            if rng.random() < 0.3:
+                batch = batch + rng.sample(observed[:at], min(2, at))  # duplicates
+            store.write_batch(batch)
+            if rng.random() < 0.1:
+                store.clear_session(rng.choice(["sess-a", "sess-b"]), scrub=False)
+            check(path)
+        # Imported spans keep their own keys (their observers are re-keyed by ``ingest``, not here).
+        for row in imported:  # filed under imported:<its session>
+            store.write_batch([replace(row, session=(row.session or "")[len("imported:") :])], imported=True)
+        check(path)
+
+
+def test_rows_written_changed_and_deleted_behind_the_stores_back(tmp_path: Path) -> None:
+    path = tmp_path / "tampered.store"  # not *.db: its ledger cannot hold (the conftest checks those)
+    rows = _rows(random.Random(7), 12)
+    with SpanStore(path) as store:
+        store.write_batch(rows)
+    check(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        # A damaged row, a renamed one, a parent removed, a row copied in without the writer's figures.
+        conn.execute("UPDATE spans SET attributes = '{broken' WHERE rowid = (SELECT MIN(rowid) FROM spans)")
+        conn.execute("UPDATE spans SET name = 'agentdiag.redaction_error' WHERE rowid = (SELECT MAX(rowid) FROM spans)")
+        conn.execute("DELETE FROM spans WHERE parent_span_id IS NULL AND rowid % 2 = 0")
+        conn.execute(
+            "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, span_kind, start_ns, status, session,"
+            " attributes, events, links, observer, sequence) SELECT trace_id, 'ffff' || substr(span_id, 5),"
+            " parent_span_id, name, kind, span_kind, start_ns, status, session,"
+            f" '{{\"{SAFETY}\": 2}}', events, '{{}}', observer, sequence FROM spans WHERE rowid % 3 = 0"
+        )
+        conn.execute("UPDATE spans SET parent_span_id = '00000000000000aa' WHERE rowid = 5")
+    finally:
+        conn.close()
+    check(path)
+    with SpanStore(path) as store:  # the next transaction of ours settles the flags of the traces touched
+        store.write_batch([])
+        store.prune()
+    check(path)
