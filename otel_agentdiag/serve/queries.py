@@ -52,8 +52,7 @@ def _has_operations(conn: sqlite3.Connection) -> bool:
 def _catalog(store: ReadOnlyStore, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     """Rows of ``sql`` over ``operations(service, name, span_kind)``: the summary table, or for a store made
     before it, the same rows computed from the spans (a full read, as such a store allows)."""
-    with store._lock:
-        conn = store._conn
+    with store.reading() as conn:
         if _has_operations(conn):  # entries with spans left (a count reaches 0 just before it is removed)
             source = "(SELECT service, name, span_kind FROM operations WHERE span_count > 0)"
             return conn.execute(sql.format(source=source), args).fetchall()
@@ -131,8 +130,8 @@ def _candidates(store: ReadOnlyStore, query: SearchQuery) -> Iterator[str]:
             page_where.append("(start_ns < ? OR (start_ns = ? AND trace_id > ?))")
             page_args += [cursor[0], cursor[0], cursor[1]]
         clause = f" WHERE {' AND '.join(page_where)}" if page_where else ""
-        with store._lock:
-            rows = store._conn.execute(
+        with store.reading() as conn:
+            rows = conn.execute(
                 f"SELECT start_ns, trace_id FROM trace_summaries INDEXED BY trace_summaries_start{clause}"
                 " ORDER BY start_ns DESC, trace_id LIMIT ?",
                 (*page_args, min(200, MAX_CANDIDATES - seen)),
@@ -165,8 +164,8 @@ def _prefilter(store: ReadOnlyStore, trace_id: str, query: SearchQuery) -> bool:
     if query.max_duration_ns is not None:
         where.append("s.end_ns IS NOT NULL AND s.end_ns / 1000 - s.start_ns / 1000 <= ? / 1000")
         args.append(query.max_duration_ns)
-    with store._lock:
-        row = store._conn.execute(
+    with store.reading() as conn:
+        row = conn.execute(
             f"SELECT 1 FROM spans s LEFT JOIN resources r ON r.id = s.resource_id WHERE {' AND '.join(where)} LIMIT 1",
             args,
         ).fetchone()
@@ -291,8 +290,7 @@ def trace_figures(store: ReadOnlyStore, trace_ids: list[str]) -> list[TraceFigur
     decoded: a service is its resource's, looked up once per resource)."""
     figures: list[TraceFigures] = []
     services_of: dict[Any, str] = {}
-    with store._lock:
-        conn = store._conn
+    with store.reading() as conn:
         for trace_id in trace_ids:
             row = conn.execute(_SUMMARY_ROW, (trace_id,)).fetchone()
             if row is None:

@@ -200,6 +200,13 @@ class StoreConnection:
                 self._rollback()
                 raise
 
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The store's connection under its lock, for reads of other layers (the server's queries): a reader of
+        ours is the only user of the connection while the block runs."""
+        with self._lock:
+            yield self._conn
+
     def _rollback(self) -> None:
         # ids inserted in the rolled-back transaction are gone
         self._resource_ids.clear()
