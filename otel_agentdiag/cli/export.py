@@ -17,12 +17,8 @@ from otel_agentdiag.cli._common import CliError, open_store, resolve_store_path,
 from otel_agentdiag.cli._sessions import resolve_session
 from otel_agentdiag.diagnostics.bundle import BundleLimits, build_bundle, write_bundle
 from otel_agentdiag.diagnostics.projection import load_store_hasher, strict_projection
-from otel_agentdiag.diagnostics.verdicts import reuse_projection
-from otel_agentdiag.interchange.otlp_fast import Unsupported
 from otel_agentdiag.redaction import hashing
 from otel_agentdiag.storage import SpanStore, StoredSpan
-from otel_agentdiag.storage.codec import decode_span
-from otel_agentdiag.storage.verdicts import RawSpanRow
 
 FORMATS = ("bundle", "otlp-json", "jaeger-json")
 
@@ -58,17 +54,6 @@ def _spans(store: SpanStore, sessions: list[str] | None) -> list[StoredSpan]:
     out: list[StoredSpan] = []
     for session in names:
         out.extend(store.session_spans(session))
-    return out
-
-
-def _span_rows(store: SpanStore, sessions: list[str] | None) -> list[RawSpanRow]:
-    """:func:`_spans` undecoded, with stored verdicts: the same rows in the same order."""
-    names: list[str | None] = (
-        list(sessions) if sessions is not None else [s.session for s in store.list_sessions() if s.span_count]
-    )
-    out: list[RawSpanRow] = []
-    for session in names:
-        out.extend(store.session_span_rows(session))
     return out
 
 
@@ -118,10 +103,6 @@ def export(out: Path, session_texts: tuple[str, ...], output_format: str, store_
                 bundle = build_bundle(store, sessions, hasher=hasher, limits=BundleLimits())
             except ValueError as exc:  # more sessions than a bundle holds
                 raise CliError(str(exc)) from None
-        elif output_format == "otlp-json":
-            # A reader: it reuses the verdicts push stored (diagnostics/verdicts.py) and makes none.
-            rows = _span_rows(store, sessions)
-            projection: Any = reuse_projection(rows, hasher=hasher, make=False)
         else:
             projection = strict_projection(_spans(store, sessions), hasher=hasher)
     try:
@@ -143,13 +124,7 @@ def export(out: Path, session_texts: tuple[str, ...], output_format: str, store_
                 from otel_agentdiag.interchange.jaeger_json import write_jaeger_json
 
                 write = write_jaeger_json
-            try:
-                written = write(projection.spans, out)
-            except Unsupported:  # reused verdicts in a line only the SDK's encoder can write: without reuse
-                if output_format != "otlp-json":
-                    raise
-                projection = strict_projection([decode_span(row) for row in rows], hasher=hasher)
-                written = write(projection.spans, out)
+            written = write(projection.spans, out)
             summary = f"{len(projection.spans)} span(s); omitted {projection.omitted}"
     except RuntimeError as exc:  # interchange.otlp_json.MissingDependency: the 'otlp' extra is missing
         raise CliError(str(exc)) from None

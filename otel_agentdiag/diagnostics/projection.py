@@ -22,6 +22,7 @@ empty registry turns every tool and agent name into ``_OTHER``).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -56,7 +57,6 @@ __all__ = [
     "names_registry",
     "project_row",
     "registrable",
-    "resource_of",
     "row_names",
     "scope_of",
     "stored_names",
@@ -131,8 +131,11 @@ def _mapping(value: Any) -> dict[str, Any]:
 _STR_ONLY = {str}
 
 
+_SAMPLED = trace.TraceFlags(trace.TraceFlags.SAMPLED)
+
+
 def _context(trace_id: int, span_id: int) -> trace.SpanContext:
-    return trace.SpanContext(trace_id, span_id, is_remote=False, trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+    return trace.SpanContext(trace_id, span_id, is_remote=False, trace_flags=_SAMPLED)
 
 
 def stored_to_readable(
@@ -204,12 +207,6 @@ def scope_of(stored: Any, cache: dict[Any, Any] | None) -> InstrumentationScope 
     return scope
 
 
-def resource_of(attributes: Any, cache: dict[Any, Any] | None) -> Resource:
-    """The ``Resource`` of stored resource attributes (decoded), shared through ``cache`` as
-    :func:`stored_to_readable` shares it. Raises ``ValueError`` for attributes of the wrong shape."""
-    return _resource(cache, attributes)
-
-
 def _resource(cache: dict[Any, Any] | None, attributes: Any) -> Resource:
     """The shared ``Resource`` of these resource attributes (one per distinct key-sorted JSON form).
 
@@ -249,7 +246,13 @@ def registrable(value: Any) -> bool:
     an identifier-like token other than ``_OTHER`` that passes the public-safety check."""
     if not isinstance(value, str) or value == sc.OTHER_VALUE or NAME_PATTERN.fullmatch(value) is None:
         return False
-    return not is_sensitive(value)
+    return not _sensitive_name(str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _sensitive_name(name: str) -> bool:
+    # Memoised (a name is at most 128 characters): every span of a run repeats its names, and the check is costly.
+    return is_sensitive(name)
 
 
 def row_names(span: StoredSpan) -> set[tuple[str, str]]:

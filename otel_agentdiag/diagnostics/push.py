@@ -3,19 +3,13 @@
 :func:`push_spans` reads the selected spans that are not yet marked as pushed to the endpoint, re-validates each
 page under the strict policy (:func:`~otel_agentdiag.diagnostics.projection.strict_projection`, with the store's
 hash key so stored digests go out unchanged), hands the surviving spans to a standard OpenTelemetry SDK OTLP
-exporter, and marks a page's spans in the store only after the exporter returned ``SUCCESS`` for it. The exporters
-:func:`push_exporter` builds take each page already encoded
-(:func:`~otel_agentdiag.interchange.otlp_fast.request_bytes`, the bytes the SDK's encoder would make;
-:mod:`~otel_agentdiag.diagnostics.push_wire`); any other exporter gets the spans. For the exporters that take bytes
-(``takes_encoded``), a row whose stored verdict verifies under the store's key
-(:mod:`~otel_agentdiag.diagnostics.verdicts`) is sent as that verdict's bytes instead of being re-validated again:
-the same bytes, since the MAC proves the strict validation of this code made them from exactly this row, under this
-policy and key. The rows re-validated now get their verdicts stored with their marks (one transaction per batch),
-for the next push to another endpoint and for ``export``, which only reads them. One batch is in flight while the
-next page is read, re-validated and encoded (on a sender thread, so the collector's time overlaps ours); a batch is
-sent only after the one before it was delivered and marked, so order, marks and the stop at the first failure are
-those of one batch at a time. The first batch the exporter does not take stops the push: batches delivered before
-stay marked, nothing of the failed batch or after it is marked, so the next push sends exactly those.
+exporter (which encodes them itself), and marks a page's spans in the store only after the exporter returned
+``SUCCESS`` for it. Every push re-validates every row it sends: nothing from an earlier push is trusted. One batch
+is in flight while the next page is read and re-validated (the exporter runs on a sender thread, so the collector's
+time overlaps ours); a batch is sent only after the one before it was delivered and marked, so order, marks and
+the stop at the first failure are those of one batch at a time. The first batch the exporter does not take
+stops the push: batches delivered before stay marked, nothing of the failed batch or after it is marked, so the
+next push sends exactly those.
 
 A row that fails re-validation is never sent and never marked: every push counts it again as omitted.
 
@@ -37,7 +31,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from hashlib import sha256
@@ -54,15 +48,12 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agentdiag._internal.inputs import describe_input
-from otel_agentdiag.diagnostics.projection import stored_names, strict_projection
-from otel_agentdiag.diagnostics.verdicts import Verdict, reuse_projection
+from otel_agentdiag.diagnostics.projection import Projection, names_registry, project_row, row_names
 from otel_agentdiag.exporters.otlp import GRPC, HTTP_PROTOBUF, otlp_span_exporter, traces_url
-from otel_agentdiag.interchange.otlp_fast import EncodedSpan, WireEncoder, request_bytes
 from otel_agentdiag.redaction.hashing import IdHasher, ephemeral_key
 from otel_agentdiag.redaction.policy import STRICT, Policy
 from otel_agentdiag.redaction.processor import SpanRedactor
 from otel_agentdiag.storage import SpanStore, StoredSpan
-from otel_agentdiag.storage.codec import decode_span
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -210,8 +201,8 @@ def _bare_loopback(endpoint: str) -> bool:
 def push_exporter(endpoint: str, protocol: str, *, timeout: float | None = None) -> SpanExporter:
     """The standard SDK OTLP span exporter for ``endpoint`` over ``protocol``.
 
-    ``timeout=None`` is :func:`~otel_agentdiag.exporters.otlp.otlp_span_exporter` as the OTLP branch builds it
-    (the deadline from ``OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT``, else 10 s). A ``timeout`` (seconds, > 0) is
+    ``timeout=None`` is :func:`~otel_agentdiag.exporters.otlp.otlp_span_exporter` with the SDK's own deadline
+    (``OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT``, else 10 s). A ``timeout`` (seconds, > 0) is
     passed to the exporter's constructor, with the same endpoint semantics: it bounds one export, the SDK's
     retries with backoff included, so a collector that is down fails the push within about that long.
     Headers, TLS and compression come from the ``OTEL_EXPORTER_OTLP_*`` variables either way, except that a bare
@@ -219,25 +210,22 @@ def push_exporter(endpoint: str, protocol: str, *, timeout: float | None = None)
     protocol or timeout and ``ImportError`` (with an install hint) without the extra.
     """
     plaintext = protocol == GRPC and _bare_loopback(endpoint)
-    if timeout is None and protocol not in (GRPC, HTTP_PROTOBUF):
-        return otlp_span_exporter(endpoint, protocol)  # raises ValueError
+    if timeout is None and not plaintext:
+        return otlp_span_exporter(endpoint, protocol)  # raises ValueError, ImportError
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise ValueError("timeout must be a positive number of seconds")
-    if protocol not in (GRPC, HTTP_PROTOBUF):
-        raise ValueError(f"protocol must be one of {HTTP_PROTOBUF}, {GRPC}, not {describe_input(protocol)}")
     try:
-        # The SDK's exporters, able to take a batch already encoded (push_wire); built with the arguments
-        # otlp_span_exporter() would give them, so every other setting still comes from the environment.
-        from otel_agentdiag.diagnostics.push_wire import EncodedGrpcSpanExporter, EncodedHttpSpanExporter
+        if protocol == GRPC:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+
+            return GrpcSpanExporter(endpoint=endpoint, timeout=timeout, insecure=True if plaintext else None)
+        if protocol == HTTP_PROTOBUF:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            return OTLPSpanExporter(endpoint=traces_url(endpoint), timeout=timeout)
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
-    if protocol == GRPC:
-        if timeout is None and not plaintext:
-            return EncodedGrpcSpanExporter(endpoint=endpoint)
-        return EncodedGrpcSpanExporter(endpoint=endpoint, timeout=timeout, insecure=True if plaintext else None)
-    if timeout is None:
-        return EncodedHttpSpanExporter(endpoint=traces_url(endpoint))
-    return EncodedHttpSpanExporter(endpoint=traces_url(endpoint), timeout=timeout)
+    raise ValueError(f"protocol must be one of {HTTP_PROTOBUF}, {GRPC}, not {describe_input(protocol)}")
 
 
 @dataclass
@@ -288,106 +276,65 @@ class PushResult:
         }
 
 
-def _marks(rows: Sequence[tuple[Any, Any]], sent: Sequence[ReadableSpan | EncodedSpan]) -> list[tuple[str, str]]:
-    """The stored ``(trace_id, span_id)`` of the rows ``sent`` came from (matched by the ids' numeric value);
-    ``rows`` are the page's stored ``(trace_id, span_id)``."""
-    by_value: dict[tuple[int, int], tuple[str, str]] = {}
-    for trace_id, span_id in rows:
-        try:
-            by_value[(int(trace_id, 16), int(span_id, 16))] = (trace_id, span_id)
-        except (TypeError, ValueError):
-            continue  # such a row does not convert to a span: the projection omitted it
-    marks = []
-    for span in sent:
-        context = span.context
-        if context is not None:
-            key = (context.trace_id, context.span_id)
-            marks.append(by_value.get(key) or (format(key[0], "032x"), format(key[1], "016x")))
-    return marks
-
-
-def _export_batch(exporter: SpanExporter, spans: Sequence[Any], payload: bytes | None) -> SpanExportResult:
-    """``exporter.export_encoded(spans, payload)`` (:mod:`~otel_agentdiag.diagnostics.push_wire`) when it has it
-    and there is a payload, else ``exporter.export(spans)``."""
-    send = getattr(exporter, "export_encoded", None) if payload is not None else None
-    result: SpanExportResult = send(spans, payload) if send is not None else exporter.export(spans)
-    return result
-
-
-class _Rebuild:
-    """The reference path of one page: the strict projection of the decoded rows, then ``policy`` when it is not
-    the strict preset (it can only remove more)."""
-
-    def __init__(self, hasher: IdHasher | None, policy: Policy) -> None:
-        self.hasher = hasher
-        self.policy = policy
-        self._second_hasher: IdHasher | None = None
-
-    def project(self, rows: Sequence[StoredSpan]) -> tuple[list[Any], int, dict[str, int]]:
-        projection = strict_projection(rows, hasher=self.hasher, policy=STRICT)
-        spans: list[Any] = projection.spans
-        if self.policy is not STRICT and spans:
-            if self._second_hasher is None:
-                self._second_hasher = self.hasher or IdHasher(ephemeral_key(), algorithm=self.policy.hash_function)
-            second = SpanRedactor(self.policy, self._second_hasher, stored_names(rows))
-            spans = [second.redact(span) for span in spans]
-        return spans, projection.omitted, projection.omitted_reasons
-
-
 @dataclass
 class _Batch:
-    """One page made ready to send: its stored ids, what goes out (spans and, for exporters that take them,
-    the encoded request), and what re-validation left out."""
+    """One page made ready to send: its rows, the spans that go out with the stored ids of their rows (the marks
+    written once the batch is delivered), and what re-validation left out."""
 
-    rows: int
-    ids: list[tuple[Any, Any]]
-    spans: list[Any]
-    payload: bytes | None
+    rows: list[StoredSpan]
+    spans: list[ReadableSpan]
+    marks: list[tuple[str, str]]
     omitted: int
     reasons: dict[str, int]
-    verdicts: list[Verdict]
     number: int = 0
     sent: Future[str | None] | None = None
 
 
-def _prepare(
-    rows: Sequence[Any],
-    reuse: bool,
-    hasher: IdHasher | None,
-    redo: _Rebuild,
-    wire: WireEncoder,
-    exporter: SpanExporter,
-) -> _Batch:
-    """Re-validate (or reuse the verdicts of) one page and encode it."""
-    # Always the strict preset, whatever policy wrote the rows or the agent's OTLP branch uses: what is stored
-    # is re-validated, not trusted (a row may have been written by a looser policy, an import, or by hand),
-    # or its verdict reused where a MAC with the store's key proves our own validation made it from exactly
-    # these bytes (diagnostics/verdicts.py).
-    verdicts: list[Verdict] = []
-    if reuse:
-        # The verdicts of rows re-validated now are kept with the marks (export, a reader, reuses them too).
-        ids = [(row[0], row[1]) for row in rows]
-        reused = reuse_projection(rows, hasher=hasher)
-        spans: list[Any] = reused.spans
-        omitted, reasons, verdicts = reused.omitted, reused.omitted_reasons, reused.verdicts
-    else:
-        ids = [(row.trace_id, row.span_id) for row in rows]
-        spans, omitted, reasons = redo.project(rows)
-    payload = None
-    if spans and hasattr(exporter, "export_encoded"):
-        try:
-            payload = request_bytes(spans, wire)
-        except Exception:  # noqa: BLE001 - Unsupported (a value it does not reproduce exactly) or a surprise:
-            payload = None  # the SDK encodes the batch itself and reports its own failure, as before
-            if reuse:  # the SDK takes spans, not reused verdicts: this page is rebuilt whole
-                spans = redo.project([decode_span(row) for row in rows])[0]
-    return _Batch(len(rows), ids, spans, payload, omitted, reasons, verdicts)
+class _Rebuild:
+    """One page through the reference path: the strict projection of its rows, then ``policy`` when it is not
+    the strict preset (it can only remove more)."""
+
+    def __init__(self, hasher: IdHasher | None, policy: Policy) -> None:
+        self.hasher = hasher or IdHasher(ephemeral_key(), algorithm=STRICT.hash_function)
+        self.second_hasher = hasher or IdHasher(ephemeral_key(), algorithm=policy.hash_function)
+        self.policy = policy
+        self._names: frozenset[tuple[str, str]] | None = None
+        self._redactors: tuple[SpanRedactor, SpanRedactor | None] | None = None
+
+    def _redactors_for(self, rows: list[StoredSpan]) -> tuple[SpanRedactor, SpanRedactor | None]:
+        """The redactors of a page: new ones when its names differ from the page before (a redactor depends only
+        on its policy, key and name registry, and pages of one agent's runs carry the same names, so its
+        remembered verdicts carry over)."""
+        names = frozenset().union(*map(row_names, rows))
+        if self._redactors is None or names != self._names:
+            registry = names_registry(names)
+            second = None if self.policy is STRICT else SpanRedactor(self.policy, self.second_hasher, registry)
+            self._names, self._redactors = names, (SpanRedactor(STRICT, self.hasher, registry), second)
+        return self._redactors
+
+    def __call__(self, rows: list[StoredSpan]) -> _Batch:
+        # Always the strict preset, whatever policy wrote the rows or the agent's OTLP branch uses: what is stored
+        # is re-validated, not trusted (a row may have been written by a looser policy, an import, or by hand).
+        # Row by row as strict_projection does, keeping which row each span came from (its mark).
+        redactor, second = self._redactors_for(rows)
+        projection = Projection(spans=[])
+        shared: dict[Any, Any] = {}
+        marks = []
+        for row in rows:
+            clean = project_row(row, redactor, shared, projection)
+            if clean is not None:
+                projection.spans.append(clean)
+                marks.append((row.trace_id, row.span_id))
+        spans = projection.spans
+        if second is not None:
+            spans = [second.redact(span) for span in spans]
+        return _Batch(rows, spans, marks, projection.omitted, projection.omitted_reasons)
 
 
-def _send(exporter: SpanExporter, spans: Sequence[Any], payload: bytes | None) -> str | None:
+def _send(exporter: SpanExporter, spans: Sequence[ReadableSpan]) -> str | None:
     """Export one batch (on the sender thread); why it failed, or None."""
     try:
-        outcome = _export_batch(exporter, spans, payload)
+        outcome = exporter.export(spans)
         return None if outcome is SpanExportResult.SUCCESS else "the exporter reported a failure"
     except Exception as exc:  # noqa: BLE001 - an exporter that raises is a failed batch, not a crash
         return f"the exporter raised {type(exc).__name__}"
@@ -404,11 +351,11 @@ def _finish(
         result.error = problem
         result.not_pushed = max(result.selected - result.pushed - result.omitted, 0)
         return False
-    store.mark_pushed(endpoint, _marks(batch.ids, batch.spans), verdicts=batch.verdicts)
+    store.mark_pushed(endpoint, batch.marks)
     result.pushed += len(batch.spans)
     result.batches += 1
     if on_batch is not None:
-        on_batch(batch.rows)
+        on_batch(len(batch.rows))
     return True
 
 
@@ -439,24 +386,12 @@ def push_spans(
     result = PushResult()
     result.selected, result.already_pushed = store.push_backlog(endpoint, sessions=sessions, since_ns=since_ns)
     number = 0
-    wire = WireEncoder()
-    # Stored verdicts are reused only where the whole batch goes out as bytes (an exporter that takes them) and
-    # under the strict preset alone: a second policy, or any other exporter, needs every span rebuilt.
-    reuse = policy is STRICT and getattr(exporter, "takes_encoded", False) is True
-    pages: Iterable[Sequence[Any]] = (
-        store.unpushed_span_rows(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size)
-        if reuse
-        else store.unpushed_spans(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size)
-    )
-    redo = _Rebuild(hasher, policy)
-    # One batch in flight while the next page is read, re-validated and encoded (the collector's time overlaps
-    # ours); it is sent only after the one before it was delivered and marked, so the order, the marks and the
-    # stop at the first failure are those of one batch at a time.
+    rebuild = _Rebuild(hasher, policy)
     pending: _Batch | None = None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentdiag-push") as sender:
-        for rows in pages:
+        for rows in store.unpushed_spans(endpoint, sessions=sessions, since_ns=since_ns, batch_size=batch_size):
             try:
-                batch = _prepare(rows, reuse, hasher, redo, wire, exporter)
+                batch = rebuild(rows)
             except BaseException:
                 if pending is not None:  # what is in flight is still delivered and marked before the error
                     _finish(pending, store, endpoint, result, on_batch)
@@ -470,10 +405,10 @@ def push_spans(
                 result.omitted_reasons[reason] = result.omitted_reasons.get(reason, 0) + n
             if batch.spans:
                 batch.number = number
-                batch.sent = sender.submit(_send, exporter, batch.spans, batch.payload)
+                batch.sent = sender.submit(_send, exporter, batch.spans)
                 pending = batch
             elif on_batch is not None:
-                on_batch(batch.rows)
+                on_batch(len(batch.rows))
         if pending is not None:
             _finish(pending, store, endpoint, result, on_batch)
     result.seconds = time.perf_counter() - started

@@ -209,7 +209,8 @@ class _Ingest:
 
     # -- the store, opened at the first document that is OTLP ------------------------------------------------
     def _open(self) -> None:
-        from otel_agentdiag.config import AgentDiagOptions, resolve_destinations
+        from otel_agentdiag.destinations import resolve_destinations
+        from otel_agentdiag.options import AgentDiagOptions
 
         options = AgentDiagOptions(
             enabled=True,

@@ -36,7 +36,6 @@ from typing import IO, TYPE_CHECKING, Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_agentdiag._internal.files import write_private_file
-from otel_agentdiag.interchange.encoded import EncodedSpan, dump_json
 from otel_agentdiag.interchange.otlp_errors import (
     CONTENT_REASONS,
     INVALID_ID,
@@ -49,7 +48,7 @@ from otel_agentdiag.interchange.otlp_errors import (
     InvalidRequest,
     MissingDependency,
 )
-from otel_agentdiag.interchange.otlp_fast import JsonEncoder, Unsupported, _groups, _text
+from otel_agentdiag.interchange.otlp_json_fast import JsonEncoder, otlp_json_object
 from otel_agentdiag.interchange.otlp_request import (
     parse_request,
     raw_session_ids,
@@ -127,53 +126,32 @@ def _chunks(spans: Sequence[Any]) -> Iterator[list[Any]]:
             yield group[start : start + SPANS_PER_LINE]
 
 
-def otlp_json_line(spans: Sequence[ReadableSpan | EncodedSpan], encoder: JsonEncoder | None = None) -> str:
-    """The compact OTLP-JSON line of ``encode_spans(spans)``: ``json.dumps`` (compact, ``ensure_ascii=False``,
-    ``allow_nan=False``) of :func:`~otel_agentdiag.interchange.otlp_fast.otlp_json_object`, the same text built
-    piece by piece so that an :class:`EncodedSpan` contributes its stored JSON text unchanged. Raises
-    :class:`Unsupported` as that does."""
-    fast = encoder or JsonEncoder()
-    items = []
-    for resource, scopes in _groups(spans):
-        scope_items = []
-        for scope, members in scopes:
-            texts = [m.json_text() if isinstance(m, EncodedSpan) else dump_json(fast.span(m)) for m in members]
-            entry = '{"scope":' + dump_json(fast.scope(scope)) + ',"spans":[' + ",".join(texts) + "]"
-            if scope is not None and scope.schema_url:
-                entry += ',"schemaUrl":' + dump_json(_text(scope.schema_url))
-            scope_items.append(entry + "}")
-        attributes = fast.attributes(resource.attributes)
-        item = '{"resource":' + dump_json({"attributes": attributes} if attributes else {})
-        if scope_items:
-            item += ',"scopeSpans":[' + ",".join(scope_items) + "]"
-        if resource.schema_url:
-            item += ',"schemaUrl":' + dump_json(_text(resource.schema_url))
-        items.append(item + "}")
-    return '{"resourceSpans":[' + ",".join(items) + "]}" if items else "{}"
+def otlp_json_line(spans: Sequence[ReadableSpan], encoder: JsonEncoder | None = None) -> str:
+    """The compact OTLP-JSON line of ``spans`` (``json.dumps``: compact, ``ensure_ascii=False``,
+    ``allow_nan=False``): the OpenTelemetry exporter's own encoder (``encode_spans``) with protobuf's JSON mapping
+    and OTLP's hex ids (:func:`~otel_agentdiag.interchange.otlp_request.request_to_otlp_json`), the same object
+    built directly where :mod:`~otel_agentdiag.interchange.otlp_json_fast` reproduces it exactly (``encoder``:
+    one per file, it remembers repeated attributes). Raises :class:`MissingDependency` without the ``otlp``
+    extra (on the reference path)."""
+    try:
+        document = otlp_json_object(spans, encoder)
+    except Exception:  # noqa: BLE001 - Unsupported (a value it does not reproduce exactly) or a surprise
+        document = request_to_otlp_json(span_encoder()(spans))
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def write_otlp_json(spans: Sequence[ReadableSpan | EncodedSpan], path: Path) -> int:
+def write_otlp_json(spans: Sequence[ReadableSpan], path: Path) -> int:
     """Write ``spans`` to ``path`` as OTLP-JSON Lines: one compact ``ExportTraceServiceRequest`` per line (per
-    trace, split beyond :data:`SPANS_PER_LINE` spans). Mode 0600, atomic. Returns the size of the file in bytes.
+    trace, split beyond :data:`SPANS_PER_LINE` spans; :func:`otlp_json_line`). Mode 0600, atomic. Returns the
+    size of the file in bytes.
 
-    The spans are written as given: pass the strict-policy projection, never raw spans. ``EncodedSpan`` items
-    (reused verdicts) are written as encoded. Raises :class:`MissingDependency` without the ``otlp`` extra,
-    ``OSError`` when the file cannot be written, and :class:`~otel_agentdiag.interchange.otlp_fast.Unsupported`
-    (nothing written) when a line holding ``EncodedSpan`` items needs the SDK's encoder: project without reuse.
+    The spans are written as given: pass the strict-policy projection, never raw spans. Raises
+    :class:`MissingDependency` without the ``otlp`` extra and ``OSError`` when the file cannot be written.
     """
-    encode = span_encoder()
+    span_encoder()  # the missing extra is said before anything is written
     request_type()
-    fast = JsonEncoder()
-    lines = []
-    for chunk in _chunks(spans):
-        try:
-            line = otlp_json_line(chunk, fast)
-        except Exception:  # noqa: BLE001 - Unsupported (a value it does not reproduce exactly) or a surprise:
-            if any(type(span) is EncodedSpan for span in chunk):
-                raise Unsupported("a line with reused verdicts needs the slow path: project without reuse") from None
-            document = request_to_otlp_json(encode(chunk))  # the exporter's encoder, as before
-            line = json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        lines.append(line)
+    encoder = JsonEncoder()
+    lines = [otlp_json_line(chunk, encoder) for chunk in _chunks(spans)]
 
     def write(stream: IO[str]) -> None:
         for line in lines:

@@ -1,7 +1,7 @@
-"""The fast OTLP encoders give exactly what the SDK encoder (and protobuf's JSON mapping) give, or refuse.
+"""The OTLP-JSON fast path gives exactly what the SDK encoder and protobuf's JSON mapping give, or refuses.
 
-Every comparison is against the slow path on the same spans: ``encode_spans`` from the OpenTelemetry exporter,
-``SerializePartialToString`` for the wire bytes, ``request_to_otlp_json`` + ``json.dumps`` for OTLP-JSON.
+Every comparison is against the reference path on the same spans: ``encode_spans`` from the OpenTelemetry
+exporter, then ``request_to_otlp_json`` + ``json.dumps``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from otel_agentdiag.interchange.encoded import EncodedSpan, dump_json, span_json
-from otel_agentdiag.interchange.otlp_fast import JsonEncoder, Unsupported, WireEncoder, otlp_json_object, request_bytes
 from otel_agentdiag.interchange.otlp_json import _chunks, otlp_json_line, write_otlp_json
+from otel_agentdiag.interchange.otlp_json_fast import JsonEncoder, Unsupported, otlp_json_object
 from otel_agentdiag.interchange.otlp_request import request_to_otlp_json, span_encoder
 
 _SAMPLED = trace.TraceFlags(trace.TraceFlags.SAMPLED)
@@ -106,7 +105,7 @@ def _spans() -> list[ReadableSpan]:
     return spans
 
 
-def _slow_json(spans: list[ReadableSpan]) -> str:
+def _reference_json(spans: list[ReadableSpan]) -> str:
     return json.dumps(request_to_otlp_json(span_encoder()(spans)), separators=(",", ":"), ensure_ascii=False)
 
 
@@ -114,29 +113,17 @@ def _fast_json(spans: list[ReadableSpan], encoder: JsonEncoder | None = None) ->
     return json.dumps(otlp_json_object(spans, encoder), separators=(",", ":"), ensure_ascii=False)
 
 
-def test_the_json_object_is_the_slow_paths_key_order_included() -> None:
+def test_the_json_object_is_the_reference_paths_key_order_included() -> None:
     spans = _spans()
-    assert _fast_json(spans) == _slow_json(spans)
+    assert _fast_json(spans) == _reference_json(spans)
     encoder = JsonEncoder()  # a shared encoder (its memo) gives the same again, chunk after chunk
     for chunk in _chunks(spans):
-        assert _fast_json(chunk, encoder) == _slow_json(chunk)
-        assert _fast_json(chunk, encoder) == _slow_json(chunk)
-
-
-def test_the_wire_bytes_are_the_sdk_encoders() -> None:
-    spans = _spans()
-    encoder = WireEncoder()
-    slow = span_encoder()(spans).SerializePartialToString()
-    assert request_bytes(spans) == slow
-    assert request_bytes(spans, encoder) == slow
-    assert request_bytes(spans, encoder) == slow  # the memo hits now
-    for n in range(len(spans)):
-        assert request_bytes(spans[n : n + 1], encoder) == span_encoder()(spans[n : n + 1]).SerializePartialToString()
+        assert _fast_json(chunk, encoder) == _reference_json(chunk)
+        assert _fast_json(chunk, encoder) == _reference_json(chunk)
 
 
 def test_an_empty_batch() -> None:
     assert otlp_json_object([]) == request_to_otlp_json(span_encoder()([]))
-    assert request_bytes([]) == span_encoder()([]).SerializePartialToString() == b""
 
 
 class _Text(str):
@@ -149,7 +136,7 @@ class _Text(str):
     [1 << 63, -(1 << 63) - 1, "lone \ud800 surrogate", _Text("subclass"), object(), {1: "non-str key"}, {"x"}],
     ids=["int-too-big", "int-too-small", "surrogate", "str-subclass", "object", "int-key", "set"],
 )
-def test_what_the_fast_encoders_cannot_reproduce_is_refused(value: Any) -> None:
+def test_what_the_fast_path_cannot_reproduce_is_refused(value: Any) -> None:
     span = _spans()[3]
     odd = ReadableSpan(
         name=span.name,
@@ -162,8 +149,7 @@ def test_what_the_fast_encoders_cannot_reproduce_is_refused(value: Any) -> None:
     )
     with pytest.raises(Unsupported):
         otlp_json_object([odd])
-    with pytest.raises(Unsupported):
-        request_bytes([odd])
+    assert otlp_json_line([odd]) == _reference_json([odd])  # the line takes the reference path
 
 
 def test_a_name_that_is_not_utf8_is_refused() -> None:
@@ -171,11 +157,9 @@ def test_a_name_that_is_not_utf8_is_refused() -> None:
     odd = ReadableSpan(name="bad \udcff", context=span.context, resource=span.resource, start_time=1, end_time=2)
     with pytest.raises(Unsupported):
         otlp_json_object([odd])
-    with pytest.raises(Unsupported):
-        request_bytes([odd])
 
 
-def test_write_otlp_json_falls_back_to_the_slow_path_per_line(tmp_path: Path) -> None:
+def test_write_otlp_json_takes_the_reference_path_per_line(tmp_path: Path) -> None:
     spans = _spans()
     base = spans[4]
     odd = ReadableSpan(
@@ -189,43 +173,15 @@ def test_write_otlp_json_falls_back_to_the_slow_path_per_line(tmp_path: Path) ->
     )
     out = tmp_path / "spans.jsonl"
     write_otlp_json([*spans, odd], out)
-    expected = [_slow_json(chunk) for chunk in _chunks([*spans, odd])]
+    expected = [_reference_json(chunk) for chunk in _chunks([*spans, odd])]
     assert out.read_text(encoding="utf-8").splitlines() == expected
     assert '"kept"' in expected[-1] and "too.big" not in expected[-1]
 
 
-def _encoded(span: ReadableSpan) -> EncodedSpan:
-    """``span`` as a reused verdict carries it: its bytes only, placed by its own resource and scope."""
-    context = span.context
-    assert context is not None
-    return EncodedSpan(
-        context.trace_id, context.span_id, span.resource, span.instrumentation_scope, WireEncoder().span(span)
-    )
-
-
-def test_the_json_read_back_from_the_bytes_is_the_json_encoders() -> None:
-    for span in _spans():
-        assert dump_json(span_json(WireEncoder().span(span))) == dump_json(JsonEncoder().span(span))
-
-
-@pytest.mark.parametrize("wire", [b"\xff", b"\x0a\x05ab", b"\x8a\x01\x00", b"\x0a\x02ab", b"\x2a\x01\xff"])
-def test_bytes_the_encoder_did_not_write_are_refused(wire: bytes) -> None:
-    with pytest.raises(ValueError):
-        span_json(wire)  # truncated varint or field, a field it never writes, an id of the wrong size, bad UTF-8
-
-
-def test_a_json_line_is_the_compact_dump_of_the_json_object() -> None:
+def test_a_json_line_is_the_reference_paths_line() -> None:
     spans = _spans()
     encoder = JsonEncoder()
-    assert otlp_json_line(spans) == dump_json(otlp_json_object(spans)) == _slow_json(spans)
+    assert otlp_json_line(spans) == _reference_json(spans)
     for chunk in _chunks(spans):
-        assert otlp_json_line(chunk, encoder) == _slow_json(chunk)
-    assert otlp_json_line([]) == dump_json(otlp_json_object([])) == "{}"
-
-
-def test_encoded_spans_give_the_same_bytes_and_json_as_the_spans_they_encode() -> None:
-    spans = _spans()
-    mixed: list[Any] = [_encoded(span) if n % 2 else span for n, span in enumerate(spans)]
-    assert request_bytes(mixed) == span_encoder()(spans).SerializePartialToString()
-    assert otlp_json_line(mixed) == _slow_json(spans)
-    assert all(type(item) is EncodedSpan for item in mixed[1::2])  # precondition: both kinds were in the batch
+        assert otlp_json_line(chunk, encoder) == _reference_json(chunk)
+    assert otlp_json_line([]) == _reference_json([]) == "{}"

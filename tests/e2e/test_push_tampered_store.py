@@ -1,16 +1,16 @@
-"""The fast encoders of ``push`` and ``export --format otlp-json`` send exactly what the slow path sent.
+"""``push`` and ``export --format otlp-json`` of a store whose rows were edited after they were written.
 
 A real store (the demo run and sessions made through the public API, hash key beside it) has rows edited after
 they were written, as someone with the file could: a raw e-mail address put in an attribute the strict policy
 keeps, a raw prompt under a content key, a kept key renamed to one no rule knows, a raw foreign session id in
 place of the stored digest, a digest made with another key. Every row is re-validated under the strict policy
-on the first push (which stores each row's verdict), so:
+on every push and export, so:
 
-- ``export --format otlp-json`` writes the same bytes as the SDK encoder plus protobuf's JSON mapping would;
-- ``push`` to rotel (a real collector on 127.0.0.1) over http/protobuf and gRPC delivers the same spans as the
-  SDK's own exporter fed the same projection, and none of the planted values;
-- push marks name exactly the delivered spans, and a second push sends nothing;
-- a push that reuses the stored verdicts delivers the same spans again.
+- ``export --format otlp-json`` writes the SDK encoder's request plus protobuf's JSON mapping (OTLP's hex ids),
+  line by line, of the strict projection, and none of the planted values;
+- ``push`` to rotel (a real collector on 127.0.0.1) over http/protobuf and gRPC delivers the same spans as a
+  plain SDK exporter fed the same projection, and none of the planted values, every time it is pushed;
+- push marks name exactly the delivered spans, and a second push sends nothing.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from otel_agentdiag.cli import cli
 from otel_agentdiag.demo import run_demo_agent
 from otel_agentdiag.diagnostics.projection import load_store_hasher, strict_projection
 from otel_agentdiag.diagnostics.push import endpoint_key, push_exporter, push_spans
-from otel_agentdiag.diagnostics.push_wire import EncodedGrpcSpanExporter, EncodedHttpSpanExporter
 from otel_agentdiag.interchange.otlp_json import _chunks
 from otel_agentdiag.interchange.otlp_request import request_to_otlp_json, span_encoder
 from otel_agentdiag.storage import SpanStore
@@ -84,7 +83,7 @@ def build_tampered_store(tmp_path: Path) -> Path:
 
 
 def _slow_lines(path: Path) -> list[str]:
-    """What ``write_otlp_json`` wrote before the fast encoder: the SDK encoder and protobuf's JSON mapping."""
+    """The reference lines: the SDK encoder and protobuf's JSON mapping of the strict projection, per chunk."""
     with SpanStore(path, create=False) as store:
         rows = [row for s in store.list_sessions() if s.span_count for row in store.session_spans(s.session)]
     spans = strict_projection(rows, hasher=load_store_hasher(path)).spans
@@ -95,7 +94,7 @@ def _slow_lines(path: Path) -> list[str]:
     ]
 
 
-def test_export_otlp_json_writes_the_slow_paths_bytes_and_no_planted_value(tmp_path: Path) -> None:
+def test_export_otlp_json_writes_the_sdk_encoders_lines_and_no_planted_value(tmp_path: Path) -> None:
     path = build_tampered_store(tmp_path)
     out = tmp_path / "spans.jsonl"
     result = CliRunner().invoke(
@@ -109,7 +108,7 @@ def test_export_otlp_json_writes_the_slow_paths_bytes_and_no_planted_value(tmp_p
 
 
 def _sdk_exporter(protocol: str, endpoint: str) -> Any:
-    """The SDK's own exporter, which encodes every batch itself (the slow path)."""
+    """The SDK's own exporter, built here as a user would (not through ``push_exporter``)."""
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
 
@@ -131,65 +130,37 @@ def test_push_sends_what_the_sdk_exporter_sends_and_marks_it(tmp_path: Path, pro
     path = build_tampered_store(tmp_path)
     with RotelCollector(tmp_path / "rotel") as rotel:
         endpoint = rotel.endpoint(protocol)
-        fast_key = endpoint_key(endpoint, protocol)
-        slow_key = "sha256:" + "0" * 64  # a second set of marks, for the slow push of the same store
-        exporter = push_exporter(endpoint, protocol)
-        assert isinstance(exporter, (EncodedHttpSpanExporter, EncodedGrpcSpanExporter))
-        fast = _push(path, exporter, fast_key)
+        key = endpoint_key(endpoint, protocol)
+        plain_key = "sha256:" + "0" * 64  # a second set of marks, for the push of the same store by a plain exporter
+        first = _push(path, push_exporter(endpoint, protocol), key)
         with SpanStore(path, create=False) as store:
             stored = store.span_count()
-        assert fast.ok and fast.pushed == stored >= 18 and fast.omitted == 0
-        assert fast.batches == -(-stored // 5)
-        assert rotel.wait_for_spans(fast.pushed, timeout=WAIT_S)
-        fast_spans = rotel.spans()
-        slow = _push(path, _sdk_exporter(protocol, endpoint), slow_key)
-        assert slow.ok and (slow.pushed, slow.omitted) == (fast.pushed, fast.omitted)
-        assert rotel.wait_for_spans(fast.pushed + slow.pushed, timeout=WAIT_S)
-        # A third push under a third key: every row now has the verdict the first push stored (reused here).
-        with sqlite3.connect(path) as conn:
-            (verdicts,) = conn.execute("SELECT COUNT(*) FROM span_verdicts").fetchone()
-        assert verdicts == stored
-        reused = _push(path, push_exporter(endpoint, protocol), "sha256:" + "2" * 64)
-        assert reused.ok and (reused.pushed, reused.omitted) == (fast.pushed, fast.omitted)
-        assert rotel.wait_for_spans(3 * fast.pushed, timeout=WAIT_S)
+        assert first.ok and first.pushed == stored >= 18 and first.omitted == 0
+        assert first.batches == -(-stored // 5)
+        assert rotel.wait_for_spans(first.pushed, timeout=WAIT_S)
+        first_spans = rotel.spans()
+        plain = _push(path, _sdk_exporter(protocol, endpoint), plain_key)
+        assert plain.ok and (plain.pushed, plain.omitted) == (first.pushed, first.omitted)
+        assert rotel.wait_for_spans(first.pushed + plain.pushed, timeout=WAIT_S)
+        # A third push under a third key: every row re-validated again, the same spans again.
+        third = _push(path, push_exporter(endpoint, protocol), "sha256:" + "2" * 64)
+        assert third.ok and (third.pushed, third.omitted) == (first.pushed, first.omitted)
+        assert rotel.wait_for_spans(3 * first.pushed, timeout=WAIT_S)
         everything = rotel.spans()
         wire = rotel.spans_path.read_text(encoding="utf-8")
-    assert len(everything) == 3 * fast.pushed
-    slow_spans = everything[len(fast_spans) : 2 * fast.pushed]
-    reused_spans = everything[2 * fast.pushed :]
+    assert len(everything) == 3 * first.pushed
+    plain_spans = everything[len(first_spans) : 2 * first.pushed]
+    third_spans = everything[2 * first.pushed :]
     assert (
-        sorted(json.dumps(s, sort_keys=True) for s in fast_spans)
-        == sorted(json.dumps(s, sort_keys=True) for s in slow_spans)
-        == sorted(json.dumps(s, sort_keys=True) for s in reused_spans)
+        sorted(json.dumps(s, sort_keys=True) for s in first_spans)
+        == sorted(json.dumps(s, sort_keys=True) for s in plain_spans)
+        == sorted(json.dumps(s, sort_keys=True) for s in third_spans)
     )
     for sentinel in SENTINELS:
         assert sentinel not in wire, f"{sentinel} reached the collector"
-    delivered = {(s["trace_id"], s["span_id"]) for s in fast_spans}
+    delivered = {(s["trace_id"], s["span_id"]) for s in first_spans}
     with SpanStore(path, create=False) as store:
-        assert store.pushed_span_ids(fast_key) == delivered
-        assert store.push_backlog(fast_key) == (0, len(delivered))
-        again = push_spans(store, push_exporter(endpoint, protocol), endpoint=fast_key, hasher=load_store_hasher(path))
+        assert store.pushed_span_ids(key) == delivered
+        assert store.push_backlog(key) == (0, len(delivered))
+        again = push_spans(store, push_exporter(endpoint, protocol), endpoint=key, hasher=load_store_hasher(path))
     assert again.ok and again.pushed == 0 and again.already_pushed == len(delivered)
-
-
-def test_the_encoded_http_exporter_keeps_the_sdk_exporters_checks(tmp_path: Path) -> None:
-    from opentelemetry.sdk.trace.export import SpanExportResult
-
-    from otel_agentdiag.interchange.otlp_fast import request_bytes
-
-    path = build_tampered_store(tmp_path)
-    with SpanStore(path, create=False) as store:
-        rows = [row for s in store.list_sessions() if s.span_count for row in store.session_spans(s.session)]
-    spans = strict_projection(rows, hasher=load_store_hasher(path)).spans
-    payload = request_bytes(spans)
-    with RotelCollector(tmp_path / "rotel") as rotel:
-        url = rotel.endpoint("http/protobuf") + "/v1/traces"
-        small = EncodedHttpSpanExporter(endpoint=url, max_request_size=len(payload) - 1)
-        assert small.export_encoded(spans, payload) is SpanExportResult.FAILURE  # too large: dropped, not sent
-        small.shutdown()
-        exporter = EncodedHttpSpanExporter(endpoint=url)
-        assert exporter.export_encoded(spans, payload) is SpanExportResult.SUCCESS
-        assert rotel.wait_for_spans(len(spans), timeout=WAIT_S)
-        exporter.shutdown()
-        assert exporter.export_encoded(spans, payload) is SpanExportResult.FAILURE  # shut down
-        assert len(rotel.spans()) == len(spans)
