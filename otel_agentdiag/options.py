@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag.exporters import otlp
 from otel_agentdiag.pipeline.batching import DEFAULT_MAX_EXPORT_BATCH, DEFAULT_MAX_QUEUE_SPANS, DEFAULT_SCHEDULE_DELAY_S
-from otel_agentdiag.storage.store import default_store_path
+from otel_agentdiag.storage.connection import default_store_path
 
 if TYPE_CHECKING:
     from otel_agentdiag.cost import Budget, PriceTable

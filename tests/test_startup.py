@@ -293,13 +293,15 @@ STORAGE_EAGER_SOURCES = {
     "otel_agentdiag.storage.migrations": ["LATEST_VERSION", "StoreError"],
     "otel_agentdiag.storage.retention": ["STORE_DROPPED_ATTRIBUTES", "STORE_DROPPED_EVENTS", "RetentionLimits"],
     "otel_agentdiag.storage.scrub": ["ScrubIncomplete", "ScrubReport"],
-    "otel_agentdiag.storage.store": [
+    "otel_agentdiag.storage.store": ["SpanStore"],
+    "otel_agentdiag.storage.rows": [
         "ALL_SESSIONS",
         "DROP_CAUSES",
         "DROP_CLEARED",
         "DROP_EXPORT_FAILURE",
         "DROP_QUEUE_FULL",
         "DROP_SHUTDOWN",
+        "OVERFLOW_SESSION",
         "REJECT_REDACTOR_ERROR",
         "Accounting",
         "ContentRow",
@@ -310,14 +312,12 @@ STORAGE_EAGER_SOURCES = {
         "SessionStats",
         "SessionSummary",
         "SpanRow",
-        "SpanStore",
         "StoredContent",
         "StoredSpan",
         "StoreSummary",
         "TraceSummary",
         "WriteResult",
     ],
-    "otel_agentdiag.storage.rows": ["OVERFLOW_SESSION"],
 }
 
 

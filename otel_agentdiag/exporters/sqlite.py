@@ -35,7 +35,7 @@ from otel_agentdiag.storage import (
     StoreError,
     WriteResult,
 )
-from otel_agentdiag.storage.store import default_store_path
+from otel_agentdiag.storage.connection import default_store_path
 
 if TYPE_CHECKING:
     from otel_agentdiag.content.recorder import Captured, ContentRecorder

@@ -65,7 +65,7 @@ def environment_key(variable: str) -> bytes | None:
 
 def key_file_path(store_path: Path | None) -> Path:
     """Where the key file of the store at ``store_path`` (default: ``AGENTDIAG_STORE``, else
-    ``./.agentdiag/traces.db``, as :func:`otel_agentdiag.storage.store.default_store_path`) is."""
+    ``./.agentdiag/traces.db``, as :func:`otel_agentdiag.storage.connection.default_store_path`) is."""
     store = store_path or Path(os.environ.get(env.AGENTDIAG_STORE) or env.DEFAULT_STORE)
     return store.absolute().parent / hashing.KEY_FILE_NAME
 

@@ -82,7 +82,6 @@ def key_id_for(key: bytes) -> str:
 
 
 _KIND_LABEL = b"agentdiag/v1/id-kind\x00"
-_DERIVED_LABEL = b"agentdiag/v1/derived\x00"
 
 
 def normalise(value: object) -> bytes:
@@ -135,15 +134,6 @@ class IdHasher:
             return False
         tail = value[len(prefix) :]
         return all(c in "0123456789abcdef" for c in tail)
-
-    def derived_key(self, purpose: str) -> bytes:
-        """A 32-byte key for ``purpose`` (a fixed label naming what it keys), derived from this hasher's key and
-        separated from the digest keys (``HMAC(key, "agentdiag/v1/derived\\0" + purpose)``; digests use another
-        label). For a MAC over data this process wrote; never equal to a digest of an id. Raises ``ValueError``
-        for an unkeyed hasher (``sha256``): there is no secret to derive from."""
-        if self.algorithm != ALGORITHM:
-            raise ValueError("an unkeyed hasher has no key to derive from")
-        return hmac.new(self._key, _DERIVED_LABEL + purpose.encode(), hashlib.sha256).digest()
 
     def _kind_mac(self, kind: str) -> hmac.HMAC:
         mac = self._kind_keys.get(kind)

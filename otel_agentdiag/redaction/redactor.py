@@ -353,10 +353,6 @@ class SpanRedactor:
         same input object while it is cached)."""
         return self._resource(resource)[0]
 
-    def clean_scope(self, scope: InstrumentationScope | None) -> InstrumentationScope | None:
-        """The instrumentation scope as :meth:`redact` rebuilds it for a span of ``scope``."""
-        return self._scope(scope)[0]
-
     # -- the span -------------------------------------------------------------------------------------
     def redact(self, span: ReadableSpan) -> ReadableSpan:
         counts: dict[str, int] = {}

@@ -17,7 +17,7 @@ from typing import Any
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.redaction.reasons import UNREGISTERED_NAME
 
-__all__ = ["UNREGISTERED_COUNTER", "note_undeclared", "warned_kinds"]
+__all__ = ["UNREGISTERED_COUNTER", "note_undeclared"]
 
 _logger = logging.getLogger(__name__)
 
@@ -40,11 +40,6 @@ _HOW_TO_DECLARE = {
 
 _warned: set[str] = set()
 _lock = threading.Lock()
-
-
-def warned_kinds() -> frozenset[str]:
-    """The kinds warned about so far in this process."""
-    return frozenset(_warned)
 
 
 def note_undeclared(span: Any) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
-from typing import Any
 
 from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.storage.codec import SPAN_COLUMNS, bad_json, decode_span
@@ -13,7 +12,6 @@ from otel_agentdiag.storage.rows import (
     ALL_SESSIONS,
     ObserverInfo,
     SessionStats,
-    SessionSummary,
     StoredContent,
     StoredSpan,
     StoreSummary,
@@ -23,25 +21,6 @@ from otel_agentdiag.storage.summary_reads import SummaryReader
 
 _TRACE_TOTALS = "SELECT MIN(start_ns), MAX(session), COUNT(*), SUM(status = 'error') FROM spans WHERE trace_id = ?"
 """What ``list_traces`` shows of one trace (its GROUP BY row, read through the key)."""
-
-
-def _session_summary(
-    session: str, count: int, size: int, first: int | None, last: int | None, traces: str | None, known: Any
-) -> SessionSummary:
-    """A :class:`SessionSummary` from a session's counted rows and its ``sessions`` row (``known``, or None)."""
-    cleared, generation, pruned, cleared_spans = known if known is not None else (None, 0, 0, 0)
-    return SessionSummary(
-        session=session or None,
-        span_count=int(count),
-        bytes=int(size),
-        first_start_ns=first,
-        last_activity_ns=last,
-        trace_ids=tuple(sorted(str(traces).split(","))) if traces else (),
-        cleared_at_ns=cleared,
-        generation=int(generation or 0),
-        pruned_spans=int(pruned or 0),
-        cleared_spans=int(cleared_spans or 0),
-    )
 
 
 class StoreReader(SummaryReader):

@@ -1,89 +1,18 @@
 """``SpanStore``, the one owner of the SQLite database: a facade composed of the store's parts, one per module.
 
-The writer, maintenance, reader, violation log and push marks each live in their own module; this module keeps
-exporting every name it always has.
+The writer, maintenance, reader, violation log and push marks each live in their own module; the names of the
+store's rows and results are in :mod:`otel_agentdiag.storage.rows` (``from otel_agentdiag.storage import X``).
 """
 
 from __future__ import annotations
 
-from otel_agentdiag.storage.codec import canonical_json, row_json
-from otel_agentdiag.storage.connection import (
-    DEFAULT_BUSY_TIMEOUT_S,
-    DIR_MODE,
-    FILE_MODE,
-    StoreConnection,
-    StoreNeedsUpgrade,
-    default_store_path,
-)
 from otel_agentdiag.storage.maintenance import StoreMaintenance
-from otel_agentdiag.storage.migrations import StoreError
 from otel_agentdiag.storage.push_marks import PushMarks
 from otel_agentdiag.storage.queries import StoreReader
-from otel_agentdiag.storage.retention import RetentionLimits
-from otel_agentdiag.storage.rows import (
-    ALL_SESSIONS,
-    DROP_CAUSES,
-    DROP_CLEARED,
-    DROP_EXPORT_FAILURE,
-    DROP_QUEUE_FULL,
-    DROP_SHUTDOWN,
-    REJECT_REDACTOR_ERROR,
-    Accounting,
-    ContentRow,
-    ConversationSummary,
-    ObserverInfo,
-    PruneResult,
-    RunSummary,
-    SessionStats,
-    SessionSummary,
-    SpanRow,
-    StoredContent,
-    StoredSpan,
-    StoreSummary,
-    TraceSummary,
-    WriteResult,
-)
-from otel_agentdiag.storage.scrub import ScrubIncomplete, ScrubReport
-from otel_agentdiag.storage.violations import Violation, ViolationLog
+from otel_agentdiag.storage.violations import ViolationLog
 from otel_agentdiag.storage.writer import StoreWriter
 
-__all__ = [
-    "ALL_SESSIONS",
-    "DEFAULT_BUSY_TIMEOUT_S",
-    "DIR_MODE",
-    "DROP_CAUSES",
-    "DROP_CLEARED",
-    "DROP_EXPORT_FAILURE",
-    "DROP_QUEUE_FULL",
-    "DROP_SHUTDOWN",
-    "FILE_MODE",
-    "REJECT_REDACTOR_ERROR",
-    "Accounting",
-    "ContentRow",
-    "ConversationSummary",
-    "ObserverInfo",
-    "PruneResult",
-    "RunSummary",
-    "RetentionLimits",
-    "ScrubIncomplete",
-    "ScrubReport",
-    "SessionStats",
-    "SessionSummary",
-    "SpanRow",
-    "SpanStore",
-    "StoreConnection",
-    "StoreError",
-    "StoreNeedsUpgrade",
-    "StoreSummary",
-    "StoredContent",
-    "StoredSpan",
-    "TraceSummary",
-    "Violation",
-    "WriteResult",
-    "canonical_json",
-    "default_store_path",
-    "row_json",
-]
+__all__ = ["SpanStore"]
 
 
 class SpanStore(StoreWriter, StoreMaintenance, StoreReader, ViolationLog, PushMarks):

@@ -11,7 +11,7 @@ from storage_helpers import row
 from test_migration_v2 import build_v1
 
 from otel_agentdiag.storage import SpanStore, StoreError
-from otel_agentdiag.storage.store import StoreNeedsUpgrade
+from otel_agentdiag.storage.connection import StoreNeedsUpgrade
 
 
 def digest(path: Path) -> str:
