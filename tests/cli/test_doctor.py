@@ -13,8 +13,8 @@ from click.testing import CliRunner, Result
 
 from otel_agentdiag.cli import cli
 from otel_agentdiag.destinations import resolve_destinations
-from otel_agentdiag.options import resolve_options as _resolve
 from otel_agentdiag.diagnostics.canary import SURFACES, _sentinels, run_canary
+from otel_agentdiag.options import resolve_options as _resolve
 from otel_agentdiag.redaction import policy as p
 
 _ENV_PREFIXES = ("AGENTDIAG_", "OTEL_", "TRACELOOP_")

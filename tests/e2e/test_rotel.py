@@ -30,9 +30,9 @@ from rotel_collector import RotelCollector, free_port, unavailable_reason
 
 import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
+from otel_agentdiag.demo import AGENT_NAME, run_demo_agent
 from otel_agentdiag.destinations import LOCAL_DESTINATION, OTLP_DESTINATION
 from otel_agentdiag.pipeline.handle import AgentDiag
-from otel_agentdiag.demo import AGENT_NAME, run_demo_agent
 from otel_agentdiag.storage import SpanStore, StoredSpan
 
 HASH_KEY = "1e2465a30609a8555ff019345962296a8cd236ca47116f7b0582449c8f0bc2e4"
