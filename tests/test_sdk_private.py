@@ -25,6 +25,7 @@ from otel_agentdiag._internal.sdk import (
     attribute_items,
     child_processors,
     span_attributes,
+    span_events,
     span_exporter_of,
     span_fields,
 )
@@ -103,6 +104,9 @@ def test_the_span_fields_read_are_there_and_read_as_the_properties(ended: tuple[
     assert _same(fields, done)
     assert [event.name for event in fields[9]] == ["e"] and len(fields[10]) == 1
     assert _same(span_fields(live), live)  # the live span's class is the SDK's subclass: its properties
+    # span_events: the object's own sequence for the SDK's classes, the live one included (what on_end gets)
+    assert span_events(done) is vars(done)["_events"] and span_events(live) is vars(live)["_events"]
+    assert list(span_events(live)) == list(live.events)
 
 
 def test_the_attribute_fields_read_are_there_and_read_as_the_properties(ended: tuple[Any, ReadableSpan]) -> None:
@@ -166,6 +170,7 @@ def test_the_fallbacks_give_the_public_answer(ended: tuple[Any, ReadableSpan]) -
     assert dict(attribute_items(span_attributes(view))) == dict(done.attributes or {})
     sub = _Subclass(name="s", context=done.context, attributes={"a": 1}, events=done.events)
     assert span_fields(sub)[0] == "renamed" and _same(span_fields(sub), sub)
+    assert span_events(view) == done.events and span_events(sub) == sub.events  # others: the property
     assert span_attributes(trace.INVALID_SPAN) == {}  # a non-recording span has no attributes
 
 

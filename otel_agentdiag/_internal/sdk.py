@@ -96,6 +96,28 @@ def span_fields(span: Any) -> tuple[Any, ...]:
     )
 
 
+_EVENT_SPANS: tuple[type, ...] = ()
+"""The SDK's span classes whose ``events`` property is a copy of ``_events`` (``_Span`` included: what ``on_end``
+gets), once :func:`span_events` has imported them."""
+
+
+def span_events(span: Any) -> Any:
+    """A span's events, as its ``events`` property gives them, but an SDK span's own sequence (iterate it, never
+    change it): the property copies it into a tuple (about 0.4 µs), on every span the agent's thread ends."""
+    global _EVENT_SPANS
+    if not _EVENT_SPANS:
+        from opentelemetry.sdk import trace as sdk_trace
+
+        _EVENT_SPANS = tuple(
+            c for c in (sdk_trace.ReadableSpan, sdk_trace.Span, getattr(sdk_trace, "_Span", None)) if c
+        )
+    if span.__class__ in _EVENT_SPANS:
+        own = getattr(span, "_events", None)
+        if own is not None:
+            return own
+    return span.events
+
+
 # -- a provider's processors: the public API has no way to list them ------------------------------------------
 def active_span_processor(tracer_provider: Any) -> Any:
     """The processor an SDK ``TracerProvider`` hands every span to, or None (a provider that is not the SDK's)."""

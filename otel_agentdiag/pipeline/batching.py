@@ -42,7 +42,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
-from otel_agentdiag._internal.sdk import attribute_dict, span_attributes
+from otel_agentdiag._internal.sdk import attribute_dict, span_attributes, span_events
 from otel_agentdiag.pipeline.ledger import (
     CLEARED,
     DEFAULT_MAX_DROP_SESSIONS,
@@ -268,7 +268,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
                 if intake is not None:
                     intake(span)
                 return
-            size = estimate_size(span_attributes(span), span.events)
+            size = estimate_size(span_attributes(span), span_events(span))
             with self._lock:
                 queue = self._queue
                 if (
