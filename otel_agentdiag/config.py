@@ -11,10 +11,11 @@ the fate of every span; the SQLite branch persists those counts with the spans.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
+
+from otel_agentdiag._internal.lazy import lazy_attributes
 
 if TYPE_CHECKING:  # imported on first use (below); type checkers see them here
     from opentelemetry.metrics import MeterProvider
@@ -28,29 +29,13 @@ if TYPE_CHECKING:  # imported on first use (below); type checkers see them here
 
 _logger = logging.getLogger(__name__)
 
-_LAZY: dict[str, tuple[str, str]] = {
-    "AgentDiag": ("otel_agentdiag.pipeline.handle", "AgentDiag"),
-    "AgentDiagOptions": ("otel_agentdiag.options", "AgentDiagOptions"),
-}
+__all__ = ["AgentDiag", "AgentDiagOptions", "configure"]
+
+_LAZY = {"AgentDiag": "otel_agentdiag.pipeline.handle", "AgentDiagOptions": "otel_agentdiag.options"}
 """The package's names that live elsewhere, imported on first use: resolving ``configure`` (the quick start's
 ``from otel_agentdiag import configure``) costs this module only; calling it imports the pipeline."""
 
-
-def __getattr__(name: str) -> Any:
-    """Import one of :data:`_LAZY`'s names on first use and keep it here."""
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where[0]), where[1])
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
-
-
-__all__ = ["AgentDiag", "AgentDiagOptions", "configure"]
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals(), __all__)
 
 
 def configure(

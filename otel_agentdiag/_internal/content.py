@@ -1,8 +1,9 @@
 """The one switch instrumentation consults to capture content (``configure(capture_content=True)``).
 
 Instrumentation calls :func:`capture` with the span a value belongs to; when no recorder is installed (the
-default) that is one global read. The recorder (:class:`otel_agentdiag.content.ContentRecorder`) snapshots the
-value at once, keeps it beside the span (never on it), and hands it to the local store's branch only.
+default) that is one global read. The recorder (:class:`otel_agentdiag.content.recorder.ContentRecorder`)
+snapshots the value at once, keeps it beside the span (never on it), and hands it to the local store's branch
+only.
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ class _Group(click.Group):
                 # each word given is described instead, as our own messages do (describe_input).
                 given = [str(a) for a in (sys.argv[1:] if args is None else args) or ()]
                 message = scrub(message, _given_words(given), self._names() | self._safe_words(given))
-            click.echo(f"agentdiag: error: {_one_line(message)}{_one_line(hint)}", err=True)
+            click.echo(f"agentdiag: error: {printable(message)}{printable(hint)}", err=True)
             sys.exit(exc.exit_code if isinstance(exc, CliIncomplete) else EXIT_USAGE)
         except click.Abort:
             click.echo("agentdiag: aborted", err=True)
@@ -126,7 +126,7 @@ class _Group(click.Group):
             if isinstance(exc, REFUSED):
                 # A store or key file that is not ours, or a weak key: it names the path (or variable) and the
                 # reason.
-                click.echo(f"agentdiag: error: {_one_line(str(exc))}", err=True)
+                click.echo(f"agentdiag: error: {printable(exc)}", err=True)
                 sys.exit(EXIT_USAGE)
             if isinstance(exc, UnicodeDecodeError):
                 # The sqlite3 module's, for an error message that is not UTF-8 (a damaged store's schema), or a
@@ -139,7 +139,7 @@ class _Group(click.Group):
                 sys.exit(EXIT_USAGE)
             if isinstance(exc, (StoreError, sqlite3.DatabaseError)):
                 # A store that opened but fails on read (a damaged page, say) is still one line, not a traceback.
-                click.echo(f"agentdiag: error: the trace store cannot be read: {_one_line(str(exc))}", err=True)
+                click.echo(f"agentdiag: error: the trace store cannot be read: {printable(exc)}", err=True)
                 sys.exit(EXIT_USAGE)
             raise
         sys.exit(result if isinstance(result, int) else 0)
@@ -241,12 +241,6 @@ def _given_words(args: Any) -> list[str]:
         if text.startswith("-") and "=" in text:
             words.extend(text.split("=", 1))
     return words
-
-
-def _one_line(text: str) -> str:
-    """An error message as one readable line: a path or id given on the command line may hold line breaks,
-    terminal escapes or undecodable bytes; each such character is shown escaped, as ``repr`` would."""
-    return printable(text)
 
 
 def _tolerant_stdout() -> None:

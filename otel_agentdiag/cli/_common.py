@@ -7,7 +7,6 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 import click
 
 from otel_agentdiag._internal.inputs import describe_input
+from otel_agentdiag._internal.jsonsafe import iso_utc
 
 if TYPE_CHECKING:
     from otel_agentdiag.storage import SpanStore
@@ -130,15 +130,6 @@ def open_reader(store_path: Path | None) -> ReadOnlyStore | SpanStore:
         except StoreError as exc:
             raise CliError(str(exc)) from None
     return open_store(path, write=True)  # a missing store's error, or the migration of an older one
-
-
-def iso_utc(ns: int | None) -> str | None:
-    """ISO-8601 UTC with microseconds and a ``Z`` suffix."""
-    if ns is None:
-        return None
-    seconds, rest = divmod(ns, 1_000_000_000)
-    moment = datetime.fromtimestamp(seconds, tz=timezone.utc) + timedelta(microseconds=rest // 1000)
-    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def duration_ms(ns: int | None) -> float | None:

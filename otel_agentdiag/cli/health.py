@@ -9,7 +9,6 @@ when another process keeps that from happening). Arguments are checked before th
 from __future__ import annotations
 
 import math
-import re
 import sys
 import time
 from datetime import datetime, timezone
@@ -47,7 +46,6 @@ from otel_agentdiag.storage.provenance import (
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_HEX = re.compile(r"[0-9a-f]{4,64}")
 
 
 # -- argument parsing -----------------------------------------------------------------------------------------
@@ -104,10 +102,6 @@ def _limit_option(ctx: click.Context, param: click.Parameter, value: str | None)
 
 
 # -- rendering --------------------------------------------------------------------------------------------------
-def _echo_json(value: Any) -> None:
-    click.echo(json_text(value))
-
-
 _COLOURS = {"valid": "green", "imported": "cyan", "degraded": "yellow", "quarantined": "magenta", "invalid": "red"}
 
 
@@ -239,7 +233,7 @@ def sessions(store_path: Path | None, output_format: str, limit: int | None, sin
             }
         )
     if output_format == "json":
-        _echo_json(rows)
+        click.echo(json_text(rows))
         return
     if not rows:
         click.echo(f"no sessions in {store.path}")
@@ -270,7 +264,7 @@ def receipt(session_text: str | None, store_path: Path | None, output_format: st
             result = session_receipt(store, session)
             title = f"receipt for session {printable(session)}"
     if output_format == "json":
-        _echo_json(result.to_json())
+        click.echo(json_text(result.to_json()))
         return
     for line in _receipt_lines(result, title=title):
         click.echo(line)
@@ -315,7 +309,7 @@ def status(
             session = store.latest_session()  # the first named session `agentdiag sessions` lists
         result = session_status(store, session, as_of_ns=as_of_ns, stall_threshold_s=stall_threshold)
     if output_format == "json":
-        _echo_json(result.to_json(with_receipt=with_receipt))
+        click.echo(json_text(result.to_json(with_receipt=with_receipt)))
         return
     for line in _status_lines(result):
         click.echo(line)
@@ -392,7 +386,7 @@ def prune(
             f" {report.advice('agentdiag prune')}"
         )
     if output_format == "json":
-        _echo_json({"pruned_spans": result.spans, "pruned_bytes": result.bytes})
+        click.echo(json_text({"pruned_spans": result.spans, "pruned_bytes": result.bytes}))
         return
     click.echo(f"pruned {result.spans} span(s), {result.bytes} byte(s) from {path}")
 
@@ -423,6 +417,6 @@ def clear(session_text: str, yes: bool, store_path: Path | None, output_format: 
                 f" {exc.report.advice('agentdiag clear with the same --session')}"
             ) from None
     if output_format == "json":
-        _echo_json({"session": session, "cleared_spans": deleted})
+        click.echo(json_text({"session": session, "cleared_spans": deleted}))
         return
     click.echo(f"cleared session {printable(session)}: {deleted} span(s) deleted")

@@ -17,8 +17,6 @@ from otel_agentdiag.content.codec import (
 from otel_agentdiag.content.snapshot import ContentLimits, snapshot
 from otel_agentdiag.content.values import CapturedException, CapturedObject, Elided
 
-# ContentRecorder (otel_agentdiag.content.recorder) is re-exported here too.
-
 __all__ = [
     "ENCODING",
     "CapturedException",

@@ -38,9 +38,9 @@ from typing import Any
 from otel_agentdiag.content.decoder import _parse_deep as _parse_deep
 from otel_agentdiag.content.decoder import _reject_constant as _reject_constant
 from otel_agentdiag.content.decoder import decode
-from otel_agentdiag.content.document import ENCODING, MAX_DEPTH, ContentDecodeError, document
-from otel_agentdiag.content.encoder import encode, encode_plain
-from otel_agentdiag.content.projection import PROJECTION_MAX_DEPTH, is_plain, project, project_json
+from otel_agentdiag.content.document import ENCODING, MAX_DEPTH, ContentDecodeError
+from otel_agentdiag.content.encoder import encode
+from otel_agentdiag.content.projection import PROJECTION_MAX_DEPTH, project, project_json
 from otel_agentdiag.content.projection import json_text as _json_text
 
 __all__ = [
@@ -56,10 +56,5 @@ __all__ = [
 
 
 def encode_with_projection(value: Any) -> tuple[bytes, str]:
-    """``(encode(value), project_json(value))``, sharing the work: plain JSON data (the usual messages) is
-    recognised once, then written by short roads (the C JSON encoder for the projection)."""
-    if not is_plain(value):
-        return encode(value), _json_text(project(value))
-    out: list[str] = []
-    encode_plain(value, out)
-    return document("".join(out)), _json_text(value)
+    """``(encode(value), project_json(value))``: the two stored forms of one captured value."""
+    return encode(value), _json_text(project(value))

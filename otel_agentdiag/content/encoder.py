@@ -17,7 +17,7 @@ from typing import Any
 from otel_agentdiag.content.document import MAX_DEPTH, document
 from otel_agentdiag.content.values import CapturedException, CapturedObject, Elided
 
-__all__ = ["encode", "encode_plain"]
+__all__ = ["encode"]
 
 _MAX_INT_BITS = 4096
 
@@ -158,40 +158,3 @@ def encode(value: Any) -> bytes:
             if not stack:
                 return document(text)
             stack[-1].parts.append(text)
-
-
-def encode_plain(value: Any, out: list[str]) -> None:
-    """Append the encoding of a value :func:`~otel_agentdiag.content.projection.is_plain` accepted: the same
-    text :func:`encode`'s general walk writes (tested), by a shorter road (no references can occur, no surrogate
-    pair, no big int)."""
-    cls = type(value)
-    if cls is str:
-        out.append(_escape(value))
-    elif cls is dict:
-        out.append('["d"')
-        for key, item in value.items():
-            out.append(",")
-            out.append(_escape(key))
-            out.append(",")
-            if type(item) is str:
-                out.append(_escape(item))
-            else:
-                encode_plain(item, out)
-        out.append("]")
-    elif cls is list or cls is tuple:
-        out.append('["l"' if cls is list else '["t"')
-        for item in value:
-            out.append(",")
-            if type(item) is str:
-                out.append(_escape(item))
-            else:
-                encode_plain(item, out)
-        out.append("]")
-    elif value is None:
-        out.append("null")
-    elif cls is bool:
-        out.append("true" if value else "false")
-    elif cls is int:
-        out.append(int.__repr__(value))
-    else:
-        out.append(float.__repr__(value))

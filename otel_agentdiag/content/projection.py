@@ -15,7 +15,7 @@ from typing import Any
 
 from otel_agentdiag.content.values import TOO_DEEP, CapturedException, CapturedObject, Elided
 
-__all__ = ["PROJECTION_MAX_DEPTH", "is_plain", "json_text", "project", "project_json"]
+__all__ = ["PROJECTION_MAX_DEPTH", "json_text", "project", "project_json"]
 
 PROJECTION_MAX_DEPTH = 100
 """Containers nested in one another that :func:`project` shows; deeper ones are ``{"$elided": {"reason":
@@ -169,62 +169,6 @@ def project(value: Any) -> Any:
             stack[-1].results.append(result)
 
 
-def _plain_at(value: Any, seen: set[int], depth: int) -> bool:
-    """Whether ``value`` projects to itself: JSON data (str keys, no lone surrogate, ints within ±2**53, finite
-    floats; tuples count as arrays) with no list or dict met twice and no deeper than the projection goes."""
-    cls = type(value)
-    if cls is str:
-        return value.isascii() or _SURROGATE.search(value) is None
-    if value is None or cls is bool:
-        return True
-    if cls is int:
-        return bool(-_SAFE_INT <= value <= _SAFE_INT)
-    if cls is float:
-        return math.isfinite(value)
-    if depth >= PROJECTION_MAX_DEPTH:
-        return False
-    if cls is dict:
-        if id(value) in seen:
-            return False
-        seen.add(id(value))
-        depth += 1
-        for key, item in value.items():
-            if type(key) is not str or not (key.isascii() or _SURROGATE.search(key) is None):
-                return False
-            if type(item) is str:
-                if not (item.isascii() or _SURROGATE.search(item) is None):
-                    return False
-            elif not _plain_at(item, seen, depth):
-                return False
-        return True
-    if cls is list or cls is tuple:
-        if cls is list:
-            if id(value) in seen:
-                return False
-            seen.add(id(value))
-        depth += 1
-        for item in value:
-            if type(item) is str:
-                if not (item.isascii() or _SURROGATE.search(item) is None):
-                    return False
-            elif not _plain_at(item, seen, depth):
-                return False
-        return True
-    return False
-
-
-def is_plain(value: Any) -> bool:
-    """:func:`_plain_at` from the top, False for a value nested deeper than the interpreter recurses (the
-    iterative general paths cope with it)."""
-    try:
-        return _plain_at(value, set(), 0)
-    except RecursionError:
-        return False
-
-
 def project_json(value: Any) -> str:
-    """:func:`project` as compact JSON text: strict (no NaN or infinity) and always encodable as UTF-8.
-
-    A value that projects to itself (the common case: messages as plain JSON data) goes straight to the C JSON
-    encoder; the result is the same text (tested)."""
-    return json_text(value if is_plain(value) else project(value))
+    """:func:`project` as compact JSON text: strict (no NaN or infinity) and always encodable as UTF-8."""
+    return json_text(project(value))

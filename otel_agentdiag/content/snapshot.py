@@ -48,7 +48,6 @@ from otel_agentdiag.content.kinds import (
     opaque,
     type_name,
 )
-from otel_agentdiag.content.kinds import MAX_REPR as MAX_REPR  # importable from here as before
 from otel_agentdiag.content.scrub import _CLEAN as _CLEAN  # the tests look at the memory here
 from otel_agentdiag.content.scrub import _CLEAN_SIZE as _CLEAN_SIZE
 from otel_agentdiag.content.scrub import REDACTED, is_media, media, scrub

@@ -56,11 +56,11 @@ from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.files import write_private_file
-from otel_agentdiag._internal.jsonsafe import finite
+from otel_agentdiag._internal.jsonsafe import finite, iso_utc
 from otel_agentdiag.diagnostics.parents import spans_elsewhere
 from otel_agentdiag.diagnostics.projection import strict_projection
 from otel_agentdiag.diagnostics.receipt import session_receipt
-from otel_agentdiag.diagnostics.status import iso_utc, project
+from otel_agentdiag.diagnostics.status import project
 from otel_agentdiag.redaction.hashing import IdHasher, ephemeral_key
 from otel_agentdiag.redaction.policy import STRICT
 from otel_agentdiag.storage import SpanStore, StoredSpan

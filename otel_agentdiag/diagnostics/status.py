@@ -38,11 +38,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import reason_codes
+from otel_agentdiag._internal.jsonsafe import iso_utc
 from otel_agentdiag._internal.money import budget_of, leaves_cost
 from otel_agentdiag.diagnostics.parents import spans_elsewhere, unseen_parents
 from otel_agentdiag.diagnostics.receipt import Receipt, session_receipt
@@ -137,15 +137,6 @@ class Status:
         if with_receipt:
             out["receipt"] = self.receipt.to_json()
         return out
-
-
-def iso_utc(ns: int | None) -> str | None:
-    """ISO-8601 UTC with microseconds and a ``Z`` suffix (as the other CLI commands print times)."""
-    if ns is None:
-        return None
-    seconds, rest = divmod(ns, 1_000_000_000)
-    moment = datetime.fromtimestamp(seconds, tz=timezone.utc) + timedelta(microseconds=rest // 1000)
-    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _int(value: object) -> int:

@@ -13,7 +13,6 @@ passes the call through untouched. Installed once for all instrumentors, removed
 from __future__ import annotations
 
 import importlib
-import logging
 import threading
 from typing import Any
 
@@ -21,18 +20,12 @@ from wrapt import wrap_function_wrapper
 
 from otel_agentdiag.instrumentation._base import current_llm_call
 from otel_agentdiag.instrumentation._unwrap import unwrap_ours
-
-_logger = logging.getLogger(__name__)
+from otel_agentdiag.instrumentation._values import as_int
 
 _HTTP_MODULES = ("httpx2", "httpx")
 _lock = threading.Lock()
 _users = 0
 _wrapped: list[tuple[Any, str, Any]] = []
-
-
-def _status_of(response: Any) -> int | None:
-    status = getattr(response, "status_code", None)
-    return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
 def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -44,7 +37,7 @@ def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     except BaseException as exc:
         call.record_attempt(None, exc)
         raise
-    call.record_attempt(_status_of(response), None)
+    call.record_attempt(as_int(getattr(response, "status_code", None)), None)
     return response
 
 
@@ -57,7 +50,7 @@ async def _asend(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     except BaseException as exc:
         call.record_attempt(None, exc)
         raise
-    call.record_attempt(_status_of(response), None)
+    call.record_attempt(as_int(getattr(response, "status_code", None)), None)
     return response
 
 

@@ -14,7 +14,6 @@ whose content the client records (``content``: see :attr:`LLMCallState.content`)
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 import time
@@ -39,7 +38,7 @@ from otel_agentdiag._internal.context import (
 )
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag.cost.pricing import leaf_cost
-from otel_agentdiag.instrumentation._provider import tracer_for  # re-exported: its home before _provider
+from otel_agentdiag.instrumentation._values import put
 
 __all__ = [
     "LLMCallState",
@@ -47,10 +46,7 @@ __all__ = [
     "error_type_of",
     "llm_call_owned_by",
     "record_exception",
-    "tracer_for",
 ]
-
-_logger = logging.getLogger(__name__)
 
 CANCELLATIONS = frozenset({"CancelledError", "KeyboardInterrupt", "GeneratorExit"})
 """Names of the exception classes that mean the caller stopped waiting, not that the call failed."""
@@ -266,8 +262,7 @@ class LLMCallState:
             return
         try:
             out = dict(attributes or {})
-            if stream_end is not None:
-                out[sc.AGENTDIAG_STREAM_END] = stream_end
+            put(out, sc.AGENTDIAG_STREAM_END, stream_end)
             self.set_attributes(out)
             if self.owns:
                 self._end_span()

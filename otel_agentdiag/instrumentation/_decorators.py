@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -18,8 +17,6 @@ from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag.instrumentation._scopes import _AgentRun, _SpanScope, _ToolCall
 
 __all__ = ["agent", "tool"]
-
-_logger = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -51,19 +51,44 @@ from otel_agentdiag._internal.context import (
     AGENT_NAME_KEY,
     CONVERSATION_ID_KEY,
     ROLLUP_KEY,
-    active_framework_step,
     current_conversation_id,
     framework_parent,
 )
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.spans import set_own_attributes
 from otel_agentdiag.cost.pricing import leaf_cost
-from otel_agentdiag.cost.rollup import ROLLUP_KEYS, USAGE_KEYS, Rollup, usage_of
+from otel_agentdiag.cost.rollup import ROLLUP_KEYS, USAGE_KEYS, Rollup
 from otel_agentdiag.instrumentation._base import LLMCallState
+from otel_agentdiag.instrumentation._values import put
 
-__all__ = ["ROLLUP_KEYS", "USAGE_KEYS", "Node", "SpanTree", "active_framework_step", "framework_parent", "usage_of"]
+__all__ = [
+    "ROLLUP_KEYS",
+    "USAGE_KEYS",
+    "Node",
+    "SpanTree",
+    "framework_parent",
+    "run_span",
+    "tool_span",
+]
 
 _ROLLUP_KINDS = frozenset({sc.KIND_RUN, sc.KIND_ITERATION})
+
+
+def run_span(name: str | None) -> tuple[str, dict[str, Any]]:
+    """The name and start attributes of a framework run's ``invoke_agent`` span (``name``: the agent's, if any)."""
+    attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT}
+    if name is None:
+        return sc.OP_INVOKE_AGENT, attributes
+    attributes[sc.GEN_AI_AGENT_NAME] = name
+    return f"{sc.OP_INVOKE_AGENT} {name}", attributes
+
+
+def tool_span(tool: str | None, call_id: str | None) -> tuple[str, dict[str, Any]]:
+    """The name and start attributes of a framework's ``execute_tool`` span of a function tool."""
+    attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_TYPE: "function"}
+    put(attributes, sc.GEN_AI_TOOL_NAME, tool)
+    put(attributes, sc.GEN_AI_TOOL_CALL_ID, call_id)
+    return (sc.OP_EXECUTE_TOOL if tool is None else f"{sc.OP_EXECUTE_TOOL} {tool}"), attributes
 
 
 class Node:
@@ -259,6 +284,14 @@ class SpanTree:
             return None
         self.open(node, name, attributes, span_kind=span_kind, start_time=start_time, activate=activate)
         return node
+
+    def start_iteration(self, key: Hashable, run_key: Hashable, index: int) -> Node | None:
+        """An ``agent.iteration`` span (0-based ``index``) under the run ``run_key``. Never made active: an
+        iteration spans several of the framework's contexts (the model call's, each tool's)."""
+        attributes = {sc.AGENTDIAG_ITERATION_INDEX: index}
+        return self.start(
+            key, run_key, kind=sc.KIND_ITERATION, name=sc.ITERATION_SPAN_NAME, attributes=attributes, activate=False
+        )
 
     # -- ending -----------------------------------------------------------------------------------------
     def end(

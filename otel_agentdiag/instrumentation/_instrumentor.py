@@ -1,13 +1,15 @@
-"""The skeleton every client instrumentor of this package shares.
+"""The skeletons the instrumentors of this package share: ``Instrumentor``, and the client one over it.
 
-A subclass names its library (``_library``), its supported versions (``instrumentation_dependencies``) and the
-methods it wraps (``_targets``); this class does the rest: wrapping with ``wrapt``, exact reversal, the shared
-HTTP-attempt hook, and never failing ``opentelemetry-instrument`` on an SDK layout it does not know.
+A client instrumentor names its library (``_library``), its supported versions (``_instruments``) and the
+methods it wraps (``_targets``); :class:`ClientInstrumentor` does the rest: wrapping with ``wrapt``, exact
+reversal, the shared HTTP-attempt hook, and never failing ``opentelemetry-instrument`` on an SDK layout it does
+not know.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from typing import Any
 
 from opentelemetry import trace
@@ -25,7 +27,20 @@ Target = tuple[type, str, Wrapper]
 """(class, method name, wrapt wrapper)."""
 
 
-class ClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class Instrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Base of every instrumentor of this package: its supported versions are ``_instruments`` (``package.py``).
+
+    BaseInstrumentor is a singleton whose ``__init__`` runs on every instantiation: a subclass's state is set in
+    ``_instrument`` (over class-level defaults), never in ``__init__``.
+    """
+
+    _instruments: Collection[str] = ()
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return self._instruments
+
+
+class ClientInstrumentor(Instrumentor):
     """Base of :class:`~otel_agentdiag.instrumentation.openai.OpenAIInstrumentor` and
     :class:`~otel_agentdiag.instrumentation.anthropic.AnthropicInstrumentor`."""
 
@@ -35,8 +50,6 @@ class ClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     _records_attempts = True
     """Whether the shared HTTP-attempt hook is held while instrumented (model-call SDKs; not MCP)."""
 
-    # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in
-    # _instrument, never in __init__.
     _wrapped: list[Target]
     _holds_attempts: bool
 

@@ -7,15 +7,11 @@ global one.
 
 from __future__ import annotations
 
-import logging
-
 from opentelemetry import trace
 
 from otel_agentdiag.version import __version__
 
 __all__ = ["manual_tracer", "tracer_for", "tracer_provider_in_use", "use_tracer_provider"]
-
-_logger = logging.getLogger(__name__)
 _TRACER_NAME = "otel_agentdiag"
 
 _tracer: trace.Tracer | None = None

@@ -9,7 +9,6 @@ a failure of the telemetry itself is logged and swallowed.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -36,10 +35,9 @@ from otel_agentdiag.cost.pricing import leaf_cost
 from otel_agentdiag.cost.rollup import Rollup
 from otel_agentdiag.instrumentation._base import LLMCallState, error_type_of, record_exception
 from otel_agentdiag.instrumentation._provider import manual_tracer
+from otel_agentdiag.instrumentation._values import put
 
 __all__ = ["LLMCall"]
-
-_logger = logging.getLogger(__name__)
 
 
 class _SpanScope:
@@ -271,16 +269,13 @@ class LLMCall(_SpanScope):
             if not span.is_recording():
                 return
             attributes: dict[str, Any] = {}
-            if response_model is not None:
-                attributes[sc.GEN_AI_RESPONSE_MODEL] = response_model
+            put(attributes, sc.GEN_AI_RESPONSE_MODEL, response_model)
             if response_id is not None:
                 attributes[sc.GEN_AI_RESPONSE_ID] = str(response_id)
             if finish_reasons is not None:
                 attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(str(r) for r in finish_reasons)
-            if input_tokens is not None:
-                attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
-            if output_tokens is not None:
-                attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+            put(attributes, sc.GEN_AI_USAGE_INPUT_TOKENS, input_tokens)
+            put(attributes, sc.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens)
             _ids.set_attributes(span, attributes)  # the response id beside the span, not on it
 
     def record_content(

@@ -39,6 +39,7 @@ __all__ = [
     "SyncStreamManagerProxy",
     "SyncStreamProxy",
     "TextBuffer",
+    "appended",
 ]
 
 
@@ -86,6 +87,16 @@ class TextBuffer:
 
     def text(self) -> str:
         return "".join(self._blocks) + "".join(self._pieces)
+
+
+def appended(buffer: TextBuffer | None, piece: Any) -> TextBuffer | None:
+    """``buffer`` (a new one when None) with ``piece`` added, when ``piece`` is a string; else ``buffer``."""
+    if not isinstance(piece, str):
+        return buffer
+    if buffer is None:
+        buffer = TextBuffer()
+    buffer.add(piece)
+    return buffer
 
 
 class _StreamState:
@@ -177,14 +188,19 @@ class _StreamState:
             self.raw = None
 
 
-class SyncStreamProxy(ObjectProxy[Any]):
-    """A synchronous SDK stream whose LLM span ends exactly once."""
+class _StreamProxy(ObjectProxy[Any]):
+    """What the sync and async stream proxies share: the state that ends the span once, also when the proxy is
+    garbage-collected."""
 
     def __init__(self, wrapped: Any, call: LLMCallState, accumulator: StreamAccumulator) -> None:
         super().__init__(wrapped)
         state = _StreamState(call, accumulator, wrapped)
         self._self_state = state
         weakref.finalize(self, state.collected)
+
+
+class SyncStreamProxy(_StreamProxy):
+    """A synchronous SDK stream whose LLM span ends exactly once."""
 
     def __iter__(self) -> SyncStreamProxy:
         return self
@@ -219,14 +235,8 @@ class SyncStreamProxy(ObjectProxy[Any]):
             self._self_state.closed()
 
 
-class AsyncStreamProxy(ObjectProxy[Any]):
+class AsyncStreamProxy(_StreamProxy):
     """An asynchronous SDK stream whose LLM span ends exactly once."""
-
-    def __init__(self, wrapped: Any, call: LLMCallState, accumulator: StreamAccumulator) -> None:
-        super().__init__(wrapped)
-        state = _StreamState(call, accumulator, wrapped)
-        self._self_state = state
-        weakref.finalize(self, state.collected)
 
     def __aiter__(self) -> AsyncStreamProxy:
         return self
@@ -265,14 +275,23 @@ Starter = Callable[[], "tuple[LLMCallState | None, StreamAccumulator]"]
 """Starts (or enriches) the LLM span when a stream helper is entered."""
 
 
-class SyncStreamManagerProxy(ObjectProxy[Any]):
-    """A stream helper's context manager (``messages.stream()``): the request is sent on ``__enter__``, so the
-    span starts there and the stream it returns is wrapped."""
+class _StreamManagerProxy(ObjectProxy[Any]):
+    """What the sync and async stream helper proxies share: the starter, and the stream proxy the block uses."""
 
     def __init__(self, wrapped: Any, start: Starter) -> None:
         super().__init__(wrapped)
         self._self_start = start
-        self._self_stream: SyncStreamProxy | None = None
+        self._self_stream: _StreamProxy | None = None
+
+    def _left_block(self, exc: BaseException | None) -> None:
+        proxy, self._self_stream = self._self_stream, None
+        if proxy is not None:
+            proxy._self_state.left_block(exc)
+
+
+class SyncStreamManagerProxy(_StreamManagerProxy):
+    """A stream helper's context manager (``messages.stream()``): the request is sent on ``__enter__``, so the
+    span starts there and the stream it returns is wrapped."""
 
     def __enter__(self) -> Any:
         call, accumulator = self._self_start()
@@ -291,18 +310,11 @@ class SyncStreamManagerProxy(ObjectProxy[Any]):
         try:
             return self.__wrapped__.__exit__(exc_type, exc, tb)
         finally:
-            proxy, self._self_stream = self._self_stream, None
-            if proxy is not None:
-                proxy._self_state.left_block(exc)
+            self._left_block(exc)
 
 
-class AsyncStreamManagerProxy(ObjectProxy[Any]):
+class AsyncStreamManagerProxy(_StreamManagerProxy):
     """The asynchronous twin of :class:`SyncStreamManagerProxy`."""
-
-    def __init__(self, wrapped: Any, start: Starter) -> None:
-        super().__init__(wrapped)
-        self._self_start = start
-        self._self_stream: AsyncStreamProxy | None = None
 
     async def __aenter__(self) -> Any:
         call, accumulator = self._self_start()
@@ -321,6 +333,4 @@ class AsyncStreamManagerProxy(ObjectProxy[Any]):
         try:
             return await self.__wrapped__.__aexit__(exc_type, exc, tb)
         finally:
-            proxy, self._self_stream = self._self_stream, None
-            if proxy is not None:
-                proxy._self_state.left_block(exc)
+            self._left_block(exc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from otel_agentdiag import semconv as sc
@@ -65,6 +66,12 @@ def server_attributes(instance: Any) -> dict[str, Any]:
     return out
 
 
+def field_of(value: Any, name: str) -> Any:
+    """``value[name]`` of a mapping, else ``value.name`` (a framework's objects may arrive as either); ``None``
+    when absent."""
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+
+
 def get(obj: Any, name: str) -> Any:
     """``obj.name`` or ``obj[name]`` (SDK models and plain dicts alike); ``None`` when absent."""
     if obj is None:
@@ -75,7 +82,7 @@ def get(obj: Any, name: str) -> Any:
 
 
 RAW_RESPONSE_TYPES = frozenset({"LegacyAPIResponse", "APIResponse", "AsyncAPIResponse"})
-"""Class names of the SDKs' ``with_raw_response`` results (callers check ``type(x).__name__`` first: no call)."""
+"""Class names of the SDKs' ``with_raw_response`` results."""
 _MAX_RAW_BODY = 1 << 24
 
 

@@ -21,7 +21,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.declared import register_tools, tool_names
-from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag.instrumentation._base import LLMCallState
 from otel_agentdiag.instrumentation._stream import (
     AsyncStreamManagerProxy,
@@ -66,24 +66,24 @@ def _declare_offered_tools(call: LLMCallState, kwargs: dict[str, Any]) -> None:
         tools = kwargs.get("functions")
     if tools is None:
         return
-    try:
+    with handle_internal_errors("reading the tools a request offers"):
         if call.span.is_recording():
             register_tools(tool_names(tools))
-    except Exception as exc:  # noqa: BLE001
-        log_internal_error("reading the tools a request offers", exc)
 
 
-def _capture_inputs(call: LLMCallState, inputs: Inputs | None, kwargs: dict[str, Any]) -> None:
-    """Capture the request's content (the caller checked :meth:`LLMCallState.capturing`)."""
-    if inputs is None:
-        return
+def _capturing(call: LLMCallState, inputs: Inputs | None, kwargs: dict[str, Any]) -> bool:
+    """Whether the call's content is captured (:meth:`LLMCallState.capturing`); if so, its request's content is
+    captured now, before it is sent (so a failed call keeps it)."""
+    if not call.capturing():
+        return False
     try:
-        pairs = inputs(kwargs)
+        pairs = inputs(kwargs) if inputs is not None else ()
     except Exception as exc:  # noqa: BLE001
         log_internal_error("reading an LLM request's content", exc)
-        return
+        return True
     for role, value in pairs:
         call.capture(role, value)
+    return True
 
 
 def _capture_outputs(call: LLMCallState, outputs: Outputs | None, result: Any) -> None:
@@ -117,6 +117,27 @@ def _accumulator(accumulate: Accumulate, capturing: bool = False) -> StreamAccum
         return None
 
 
+def _answered(
+    call: LLMCallState,
+    result: Any,
+    capturing: bool,
+    stream: tuple[tuple[type, ...], type[SyncStreamProxy | AsyncStreamProxy], Accumulate],
+    respond: Respond,
+    outputs: Outputs | None,
+) -> Any:
+    """What a call that returned ``result`` hands back: ``result``, or a proxy over a stream (``stream``: the
+    SDK's stream types, the proxy class, the accumulator factory) that ends the span when the stream ends."""
+    stream_types, proxy, accumulate = stream
+    if stream_types and isinstance(result, stream_types):
+        accumulator = _accumulator(accumulate, capturing)
+        if accumulator is not None:
+            return proxy(result, call, accumulator)
+        call.finish()
+        return result
+    _finish(call, respond, result, outputs, capturing)
+    return result
+
+
 def sync_call(
     tracer: trace.Tracer,
     describe: Describe,
@@ -128,28 +149,20 @@ def sync_call(
     outputs: Outputs | None = None,
 ) -> Wrapper:
     """A ``wrapt`` wrapper for a synchronous SDK method that returns an answer or a stream."""
+    stream = (stream_types, SyncStreamProxy, accumulate)
 
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         call = begin_call(tracer, describe, instance, kwargs)
         if call is None:
             return wrapped(*args, **kwargs)
-        capturing = call.capturing()
-        if capturing:
-            _capture_inputs(call, inputs, kwargs)
+        capturing = _capturing(call, inputs, kwargs)
         try:
             with call.activated():
                 result = wrapped(*args, **kwargs)
         except BaseException as exc:
             call.fail(exc)
             raise
-        if stream_types and isinstance(result, stream_types):
-            accumulator = _accumulator(accumulate, capturing)
-            if accumulator is not None:
-                return SyncStreamProxy(result, call, accumulator)
-            call.finish()
-            return result
-        _finish(call, respond, result, outputs, capturing)
-        return result
+        return _answered(call, result, capturing, stream, respond, outputs)
 
     return wrapper
 
@@ -165,28 +178,20 @@ def async_call(
     outputs: Outputs | None = None,
 ) -> Wrapper:
     """The asynchronous twin of :func:`sync_call`."""
+    stream = (stream_types, AsyncStreamProxy, accumulate)
 
     async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         call = begin_call(tracer, describe, instance, kwargs)
         if call is None:
             return await wrapped(*args, **kwargs)
-        capturing = call.capturing()
-        if capturing:
-            _capture_inputs(call, inputs, kwargs)
+        capturing = _capturing(call, inputs, kwargs)
         try:
             with call.activated():
                 result = await wrapped(*args, **kwargs)
         except BaseException as exc:
             call.fail(exc)
             raise
-        if stream_types and isinstance(result, stream_types):
-            accumulator = _accumulator(accumulate, capturing)
-            if accumulator is not None:
-                return AsyncStreamProxy(result, call, accumulator)
-            call.finish()
-            return result
-        _finish(call, respond, result, outputs, capturing)
-        return result
+        return _answered(call, result, capturing, stream, respond, outputs)
 
     return wrapper
 
@@ -214,9 +219,7 @@ def stream_manager(
             call = begin_call(tracer, describe, instance, kwargs)
             if call is None:
                 return None, NoStream()
-            capturing = call.capturing()
-            if capturing:
-                _capture_inputs(call, inputs, kwargs)
+            capturing = _capturing(call, inputs, kwargs)
             accumulator = _accumulator(accumulate, capturing)
             return call, NoStream() if accumulator is None else accumulator
 

@@ -29,7 +29,6 @@ This module is the public surface; the span scopes live in :mod:`._scopes`, the 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -50,8 +49,6 @@ __all__ = [
     "tool_call",
     "use_tracer_provider",
 ]
-
-_logger = logging.getLogger(__name__)
 
 _tracer_provider_in_use = tracer_provider_in_use
 """The provider :func:`use_tracer_provider` set, or ``None`` (its old private name, read by ``configure()``)."""

@@ -10,25 +10,8 @@ Writers take spans as given: hand them the strict-policy projection
 (:func:`otel_agentdiag.diagnostics.projection.strict_projection`), never raw spans.
 """
 
-from otel_agentdiag.interchange.ingest import IngestResult, UnusableInput, ingest_otlp_json
-from otel_agentdiag.interchange.jaeger_json import jaeger_document, write_jaeger_json
-from otel_agentdiag.interchange.otlp_json import (
-    LineResult,
-    MissingDependency,
-    read_otlp_json,
-    request_to_spans,
-    write_otlp_json,
-)
+from otel_agentdiag.interchange.ingest import ingest_otlp_json
+from otel_agentdiag.interchange.jaeger_json import write_jaeger_json
+from otel_agentdiag.interchange.otlp_json import read_otlp_json, write_otlp_json
 
-__all__ = [
-    "IngestResult",
-    "LineResult",
-    "MissingDependency",
-    "UnusableInput",
-    "ingest_otlp_json",
-    "jaeger_document",
-    "read_otlp_json",
-    "request_to_spans",
-    "write_jaeger_json",
-    "write_otlp_json",
-]
+__all__ = ["ingest_otlp_json", "read_otlp_json", "write_jaeger_json", "write_otlp_json"]

@@ -10,12 +10,7 @@ from __future__ import annotations
 # not a letter or digit (an underscore is: ``my_sk-...`` is still a key).
 NOT_ALNUM = r"(?:^|[^A-Za-z0-9])"
 END_NOT_ALNUM = r"(?:$|[^A-Za-z0-9])"
-B64URL = r"[A-Za-z0-9_-]"
-
-
-OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 H16 = r"[0-9A-Fa-f]{1,4}"
-USERINFO = r"[A-Za-z0-9._~%+-]+:[^ @/:]+@(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+"
 IPV6 = rf"(?:(?:{H16}:){{7}}{H16}|(?:{H16}(?::{H16}){{0,6}})?::(?:{H16}(?::{H16}){{0,6}})?)"
 QUOTE = "[\"']"
 VALUE = "[^ \"',;&]*[^ \"',;&)\\]}>]"

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import os
 import secrets
 import threading
@@ -40,15 +39,11 @@ from otel_agentdiag._internal import trust
 from otel_agentdiag._internal.files import make_private_folders
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag.redaction.key_strength import (
-    KEY_HELP,
-    MIN_KEY_BYTES,
     WeakKeyError,
     check_key_bytes,
     check_key_file_bytes,
     check_text_key,
 )
-
-_logger = logging.getLogger(__name__)
 
 ALGORITHM = "hmac-sha256"
 PLAIN_ALGORITHM = "sha256"
@@ -62,8 +57,6 @@ __all__ = [
     "ALGORITHM",
     "KEY_BYTES",
     "KEY_FILE_NAME",
-    "KEY_HELP",
-    "MIN_KEY_BYTES",
     "PLAIN_ALGORITHM",
     "IdHasher",
     "WeakKeyError",

@@ -31,10 +31,10 @@ from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.redaction.reasons import REDACTOR_ERROR
 from otel_agentdiag.redaction.redactor import _DRIFT_LIMIT as _DRIFT_LIMIT  # read by tests
-from otel_agentdiag.redaction.redactor import SpanRedactor, attributes_with_ids
+from otel_agentdiag.redaction.redactor import SpanRedactor
 from otel_agentdiag.redaction.undeclared import note_undeclared
 
-__all__ = ["RedactingSpanProcessor", "RedactionStage", "SpanRedactor", "attributes_with_ids"]
+__all__ = ["RedactingSpanProcessor", "RedactionStage", "SpanRedactor"]
 
 if TYPE_CHECKING:
     from otel_agentdiag.content.recorder import ContentRecorder

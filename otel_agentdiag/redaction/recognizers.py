@@ -110,9 +110,7 @@ _LOOKALIKES: Final[dict[int, int]] = str.maketrans(
 def fold(text: str) -> str:
     """``text`` as it is matched: NFKD, combining marks and hidden characters removed, look-alikes mapped to
     ASCII. ASCII text is returned as it is."""
-    if text.isascii():
-        return text
-    return _STRIP.sub("", unicodedata.normalize("NFKD", text)).translate(_LOOKALIKES)
+    return text if text.isascii() else _fold_char(text)
 
 
 def _fold_char(text: str) -> str:

@@ -6,14 +6,10 @@ Read-only on the store (another process may be writing to it), loopback by defau
 
 from __future__ import annotations
 
+from otel_agentdiag._internal.lazy import lazy_attributes
 from otel_agentdiag.serve.settings import DEFAULT_PORT, ServeSettings
 
 __all__ = ["DEFAULT_PORT", "ServeSettings", "create_app"]
 
-
-def __getattr__(name: str) -> object:
-    if name == "create_app":  # imports Starlette: only when an app is wanted
-        from otel_agentdiag.serve.app import create_app
-
-        return create_app
-    raise AttributeError(name)
+# create_app imports Starlette: only when an app is wanted.
+__getattr__, __dir__ = lazy_attributes(__name__, {"create_app": "otel_agentdiag.serve.app"}, globals(), __all__)

@@ -14,7 +14,6 @@ is 404 ``no traces found``, as Jaeger answers it; trace summaries that find noth
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,20 +65,8 @@ def error_response(code: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"httpCode": code, "message": message}}, status_code=code)
 
 
-def _otlp_json(spans: Sequence[ReadableSpan]) -> str:
-    """The OTLP-JSON ``TracesData`` of ``spans`` as ``agentdiag export`` writes a line: the fast encoder, or the
-    OpenTelemetry exporter's for a value it does not reproduce exactly (as ``write_otlp_json`` does)."""
-    try:
-        return otlp_json_line(spans)
-    except Exception:  # noqa: BLE001 - Unsupported, or a surprise: the exporter's encoder, as export does
-        from otel_agentdiag.interchange.otlp_request import request_to_otlp_json, span_encoder
-
-        document = request_to_otlp_json(span_encoder()(spans))
-        return json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
 def _result(spans: Sequence[ReadableSpan]) -> Response:
-    line = _otlp_json(spans)
+    line = otlp_json_line(spans)
     body = '{"result":' + (line if line != "{}" else '{"resourceSpans":[]}') + "}"
     return Response(body, media_type="application/json")
 

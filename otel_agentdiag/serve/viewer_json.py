@@ -15,10 +15,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.jsonsafe import finite
+from otel_agentdiag._internal.jsonsafe import finite, iso_utc
 from otel_agentdiag._internal.money import amount, budget_of, cost_value, leaves_cost
 from otel_agentdiag._internal.why_other import other_reason
-from otel_agentdiag.diagnostics.status import iso_utc
 from otel_agentdiag.storage.rows import ConversationSummary, RunSummary, StoredContent, StoredSpan
 
 __all__ = [

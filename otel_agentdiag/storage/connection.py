@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from otel_agentdiag.storage.retention import RetentionLimits
 
 DEFAULT_BUSY_TIMEOUT_S = 5.0
-FILE_MODE = 0o600
-DIR_MODE = 0o700
 
 
 class StoreNeedsUpgrade(StoreError):

@@ -19,9 +19,6 @@ from otel_agentdiag.storage.rows import (
 )
 from otel_agentdiag.storage.summary_reads import SummaryReader
 
-_TRACE_TOTALS = "SELECT MIN(start_ns), MAX(session), COUNT(*), SUM(status = 'error') FROM spans WHERE trace_id = ?"
-"""What ``list_traces`` shows of one trace (its GROUP BY row, read through the key)."""
-
 
 class StoreReader(SummaryReader):
     """The read side of ``SpanStore``: every query a reader (CLI, diagnostics, a trace server) makes."""

@@ -467,13 +467,6 @@ def test_json_data_projects_to_itself(value: Any) -> None:
 
 @SOME
 @given(st.one_of(values, with_references(), plain_json))
-def test_the_fast_projection_is_the_projection(value: Any) -> None:
-    """``project_json`` sends values that project to themselves straight to the C encoder: same text."""
-    assert project_json(value) == codec._json_text(project(value))
-
-
-@SOME
-@given(st.one_of(values, with_references(), plain_json))
 def test_encoding_with_the_projection_is_both(value: Any) -> None:
     """The exporter's one call gives exactly what ``encode`` and ``project_json`` give."""
     assert codec.encode_with_projection(value) == (encode(value), codec._json_text(project(value)))

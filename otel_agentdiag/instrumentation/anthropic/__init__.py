@@ -30,13 +30,12 @@ from the events when streamed) are captured beside the span for the local store,
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag.instrumentation._base import LLMCallState, current_llm_call
 from otel_agentdiag.instrumentation._instrumentor import ClientInstrumentor, Target
 from otel_agentdiag.instrumentation._wrappers import Wrapper, async_call, stream_manager, sync_call
@@ -49,11 +48,9 @@ def _defer(instance: Any) -> LLMCallState | None:
     """A call state for the SDK's own span when the client traces the call itself (see the module docs)."""
     from otel_agentdiag.instrumentation.anthropic.patch import SDKSpanCall, sdk_traces_call
 
-    try:
+    with handle_internal_errors("reading the anthropic client's tracing option"):
         if is_instrumentation_enabled() and current_llm_call() is None and sdk_traces_call(instance):
             return SDKSpanCall()
-    except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
-        log_internal_error("reading the anthropic client's tracing option", exc)
     return None
 
 
@@ -84,8 +81,7 @@ class AnthropicInstrumentor(ClientInstrumentor):
 
     _library = "anthropic"
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     def _targets(self, tracer: trace.Tracer) -> list[Target]:
         import anthropic
@@ -93,32 +89,24 @@ class AnthropicInstrumentor(ClientInstrumentor):
 
         from otel_agentdiag.instrumentation.anthropic import patch
 
-        create = sync_call(
-            tracer,
-            patch.create_request,
-            patch.message_response,
-            patch.MessagesAccumulator,
-            (anthropic.Stream,),
-            inputs=patch.messages_inputs,
-            outputs=patch.message_outputs,
-        )
-        acreate = async_call(
-            tracer,
-            patch.create_request,
-            patch.message_response,
-            patch.MessagesAccumulator,
-            (anthropic.AsyncStream,),
-            inputs=patch.messages_inputs,
-            outputs=patch.message_outputs,
-        )
-        targets: list[Target] = [
-            (Messages, "create", _deferring(create, is_async=False)),
-            (AsyncMessages, "create", _deferring(acreate, is_async=True)),
-        ]
-        if hasattr(Messages, "stream"):
-            # The helper's request is sent when its manager is entered; the deferral check happens there too.
-            resources: tuple[tuple[type, bool], ...] = ((Messages, False), (AsyncMessages, True))
-            for resource, is_async in resources:
+        # The stream helper's request is sent when its manager is entered; the deferral check happens there too.
+        helpers = hasattr(Messages, "stream")
+        targets: list[Target] = []
+        for resource, call, stream, is_async in (
+            (Messages, sync_call, anthropic.Stream, False),
+            (AsyncMessages, async_call, anthropic.AsyncStream, True),
+        ):
+            create = call(
+                tracer,
+                patch.create_request,
+                patch.message_response,
+                patch.MessagesAccumulator,
+                (stream,),
+                inputs=patch.messages_inputs,
+                outputs=patch.message_outputs,
+            )
+            targets.append((resource, "create", _deferring(create, is_async=is_async)))
+            if helpers:
                 helper = stream_manager(
                     tracer,
                     patch.stream_request,

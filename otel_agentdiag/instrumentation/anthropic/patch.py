@@ -19,9 +19,8 @@ from opentelemetry import trace
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation._base import LLMCallState
-from otel_agentdiag.instrumentation._stream import TextBuffer
+from otel_agentdiag.instrumentation._stream import TextBuffer, appended
 from otel_agentdiag.instrumentation._values import (
-    RAW_RESPONSE_TYPES,
     as_float,
     as_int,
     as_str,
@@ -33,6 +32,7 @@ from otel_agentdiag.instrumentation._values import (
 )
 
 PROVIDER = "anthropic"
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 def messages_request(instance: Any, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -85,8 +85,7 @@ def _answer(message: Any, content: Any, stop_reason: Any) -> list[dict[str, Any]
 
 def message_outputs(message: Any) -> Any:
     """The answer's content: ``[{"role": "assistant", "content": <its content blocks>, "stop_reason"}]``."""
-    if type(message).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
-        message = raw_answer(message)
+    message = raw_answer(message)  # with_raw_response: the body the SDK read
     if get(message, "type") != "message":
         return None  # a stream's raw response (unread) or something else
     return _answer(message, get(message, "content"), get(message, "stop_reason"))
@@ -107,8 +106,7 @@ def _usage(usage: Any, out: dict[str, Any]) -> None:
 
 def message_response(message: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if type(message).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
-        message = raw_answer(message)
+    message = raw_answer(message)  # with_raw_response: the body the SDK read
     if get(message, "type") != "message":
         return out  # a stream's raw response (unread) or something else
     put(out, sc.GEN_AI_RESPONSE_MODEL, as_str(get(message, "model")))
@@ -145,23 +143,14 @@ class _StreamedBlock:
         self.signature: str | None = None
         self.citations: list[Any] | None = None
 
-    @staticmethod
-    def _add(buffer: TextBuffer | None, piece: Any) -> TextBuffer | None:
-        if not isinstance(piece, str):
-            return buffer
-        if buffer is None:
-            buffer = TextBuffer()
-        buffer.add(piece)
-        return buffer
-
     def add(self, delta: Any) -> None:
         kind = get(delta, "type")
         if kind == "text_delta":
-            self.text = self._add(self.text, get(delta, "text"))
+            self.text = appended(self.text, get(delta, "text"))
         elif kind == "input_json_delta":
-            self.partial_json = self._add(self.partial_json, get(delta, "partial_json"))
+            self.partial_json = appended(self.partial_json, get(delta, "partial_json"))
         elif kind == "thinking_delta":
-            self.thinking = self._add(self.thinking, get(delta, "thinking"))
+            self.thinking = appended(self.thinking, get(delta, "thinking"))
         elif kind == "signature_delta":
             signature = get(delta, "signature")
             if isinstance(signature, str):
@@ -233,17 +222,13 @@ class MessagesAccumulator:
         if kind == "message_start":
             self.message = get(event, "message")
             usage = get(self.message, "usage")
-            for field in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
-                value = as_int(get(usage, field))
-                if value is not None:
-                    self.usage[field] = value
+            for field in _USAGE_FIELDS:
+                put(self.usage, field, as_int(get(usage, field)))
         elif kind == "message_delta":
             self.stop_reason = as_str(get(get(event, "delta"), "stop_reason")) or self.stop_reason
             usage = get(event, "usage")
-            for field in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
-                value = as_int(get(usage, field))
-                if value is not None:  # cumulative counts: the last one wins
-                    self.usage[field] = value
+            for field in _USAGE_FIELDS:  # cumulative counts: the last one wins
+                put(self.usage, field, as_int(get(usage, field)))
         elif kind == "message_stop":
             self.stopped = True
 

@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Collection
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from wrapt import wrap_function_wrapper
 
 from otel_agentdiag._internal import content as _content
+from otel_agentdiag.instrumentation._instrumentor import Instrumentor
 from otel_agentdiag.instrumentation._provider import tracer_for, tracer_provider_in_use
 from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.autogen_agentchat.package import _instruments
@@ -68,19 +67,17 @@ _CORE_SPAN_HELPERS = (
 _SILENT = SilentTracer()
 
 
-class AutoGenAgentChatInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class AutoGenAgentChatInstrumentor(Instrumentor):
     """Traces AutoGen AgentChat runs: run → iteration per model call → ``chat`` and ``execute_tool`` spans.
 
     ``instrument()`` keyword arguments: ``tracer_provider`` (default: the one ``configure()`` built, else the
     global one).
     """
 
-    # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
     _steps: AgentChatSteps | None = None
     _wrapped: tuple[tuple[Any, str, Any], ...] = ()
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
         from autogen_agentchat.agents import AssistantAgent, BaseChatAgent  # type: ignore[import-not-found,unused-ignore]

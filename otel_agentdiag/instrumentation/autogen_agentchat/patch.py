@@ -45,11 +45,11 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.context import LLM_CALL_KEY
 from otel_agentdiag._internal.declared import register_tools, tool_names
-from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag.instrumentation._base import CANCELLATIONS, error_type_of
-from otel_agentdiag.instrumentation._framework import Node, SpanTree
-from otel_agentdiag.instrumentation._values import as_count
+from otel_agentdiag.instrumentation._framework import Node, SpanTree, run_span
+from otel_agentdiag.instrumentation._values import as_count, put
 
 __all__ = ["CURRENT", "AgentChatSteps", "SilentTracer", "coroutine_wrapper", "stream_wrapper"]
 
@@ -116,11 +116,9 @@ class AgentChatSteps:
     @staticmethod
     def leave(tokens: Steps) -> None:
         step, ctx = tokens
-        try:
+        with handle_internal_errors("restoring the context after an AutoGen step"):
             otel_context.detach(ctx)  # type: ignore[arg-type]
             CURRENT.reset(step)
-        except Exception as exc:  # noqa: BLE001
-            log_internal_error("restoring the context after an AutoGen step", exc)
 
     # -- runs -------------------------------------------------------------------------------------------
     def start_run(self, owner: Any) -> Node | None:
@@ -138,10 +136,7 @@ class AgentChatSteps:
             node = self.tree.new_node(object(), None if current is None else current.key, kind=sc.KIND_RUN)
             node.extra["owner"] = owner
             node.extra["next"] = 0
-            attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT}
-            if name is not None:
-                attributes[sc.GEN_AI_AGENT_NAME] = name
-            span_name = sc.OP_INVOKE_AGENT if name is None else f"{sc.OP_INVOKE_AGENT} {name}"
+            span_name, attributes = run_span(name)
             self.tree.open(node, span_name, attributes, activate=False)
             return node
         except Exception as exc:  # noqa: BLE001 - telemetry never raises into the agent
@@ -151,7 +146,7 @@ class AgentChatSteps:
     def end_run(self, node: Node, exc: BaseException | None, *, closed: bool = False) -> None:
         """The run ended: with its result, with ``exc``, or ``closed`` by its reader before its result (a stop,
         not a failure)."""
-        try:
+        with handle_internal_errors("ending an AutoGen run span"):
             self._end_iteration(node)
             error_type = None
             if closed:
@@ -164,8 +159,6 @@ class AgentChatSteps:
                 node.stop_reason = sc.STOP_ERROR
                 error_type = error_type_of(exc)
             self.tree.end(node.key, error_type=error_type)
-        except Exception as internal:  # noqa: BLE001
-            log_internal_error("ending an AutoGen run span", internal)
 
     # -- iterations -------------------------------------------------------------------------------------
     def _end_iteration(self, run: Node) -> None:
@@ -177,14 +170,7 @@ class AgentChatSteps:
         self._end_iteration(run)
         index = run.extra["next"]
         run.extra["next"] = index + 1
-        node = self.tree.start(
-            object(),
-            run.key,
-            kind=sc.KIND_ITERATION,
-            name=sc.ITERATION_SPAN_NAME,
-            attributes={sc.AGENTDIAG_ITERATION_INDEX: index},
-            activate=False,
-        )
+        node = self.tree.start_iteration(object(), run.key, index)
         if node is not None:
             node.extra["pending"] = None  # tool calls still to come: known once the model answered
             node.extra["run"] = run
@@ -267,10 +253,9 @@ class AgentChatSteps:
             node.capture(sc.CONTENT_INPUT_MESSAGES, [_dump(m) for m in messages])
 
     def end_llm(self, node: Node, result: Any, exc: BaseException | None, stream_end: str | None = None) -> None:
-        try:
+        with handle_internal_errors("ending an AutoGen model call span"):
             attributes: dict[str, Any] = {}
-            if stream_end is not None:
-                attributes[sc.AGENTDIAG_STREAM_END] = stream_end
+            put(attributes, sc.AGENTDIAG_STREAM_END, stream_end)
             iteration = node.parent if node.parent is not None and node.parent.kind == sc.KIND_ITERATION else None
             calls = None
             if result is not None:
@@ -278,10 +263,8 @@ class AgentChatSteps:
                 prompt = as_count(getattr(usage, "prompt_tokens", None))
                 completion = as_count(getattr(usage, "completion_tokens", None))
                 if prompt or completion:  # AutoGen's 0 and 0: the API reported nothing
-                    if prompt is not None:
-                        attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = prompt
-                    if completion is not None:
-                        attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = completion
+                    put(attributes, sc.GEN_AI_USAGE_INPUT_TOKENS, prompt)
+                    put(attributes, sc.GEN_AI_USAGE_OUTPUT_TOKENS, completion)
                 reason = _FINISH_REASONS.get(getattr(result, "finish_reason", None))  # type: ignore[arg-type]
                 if reason is not None:
                     attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = (reason,)
@@ -300,8 +283,6 @@ class AgentChatSteps:
                         iteration.extra["pending"] = calls
                 else:  # a text answer, or a failed call: no tool call will join this iteration
                     self._close_iteration(iteration)
-        except Exception as internal:  # noqa: BLE001
-            log_internal_error("ending an AutoGen model call span", internal)
 
     # -- tool calls -------------------------------------------------------------------------------------
     def start_tool(self, tool: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Node | None:
@@ -342,7 +323,7 @@ class AgentChatSteps:
             return None
 
     def end_tool(self, node: Node, tool: Any, result: Any, exc: BaseException | None) -> None:
-        try:
+        with handle_internal_errors("ending an AutoGen tool span"):
             if _content.enabled():
                 if exc is not None:
                     node.capture(sc.CONTENT_TOOL_RESULT, str(exc))
@@ -351,8 +332,6 @@ class AgentChatSteps:
             iteration = node.parent if node.parent is not None and node.parent.kind == sc.KIND_ITERATION else None
             self.tree.end(node.key, error_type=None if exc is None else error_type_of(exc))
             self._tool_done(iteration)
-        except Exception as internal:  # noqa: BLE001
-            log_internal_error("ending an AutoGen tool span", internal)
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def close(self) -> int:

@@ -38,12 +38,11 @@ carries the one of the context it starts in (an enclosing ``agentdiag.agent_run`
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from wrapt import wrap_function_wrapper
 
+from otel_agentdiag.instrumentation._instrumentor import Instrumentor
 from otel_agentdiag.instrumentation._provider import tracer_for
 from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.crewai.events import CrewAISpans
@@ -54,20 +53,18 @@ __all__ = ["CrewAIInstrumentor", "CrewAISpans"]
 _logger = logging.getLogger(__name__)
 
 
-class CrewAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class CrewAIInstrumentor(Instrumentor):
     """Traces CrewAI crews and agents as OpenTelemetry GenAI spans (idempotent, reversible).
 
     ``instrument()`` keyword arguments: ``tracer_provider`` (default: the one ``configure()`` built, else the
     global one).
     """
 
-    # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
     _spans: CrewAISpans | None = None
     _wrapper: Any = None
     """The one bound ``emit_wrapper`` put on the bus (``unwrap_ours`` finds it by identity)."""
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     @property
     def spans(self) -> CrewAISpans | None:

@@ -20,6 +20,7 @@ from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.declared import register_tools, tool_names
 from otel_agentdiag._internal.names import NameRegistry
 from otel_agentdiag._internal.providers import PROVIDER_ALIASES
+from otel_agentdiag.instrumentation import _framework
 from otel_agentdiag.instrumentation._base import error_type_of
 from otel_agentdiag.instrumentation._framework import Node
 from otel_agentdiag.instrumentation._values import as_count, as_float, as_int, as_str, put
@@ -116,13 +117,10 @@ def crew_is_a_run(crew: Any) -> bool:
 # -- span starts ----------------------------------------------------------------------------------------------
 def run_span(name: str | None, llm: Any = None) -> tuple[str, dict[str, Any]]:
     """An agent's (or a crew's) run: ``invoke_agent {name}``, with the provider of its LLM when known."""
-    attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT}
+    span_name, attributes = _framework.run_span(name)
     provider = provider_of(llm, as_str(getattr(llm, "model", None))) if llm is not None else None
     put(attributes, sc.GEN_AI_PROVIDER_NAME, provider)
-    if name is None:
-        return sc.OP_INVOKE_AGENT, attributes
-    attributes[sc.GEN_AI_AGENT_NAME] = name
-    return f"{sc.OP_INVOKE_AGENT} {name}", attributes
+    return span_name, attributes
 
 
 def llm_span(event: Any, llm: Any) -> tuple[str, dict[str, Any]]:
@@ -143,12 +141,7 @@ def llm_span(event: Any, llm: Any) -> tuple[str, dict[str, Any]]:
 
 def tool_span(event: Any) -> tuple[str, dict[str, Any]]:
     """A tool call (``tool_usage_started``): ``execute_tool {tool}``; CrewAI's events carry no call id."""
-    name = as_str(getattr(event, "tool_name", None))
-    attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_TYPE: "function"}
-    if not name:
-        return sc.OP_EXECUTE_TOOL, attributes
-    attributes[sc.GEN_AI_TOOL_NAME] = name
-    return f"{sc.OP_EXECUTE_TOOL} {name}", attributes
+    return _framework.tool_span(as_str(getattr(event, "tool_name", None)) or None, None)
 
 
 # -- span ends ------------------------------------------------------------------------------------------------
@@ -165,10 +158,8 @@ def usage_attributes(usage: Any) -> dict[str, int]:
     output_tokens = found_out if found_out is not None else as_count(usage.get("output_tokens"))
     if not input_tokens and not output_tokens:
         return out
-    if input_tokens is not None:
-        out[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
-    if output_tokens is not None:
-        out[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+    put(out, sc.GEN_AI_USAGE_INPUT_TOKENS, input_tokens)
+    put(out, sc.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens)
     cached = as_count(usage.get("cached_prompt_tokens"))
     if cached:
         out[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached

@@ -45,7 +45,6 @@ capture on (``configure(capture_content=True)``) content goes to :meth:`Node.cap
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 from collections.abc import Callable, Collection, Hashable
@@ -74,8 +73,6 @@ from otel_agentdiag.instrumentation.crewai._mapping import (
 )
 
 __all__ = ["CrewAISpans"]
-
-_logger = logging.getLogger(__name__)
 
 _MAX_DEPTH = 256
 """Scopes looked through to find a step's nearest span (CrewAI bounds its scope stack at 100)."""
@@ -208,14 +205,7 @@ class CrewAISpans:
             run.extra["iteration"] = key
         if previous is not None:
             self._tree.end(previous)
-        self._tree.start(
-            key,
-            run.key,
-            kind=sc.KIND_ITERATION,
-            name=sc.ITERATION_SPAN_NAME,
-            attributes={sc.AGENTDIAG_ITERATION_INDEX: index},
-            activate=False,  # a turn spans several of CrewAI's contexts (the model call's, each tool's)
-        )
+        self._tree.start_iteration(key, run.key, index)
         return key
 
     # -- starts -----------------------------------------------------------------------------------------

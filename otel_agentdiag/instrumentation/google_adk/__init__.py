@@ -34,13 +34,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Collection
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from wrapt import wrap_function_wrapper
 
+from otel_agentdiag.instrumentation._instrumentor import Instrumentor
 from otel_agentdiag.instrumentation._provider import tracer_for, tracer_provider_in_use
 from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.google_adk.package import _instruments
@@ -55,7 +54,7 @@ _RUNNERS_MODULE = "google.adk.runners"
 _RUN = "Runner.run_async"
 
 
-class GoogleADKInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class GoogleADKInstrumentor(Instrumentor):
     """Traces Google ADK agent runs: ADK's own spans, plus one iteration per loop step.
 
     ``instrument()`` keyword arguments: ``tracer_provider`` for the iteration spans (default: the one
@@ -67,8 +66,7 @@ class GoogleADKInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Our step wrapper while it is on (None: off)."""
     _run_wrapped = False
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
         # Not installed: an ImportError here, which opentelemetry-instrument skips quietly (it checks no

@@ -35,7 +35,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.context import CONVERSATION_ID_KEY
-from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag.instrumentation._base import error_type_of
 
@@ -136,11 +136,9 @@ async def _driven_in(
 def _fail(span: trace.Span, exc: BaseException) -> None:
     if isinstance(exc, GeneratorExit):
         return
-    try:
+    with handle_internal_errors("failing a Google ADK iteration"):
         span.set_attribute(sc.ERROR_TYPE, error_type_of(exc))
         span.set_status(Status(StatusCode.ERROR))
-    except Exception as inner:  # noqa: BLE001 - telemetry never raises into the agent
-        log_internal_error("failing a Google ADK iteration", inner)
 
 
 def declared_names(agent: Any) -> tuple[list[str], list[str]]:
@@ -170,9 +168,7 @@ def register_declared_names(agent: Any) -> None:
     """Register the names the agent tree declares (see :func:`declared_names`): code, not data."""
     if agent is None:
         return
-    try:
+    with handle_internal_errors("registering a Google ADK agent's names"):
         agents, tools = declared_names(agent)
         default_registry.register_valid("agent", agents)
         default_registry.register_valid("tool", tools)
-    except Exception as exc:  # noqa: BLE001 - telemetry never raises into the agent
-        log_internal_error("registering a Google ADK agent's names", exc)

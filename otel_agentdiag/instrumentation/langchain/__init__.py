@@ -34,15 +34,14 @@ model-call span (one span per call), it does not start a second one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from contextvars import ContextVar
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from wrapt import wrap_function_wrapper
 
-from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.names import default_registry
+from otel_agentdiag.instrumentation._instrumentor import Instrumentor
 from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.langchain.callback import AgentDiagCallbackHandler
 from otel_agentdiag.instrumentation.langchain.package import _instruments
@@ -55,14 +54,12 @@ _logger = logging.getLogger(__name__)
 def _remove_hook(var: ContextVar[Any]) -> None:
     """Unregister the configure hook of ``var``. LangChain has no public way to do it: filter its private list
     (in place). Should the list move, the closed handler stays registered and ignores every run."""
-    try:
+    with handle_internal_errors("removing the LangChain callback hook"):  # a best-effort edit of LangChain internals
         from langchain_core.tracers import context as lc_context
 
         hooks = getattr(lc_context, "_configure_hooks", None)
         if isinstance(hooks, list):
             hooks[:] = [hook for hook in hooks if not (isinstance(hook, tuple) and hook and hook[0] is var)]
-    except Exception as exc:  # noqa: BLE001 - a best-effort edit of LangChain internals
-        log_internal_error("removing the LangChain callback hook", exc)
 
 
 def _graph_methods() -> list[tuple[type, str]]:
@@ -76,27 +73,23 @@ def _graph_methods() -> list[tuple[type, str]]:
 
 def _register_graph_name(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """Register the graph's own name (a definition: code) before its run starts, then run it unchanged."""
-    try:
+    with handle_internal_errors("registering a LangGraph graph's name"):
         default_registry.register_valid("agent", (getattr(instance, "name", None),))
-    except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
-        log_internal_error("registering a LangGraph graph's name", exc)
     return wrapped(*args, **kwargs)
 
 
-class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class LangChainInstrumentor(Instrumentor):
     """Traces LangChain and LangGraph runs as OpenTelemetry GenAI spans.
 
     ``instrument()`` keyword arguments: ``tracer_provider`` (default: the one ``configure()`` built, else the
     global one).
     """
 
-    # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
     _handler: AgentDiagCallbackHandler | None = None
     _var: ContextVar[Any] | None = None
     _wrapped: tuple[tuple[type, str], ...] = ()
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     @property
     def handler(self) -> AgentDiagCallbackHandler | None:
@@ -114,11 +107,10 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._handler, self._var = handler, var
         wrapped = []
         for cls, method in _graph_methods():
-            try:
+            # A LangGraph layout this code does not know: names are _OTHER.
+            with handle_internal_errors("wrapping LangGraph's graph runs"):
                 wrap_function_wrapper(cls, method, _register_graph_name)
                 wrapped.append((cls, method))
-            except Exception as exc:  # noqa: BLE001 - a LangGraph layout this code does not know: names are _OTHER
-                log_internal_error("wrapping LangGraph's graph runs", exc)
         self._wrapped = tuple(wrapped)
 
     def _uninstrument(self, **kwargs: Any) -> None:

@@ -8,13 +8,12 @@ Pure functions of what LangChain passes to a callback (serialized dicts, metadat
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation._base import CANCELLATIONS
-from otel_agentdiag.instrumentation._values import as_count
+from otel_agentdiag.instrumentation._values import as_count, put
 
 __all__ = [
     "ERROR_TYPE_TOOL_ERROR",
@@ -28,13 +27,9 @@ __all__ = [
     "nonempty_str",
     "one_prompt",
     "run_name",
-    "run_span",
     "stop_reason",
     "tool_names",
-    "tool_span",
 ]
-
-_logger = logging.getLogger(__name__)
 
 PROVIDER = "langchain"
 """``gen_ai.provider.name`` of a model call whose model does not name its provider (``ls_provider``)."""
@@ -115,8 +110,7 @@ def usage_attributes(usage: Any) -> dict[str, int]:
         ("output_tokens", sc.GEN_AI_USAGE_OUTPUT_TOKENS),
     ):
         value = as_count(usage.get(key))
-        if value is not None:
-            out[attribute] = value
+        put(out, attribute, value)
     details = usage.get("input_token_details")
     if isinstance(details, Mapping):
         for key, attribute in (
@@ -124,13 +118,11 @@ def usage_attributes(usage: Any) -> dict[str, int]:
             ("cache_creation", sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
         ):
             value = as_count(details.get(key))
-            if value is not None:
-                out[attribute] = value
+            put(out, attribute, value)
     details = usage.get("output_token_details")
     if isinstance(details, Mapping):
         value = as_count(details.get("reasoning"))
-        if value is not None:
-            out[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = value
+        put(out, sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, value)
     return out
 
 
@@ -141,10 +133,8 @@ def legacy_usage(llm_output: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     if isinstance(usage, Mapping):
         prompt, completion = as_count(usage.get("prompt_tokens")), as_count(usage.get("completion_tokens"))
-        if prompt is not None:
-            out[sc.GEN_AI_USAGE_INPUT_TOKENS] = prompt
-        if completion is not None:
-            out[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = completion
+        put(out, sc.GEN_AI_USAGE_INPUT_TOKENS, prompt)
+        put(out, sc.GEN_AI_USAGE_OUTPUT_TOKENS, completion)
     return out
 
 
@@ -167,18 +157,15 @@ def llm_end_attributes(response: Any) -> dict[str, Any]:
         if index == 0:
             usage = usage_attributes(getattr(message, "usage_metadata", None))
             model = nonempty_str(metadata.get("model_name")) or nonempty_str(metadata.get("model"))
-            if model is not None:
-                attributes[sc.GEN_AI_RESPONSE_MODEL] = model
+            put(attributes, sc.GEN_AI_RESPONSE_MODEL, model)
             response_id = nonempty_str(metadata.get("id"))
-            if response_id is not None:
-                attributes[sc.GEN_AI_RESPONSE_ID] = response_id
+            put(attributes, sc.GEN_AI_RESPONSE_ID, response_id)
     llm_output = getattr(response, "llm_output", None)
     if not usage:
         usage = legacy_usage(llm_output)
     if sc.GEN_AI_RESPONSE_MODEL not in attributes and isinstance(llm_output, Mapping):
         model = nonempty_str(llm_output.get("model_name"))
-        if model is not None:
-            attributes[sc.GEN_AI_RESPONSE_MODEL] = model
+        put(attributes, sc.GEN_AI_RESPONSE_MODEL, model)
     if finish_reasons:
         attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(finish_reasons)
     attributes.update(usage)
@@ -231,16 +218,6 @@ def error_tool_messages(outputs: Any) -> Iterator[Any]:
                 stack.append((update, depth + 1))
 
 
-def run_span(name: str | None) -> tuple[str, dict[str, Any]]:
-    """The name and start attributes of a run's ``invoke_agent`` span. The name is not registered: a per-call
-    ``run_name`` is data (see "Names" in :mod:`.callback`)."""
-    attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT}
-    if name is None:
-        return sc.OP_INVOKE_AGENT, attributes
-    attributes[sc.GEN_AI_AGENT_NAME] = name
-    return f"{sc.OP_INVOKE_AGENT} {name}", attributes
-
-
 def llm_span(operation: str, metadata: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The name and start attributes of a model call's span (``chat`` or ``text_completion``): the model and
     provider LangChain's metadata name (``ls_model_name``, ``ls_provider``), else the invocation parameters."""
@@ -255,13 +232,3 @@ def llm_span(operation: str, metadata: Mapping[str, Any], params: Mapping[str, A
         return operation, attributes
     attributes[sc.GEN_AI_REQUEST_MODEL] = model
     return f"{operation} {model}", attributes
-
-
-def tool_span(tool: str | None, call_id: str | None) -> tuple[str, dict[str, Any]]:
-    """The name and start attributes of an ``execute_tool`` span."""
-    attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_TYPE: "function"}
-    if tool is not None:
-        attributes[sc.GEN_AI_TOOL_NAME] = tool
-    if call_id is not None:
-        attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
-    return (sc.OP_EXECUTE_TOOL if tool is None else f"{sc.OP_EXECUTE_TOOL} {tool}"), attributes

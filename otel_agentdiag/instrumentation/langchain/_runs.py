@@ -11,7 +11,6 @@ What each span is called and carries comes from :mod:`._mapping`.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Hashable, Mapping
@@ -26,7 +25,7 @@ from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag.instrumentation._base import error_type_of
-from otel_agentdiag.instrumentation._framework import Node, SpanTree
+from otel_agentdiag.instrumentation._framework import Node, SpanTree, run_span, tool_span
 from otel_agentdiag.instrumentation._values import as_count
 from otel_agentdiag.instrumentation.langchain._mapping import (
     ERROR_TYPE_TOOL_ERROR,
@@ -36,15 +35,11 @@ from otel_agentdiag.instrumentation.langchain._mapping import (
     llm_span,
     nonempty_str,
     run_name,
-    run_span,
     stop_reason,
     tool_names,
-    tool_span,
 )
 
 __all__ = ["FOLD", "LLM", "ROOT", "STEP", "TOOL", "Run", "RunTable"]
-
-_logger = logging.getLogger(__name__)
 
 ROOT, STEP, FOLD, LLM, TOOL = "root", "step", "fold", "llm", "tool"
 
@@ -160,14 +155,7 @@ class RunTable:
                 key: Hashable = ("agentdiag.iteration", run.key, step)
                 index = run.extra.get("opened", 0)  # 0-based, as every integration's: LangGraph's steps skip
                 run.extra["opened"] = index + 1
-                iteration = self._tree.start(
-                    key,
-                    run.key,
-                    kind=sc.KIND_ITERATION,
-                    name=sc.ITERATION_SPAN_NAME,
-                    attributes={sc.AGENTDIAG_ITERATION_INDEX: index},
-                    activate=False,
-                )
+                iteration = self._tree.start_iteration(key, run.key, index)
                 if iteration is None:
                     return
                 iteration.extra["open"] = 0

@@ -71,7 +71,6 @@ inherits (:mod:`._runs`); span names, attributes, usage and outcomes are read by
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
@@ -82,16 +81,14 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag.instrumentation._base import error_type_of
+from otel_agentdiag.instrumentation._framework import tool_span
 from otel_agentdiag.instrumentation._provider import tracer_for
 from otel_agentdiag.instrumentation.langchain._mapping import (
     ERROR_TYPE_TOOL_ERROR,
-    ERROR_TYPE_TOOL_NOT_FOUND,
-    PROVIDER,  # noqa: F401 - its home before _mapping
     answers_of,
     llm_end_attributes,
     nonempty_str,
     one_prompt,
-    tool_span,
 )
 from otel_agentdiag.instrumentation.langchain._runs import FOLD, TOOL, Run, RunTable
 
@@ -102,16 +99,12 @@ except ImportError:  # pragma: no cover - exercised only without langchain-core
 
 __all__ = [
     "ERROR_TYPE_TOOL_ERROR",
-    "ERROR_TYPE_TOOL_NOT_FOUND",
     "SCOPE",
     "AgentDiagCallbackHandler",
 ]
 
 SCOPE = "otel_agentdiag.instrumentation.langchain"
 """Instrumentation scope of the spans (the same for the instrumentor and a handler made by hand)."""
-
-
-_logger = logging.getLogger(__name__)
 
 
 class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[misc]
@@ -140,6 +133,7 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
     def ignore_custom_event(self) -> bool:
         return True
 
+    # Each hook names only the arguments it reads; LangChain's others (tags, ...) arrive in ``kwargs``.
     # -- chains -----------------------------------------------------------------------------------------
     def on_chain_start(
         self,
@@ -148,7 +142,6 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
         *,
         run_id: UUID,
         parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -157,27 +150,13 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
         with handle_internal_errors("starting a span for a LangChain run"):
             self._chain_start(serialized, inputs, run_id, parent_run_id, metadata, kwargs.get("name"))
 
-    def on_chain_end(
-        self,
-        outputs: dict[str, Any],
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_chain_end(self, outputs: dict[str, Any], *, run_id: UUID, **kwargs: Any) -> None:
         if not self._enabled:
             return
         with handle_internal_errors("ending a span for a LangChain run"):
             self._chain_end(run_id, outputs, None)
 
-    def on_chain_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         if not self._enabled:
             return
         with handle_internal_errors("ending a span for a LangChain run"):
@@ -191,8 +170,6 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
         *,
         run_id: UUID,
         parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         if not self._enabled:
@@ -204,17 +181,13 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
                 with self._lock:
                     self._runs[run_id] = Run(parent, FOLD)
 
-    def on_retriever_end(
-        self, documents: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
+    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
         if not self._enabled:
             return
         with handle_internal_errors("following a LangChain retriever run"):
             self._chain_end(run_id, None, None)
 
-    def on_retriever_error(
-        self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self.on_retriever_end(None, run_id=run_id)
 
     # -- model calls ------------------------------------------------------------------------------------
@@ -225,7 +198,6 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
         *,
         run_id: UUID,
         parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -247,7 +219,6 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
         *,
         run_id: UUID,
         parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -259,16 +230,7 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
             if node is not None and _content.enabled():
                 node.capture(sc.CONTENT_INPUT_MESSAGES, prompts)
 
-    def on_llm_new_token(
-        self,
-        token: Any,
-        *,
-        chunk: Any = None,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
         if not self._enabled:
             return
         with handle_internal_errors("recording a LangChain stream chunk"):
@@ -277,15 +239,7 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
             if node is not None and node.llm is not None:
                 node.llm.first_chunk()
 
-    def on_llm_end(
-        self,
-        response: Any,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         if not self._enabled:
             return
         with handle_internal_errors("ending a span for a LangChain model call"):
@@ -302,15 +256,7 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
                         record.node.capture(sc.CONTENT_OUTPUT_MESSAGES, answers)
             self._tree.end(run_id, attributes=attributes)
 
-    def on_llm_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         if not self._enabled:
             return
         with handle_internal_errors("ending a span for a LangChain model call"):
@@ -326,8 +272,6 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
         *,
         run_id: UUID,
         parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
         inputs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -350,7 +294,7 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
                 if call_id is not None and run is not None:
                     run.extra.setdefault("calls", set()).add(call_id)
 
-    def on_tool_end(self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         if not self._enabled:
             return
         with handle_internal_errors("ending a span for a LangChain tool"):
@@ -363,9 +307,7 @@ class AgentDiagCallbackHandler(RunTable, BaseCallbackHandler):  # type: ignore[m
             failed = getattr(output, "type", None) == "tool" and getattr(output, "status", None) == "error"
             self._tree.end(run_id, error_type=ERROR_TYPE_TOOL_ERROR if failed else None)
 
-    def on_tool_error(
-        self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         if not self._enabled:
             return
         with handle_internal_errors("ending a span for a LangChain tool"):

@@ -28,12 +28,10 @@ which sees one span at a time, cannot rebuild the tree from that.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-
-from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.errors import handle_internal_errors
+from otel_agentdiag.instrumentation._instrumentor import Instrumentor
 from otel_agentdiag.instrumentation.llama_index.package import _instruments
 
 __all__ = ["LlamaIndexInstrumentor"]
@@ -41,18 +39,16 @@ __all__ = ["LlamaIndexInstrumentor"]
 _logger = logging.getLogger(__name__)
 
 
-class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class LlamaIndexInstrumentor(Instrumentor):
     """Traces LlamaIndex agent runs as OpenTelemetry GenAI spans.
 
     ``instrument()`` keyword arguments: ``tracer_provider`` (default: the one ``configure()`` built, else the
     global one).
     """
 
-    # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
     _handlers: tuple[Any, Any] | None = None
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     @property
     def span_handler(self) -> Any:
@@ -77,14 +73,13 @@ class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if handlers is None:
             return
         spans, events = handlers
-        try:
+        # On failure the closed handlers below ignore every later notification.
+        with handle_internal_errors("removing the LlamaIndex handlers"):
             from llama_index_instrumentation import get_dispatcher
 
             root = get_dispatcher()
             root.span_handlers[:] = [h for h in root.span_handlers if h is not spans]
             root.event_handlers[:] = [h for h in root.event_handlers if h is not events]
-        except Exception as exc:  # noqa: BLE001 - the closed handlers below ignore every later notification
-            log_internal_error("removing the LlamaIndex handlers", exc)
         table = spans.table
         spans.close()
         events.close()

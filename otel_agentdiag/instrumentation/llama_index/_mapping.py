@@ -11,6 +11,7 @@ from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.providers import provider_of_module
+from otel_agentdiag.instrumentation._values import as_count, field_of, put
 
 __all__ = [
     "ERROR_TYPE_TOOL_ERROR",
@@ -22,9 +23,8 @@ __all__ = [
     "messages_content",
     "method_of",
     "response_attributes",
-    "run_span",
     "tool_arguments",
-    "tool_span",
+    "tool_name",
 ]
 
 PROVIDER = "llama_index"
@@ -94,15 +94,6 @@ def declared_names(workflow: Any) -> tuple[list[str], list[str]]:
     return agents, tools
 
 
-def run_span(name: str | None) -> tuple[str, dict[str, Any]]:
-    """The name and start attributes of a workflow agent run's ``invoke_agent`` span."""
-    attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT}
-    if name is None:
-        return sc.OP_INVOKE_AGENT, attributes
-    attributes[sc.GEN_AI_AGENT_NAME] = name
-    return f"{sc.OP_INVOKE_AGENT} {name}", attributes
-
-
 def llm_span(llm: Any, method: str) -> tuple[str, dict[str, Any]]:
     """The name and start attributes of a model call's span: ``chat`` or ``text_completion``, the model from the
     LLM's ``metadata.model_name`` (LlamaIndex's ``"unknown"`` placeholder is no model)."""
@@ -121,15 +112,9 @@ def llm_span(llm: Any, method: str) -> tuple[str, dict[str, Any]]:
     return f"{operation} {model}", attributes
 
 
-def tool_span(tool: Any, call_id: str | None) -> tuple[str, dict[str, Any]]:
-    """The name and start attributes of an ``execute_tool`` span: the tool from its ``metadata.name``."""
-    name = _name(getattr(getattr(tool, "metadata", None), "name", None))
-    attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_TYPE: "function"}
-    if name is not None:
-        attributes[sc.GEN_AI_TOOL_NAME] = name
-    if call_id is not None:
-        attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
-    return (sc.OP_EXECUTE_TOOL if name is None else f"{sc.OP_EXECUTE_TOOL} {name}"), attributes
+def tool_name(tool: Any) -> str | None:
+    """The name of a tool's ``execute_tool`` span: its ``metadata.name``."""
+    return _name(getattr(getattr(tool, "metadata", None), "name", None))
 
 
 _USAGE_FIELDS: tuple[tuple[str, str], ...] = (
@@ -140,16 +125,11 @@ _USAGE_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _get(container: Any, key: str) -> Any:
-    return container.get(key) if isinstance(container, Mapping) else getattr(container, key, None)
-
-
 def _usage(source: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for field, key in _USAGE_FIELDS:
-        value = _get(source, field)
-        if type(value) is int and value >= 0 and key not in out:
-            out[key] = value
+        if key not in out:  # the first of a key's two field names that holds a count
+            put(out, key, as_count(field_of(source, field)))
     return out
 
 
@@ -159,16 +139,15 @@ def response_attributes(response: Any) -> dict[str, Any]:
     LlamaIndex's integrations copy into ``additional_kwargs``. Absent usage stays absent."""
     raw = getattr(response, "raw", None)
     attributes: dict[str, Any] = {}
-    usage = _get(raw, "usage") if raw is not None else None
+    usage = field_of(raw, "usage") if raw is not None else None
     if usage is not None:
         attributes.update(_usage(usage))
     if not attributes:
         extra = getattr(response, "additional_kwargs", None)
         if isinstance(extra, Mapping):
             attributes.update(_usage(extra))
-    model = _name(_get(raw, "model")) if raw is not None else None
-    if model is not None:
-        attributes[sc.GEN_AI_RESPONSE_MODEL] = model
+    model = _name(field_of(raw, "model")) if raw is not None else None
+    put(attributes, sc.GEN_AI_RESPONSE_MODEL, model)
     return attributes
 
 

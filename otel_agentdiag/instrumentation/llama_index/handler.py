@@ -52,7 +52,7 @@ from otel_agentdiag._internal.context import ACTIVE_FRAMEWORK_STEP, STREAMING_IN
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag.instrumentation._base import error_type_of
-from otel_agentdiag.instrumentation._framework import Node, SpanTree
+from otel_agentdiag.instrumentation._framework import Node, SpanTree, run_span, tool_span
 from otel_agentdiag.instrumentation._provider import tracer_for
 from otel_agentdiag.instrumentation.llama_index._mapping import (
     ERROR_TYPE_TOOL_ERROR,
@@ -64,9 +64,8 @@ from otel_agentdiag.instrumentation.llama_index._mapping import (
     messages_content,
     method_of,
     response_attributes,
-    run_span,
     tool_arguments,
-    tool_span,
+    tool_name,
 )
 
 __all__ = ["SCOPE", "AgentDiagEventHandler", "AgentDiagSpanHandler", "StepTable"]
@@ -118,7 +117,7 @@ class StepTable:
         ):
             with self._lock:
                 call_id = self._call_ids.get(parent_id) if parent_id is not None else None
-            name, attributes = tool_span(instance, call_id)
+            name, attributes = tool_span(tool_name(instance), call_id)
             node = self._start(id_, parent_id if parent is not None else None, sc.KIND_TOOL, name, attributes, _TOOL)
             if node is not None and _content.enabled():
                 node.capture(sc.CONTENT_TOOL_ARGUMENTS, tool_arguments(bound_args.arguments))
@@ -172,14 +171,7 @@ class StepTable:
         if previous is not None:
             self._tree.end(previous.key)
         key: Hashable = ("agentdiag.iteration", run.key, index)
-        iteration = self._tree.start(
-            key,
-            run.key,
-            kind=sc.KIND_ITERATION,
-            name=sc.ITERATION_SPAN_NAME,
-            attributes={sc.AGENTDIAG_ITERATION_INDEX: index},
-            activate=False,
-        )
+        iteration = self._tree.start_iteration(key, run.key, index)
         with self._lock:
             run.extra["iteration"] = iteration
         if iteration is not None:

@@ -42,7 +42,6 @@ for the local store only.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
 from opentelemetry import trace
@@ -62,8 +61,7 @@ class MCPInstrumentor(ClientInstrumentor):
     _hook: Any = None
     """The server hook of the current instrumentation (``patch.ServerHook``), or None."""
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     def _targets(self, tracer: trace.Tracer) -> list[Target]:
         from mcp.client.session import ClientSession

@@ -28,9 +28,10 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import content as _content
 from otel_agentdiag._internal import ids as _ids
-from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
 from otel_agentdiag._internal.names import NAME_PATTERN, default_registry
 from otel_agentdiag.instrumentation._base import error_type_of
+from otel_agentdiag.instrumentation._values import field_of, put
 from otel_agentdiag.instrumentation._wrappers import Wrapper
 
 TOOL_TYPE = "extension"
@@ -38,19 +39,12 @@ TOOL_TYPE = "extension"
 
 
 # --- reading MCP objects ----------------------------------------------------------------------------------
-def _get(value: Any, name: str) -> Any:
-    """``value.name`` or ``value[name]`` (results may reach a middleware as models or as dicts)."""
-    if isinstance(value, Mapping):
-        return value.get(name)
-    return getattr(value, name, None)
-
-
 def _tool_names(result: Any) -> list[str]:
     """The names a ``tools/list`` result declares."""
-    tools = _get(result, "tools")
+    tools = field_of(result, "tools")
     if not isinstance(tools, (list, tuple)):
         return []
-    return [name for name in (_get(tool, "name") for tool in tools) if isinstance(name, str)]
+    return [name for name in (field_of(tool, "name") for tool in tools) if isinstance(name, str)]
 
 
 def register_listed_tools(result: Any) -> None:
@@ -60,12 +54,10 @@ def register_listed_tools(result: Any) -> None:
     and ``.``; :data:`~otel_agentdiag._internal.names.NAME_PATTERN`) are registered, not the multi-word names a
     framework's own definitions may declare: a listing may come from another party's server, so a name with
     spaces (``Jane Doe``) stays data. Each still passes the public-safety check."""
-    try:
+    with handle_internal_errors("registering MCP tool names"):
         names = [name for name in _tool_names(result) if NAME_PATTERN.fullmatch(name)]
         if names:
             default_registry.register_valid("tool", names)
-    except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
-        log_internal_error("registering MCP tool names", exc)
 
 
 def is_tool_error(result: Any) -> bool:
@@ -110,8 +102,7 @@ def request_attributes(method: str, tool: str | None, protocol_version: Any) -> 
     if method == "tools/call":
         attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
         attributes[sc.GEN_AI_TOOL_TYPE] = TOOL_TYPE
-        if tool is not None:
-            attributes[sc.GEN_AI_TOOL_NAME] = tool
+        put(attributes, sc.GEN_AI_TOOL_NAME, tool)
     return attributes
 
 
@@ -127,8 +118,7 @@ def _fail(span: trace.Span, exc: BaseException) -> None:
     with the type only, status ERROR without a description (an error message may quote the request)."""
     code = _mcp_error_code(exc)
     attributes: dict[str, Any] = {sc.ERROR_TYPE: code if code is not None else error_type_of(exc)}
-    if code is not None:
-        attributes[sc.RPC_RESPONSE_STATUS_CODE] = code
+    put(attributes, sc.RPC_RESPONSE_STATUS_CODE, code)
     span.set_attributes(attributes)
     span.add_event(sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: error_type_of(exc)})
     span.set_status(Status(StatusCode.ERROR))
@@ -153,17 +143,16 @@ class _ClientCall:
     @classmethod
     def begin(cls, tracer: trace.Tracer, session: Any, request: Any) -> _ClientCall | None:
         try:
-            method = _get(request, "method")
+            method = field_of(request, "method")
             if not isinstance(method, str):
                 return None
-            params = _get(request, "params")
-            tool = _get(params, "name") if method == "tools/call" else None
+            params = field_of(request, "params")
+            tool = field_of(params, "name") if method == "tools/call" else None
             tool = tool if isinstance(tool, str) else None
             attributes = request_attributes(method, tool, getattr(session, "protocol_version", None))
             attributes[sc.AGENTDIAG_KIND] = sc.KIND_TOOL if method == "tools/call" else sc.KIND_OTHER
             session_id = _session_id(session)
-            if session_id is not None:
-                attributes[sc.MCP_SESSION_ID] = session_id  # beside the span, hashed by our processors
+            put(attributes, sc.MCP_SESSION_ID, session_id)  # beside the span, hashed by our processors
             span = _ids.start_span(
                 tracer,
                 span_name(method, tool),
@@ -173,7 +162,7 @@ class _ClientCall:
             )
             call = cls(span, method, tool)
             if method == "tools/call" and _content.enabled():
-                _content.capture(span, sc.CONTENT_TOOL_ARGUMENTS, _get(params, "arguments"))
+                _content.capture(span, sc.CONTENT_TOOL_ARGUMENTS, field_of(params, "arguments"))
             return call
         except Exception as exc:  # noqa: BLE001
             log_internal_error("starting an MCP client span", exc)
@@ -199,10 +188,10 @@ class _ClientCall:
             return args, kwargs
 
     def finish(self, session: Any, result: Any) -> None:
-        try:
+        with handle_internal_errors("recording an MCP response"):
             span = self.span
             if self.method == "initialize":
-                version = _get(result, "protocol_version")
+                version = field_of(result, "protocol_version")
                 if isinstance(version, str):
                     span.set_attribute(sc.MCP_PROTOCOL_VERSION, version)
             elif self.method == "tools/list":
@@ -215,22 +204,16 @@ class _ClientCall:
             session_id = _session_id(session)
             if session_id is not None:
                 _ids.set_attributes(span, {sc.MCP_SESSION_ID: session_id})
-        except Exception as exc:  # noqa: BLE001
-            log_internal_error("recording an MCP response", exc)
         self._end()
 
     def fail(self, exc: BaseException) -> None:
-        try:
+        with handle_internal_errors("recording an MCP error"):
             _fail(self.span, exc)
-        except Exception as internal:  # noqa: BLE001
-            log_internal_error("recording an MCP error", internal)
         self._end()
 
     def _end(self) -> None:
-        try:
+        with handle_internal_errors("ending an MCP span"):
             self.span.end()
-        except Exception as exc:  # noqa: BLE001
-            log_internal_error("ending an MCP span", exc)
 
 
 def _params_model(message_type: type) -> Any:
@@ -251,8 +234,8 @@ def with_trace_context(message: Any, ctx: otel_context.Context) -> Any:
     (callers contain it)."""
     if not hasattr(message, "model_copy"):
         return None
-    params: Any = _get(message, "params")
-    meta = _get(params, "meta") if params is not None else None
+    params: Any = field_of(message, "params")
+    meta = field_of(params, "meta") if params is not None else None
     carrier: dict[str, Any] = dict(meta) if isinstance(meta, Mapping) else {}
     propagate.inject(carrier, context=ctx)
     if not carrier or carrier == meta:
@@ -377,14 +360,13 @@ class ServerSpanMiddleware:
             if not isinstance(method, str):
                 return None
             params = getattr(ctx, "params", None)
-            tool = _get(params, "name") if method == "tools/call" else None
+            tool = field_of(params, "name") if method == "tools/call" else None
             tool = tool if isinstance(tool, str) else None
             parent = _remote_parent(getattr(ctx, "meta", None))
             attributes = request_attributes(method, tool, getattr(ctx, "protocol_version", None))
             attributes[sc.AGENTDIAG_KIND] = sc.KIND_TOOL if method == "tools/call" and parent is None else sc.KIND_OTHER
             session_id = _session_id(getattr(ctx, "session", None)) or _header_session_id(getattr(ctx, "request", None))
-            if session_id is not None:
-                attributes[sc.MCP_SESSION_ID] = session_id
+            put(attributes, sc.MCP_SESSION_ID, session_id)
             span = _sdk_server_span(method, self.tracer)
             if span is not None:
                 _ids.set_attributes(span, attributes)
@@ -412,7 +394,7 @@ class ServerSpanMiddleware:
         result: Any = None,
         exc: BaseException | None = None,
     ) -> None:
-        try:
+        with handle_internal_errors("ending an MCP server span"):
             if token is not None:
                 otel_context.detach(token)  # type: ignore[arg-type]
             if exc is not None:
@@ -424,8 +406,6 @@ class ServerSpanMiddleware:
                 _tool_failed(span)  # the SDK's span marks its own tool errors
             if owns:
                 span.end()
-        except Exception as internal:  # noqa: BLE001
-            log_internal_error("ending an MCP server span", internal)
 
 
 class ServerHook:
@@ -439,13 +419,11 @@ class ServerHook:
     def init_wrapper(self) -> Wrapper:
         def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             result = wrapped(*args, **kwargs)
-            try:
+            with handle_internal_errors("adding the MCP server middleware"):
                 chain = getattr(instance, "middleware", None)
                 if isinstance(chain, list) and self.middleware not in chain:
                     chain.append(self.middleware)
                     self._servers.add(instance)
-            except Exception as exc:  # noqa: BLE001
-                log_internal_error("adding the MCP server middleware", exc)
             return result
 
         return wrapper

@@ -33,7 +33,6 @@ stream ends. Inside an owner that captures the content itself (a framework step)
 from __future__ import annotations
 
 import importlib
-from collections.abc import Collection
 
 from opentelemetry import trace
 
@@ -69,8 +68,7 @@ class OpenAIInstrumentor(ClientInstrumentor):
 
     _library = "openai"
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     def _targets(self, tracer: trace.Tracer) -> list[Target]:
         import openai

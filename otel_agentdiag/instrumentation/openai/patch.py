@@ -14,9 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.instrumentation._stream import TextBuffer
+from otel_agentdiag.instrumentation._stream import TextBuffer, appended
 from otel_agentdiag.instrumentation._values import (
-    RAW_RESPONSE_TYPES,
     as_float,
     as_int,
     as_str,
@@ -114,8 +113,7 @@ def _response_basics(response: Any, out: dict[str, Any]) -> None:
 
 def chat_response(response: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if type(response).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
-        response = raw_answer(response)
+    response = raw_answer(response)  # with_raw_response: the body the SDK read
     if get(response, "object") != "chat.completion":
         return out  # a stream's raw response (unread) or something else: nothing to read without consuming it
     _response_basics(response, out)
@@ -128,8 +126,7 @@ def chat_response(response: Any) -> dict[str, Any]:
 
 def chat_outputs(response: Any) -> Any:
     """The answer's content: its choices, as ``[{"index", "finish_reason", "message"}]``."""
-    if type(response).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
-        response = raw_answer(response)
+    response = raw_answer(response)  # with_raw_response: the body the SDK read
     if get(response, "object") != "chat.completion":
         return None  # a stream's raw response (unread): nothing to read without consuming it
     return [
@@ -162,11 +159,7 @@ class _StreamedCall:
         if kind:
             self.type = kind
         self.name = _joined(self.name, get(function, "name"))
-        arguments = get(function, "arguments")
-        if isinstance(arguments, str):
-            if self.arguments is None:
-                self.arguments = TextBuffer()
-            self.arguments.add(arguments)
+        self.arguments = appended(self.arguments, get(function, "arguments"))
 
     def function(self) -> dict[str, Any]:
         return {"name": self.name, "arguments": None if self.arguments is None else self.arguments.text()}
@@ -194,16 +187,8 @@ class _StreamedChoice:
             role = as_str(get(delta, "role"))
             if role:
                 self.role = role
-            piece = get(delta, "content")
-            if isinstance(piece, str):
-                if self.content is None:
-                    self.content = TextBuffer()
-                self.content.add(piece)
-            piece = get(delta, "refusal")
-            if isinstance(piece, str):
-                if self.refusal is None:
-                    self.refusal = TextBuffer()
-                self.refusal.add(piece)
+            self.content = appended(self.content, get(delta, "content"))
+            self.refusal = appended(self.refusal, get(delta, "refusal"))
             for call in get(delta, "tool_calls") or ():
                 index = as_int(get(call, "index"))
                 if index is None:
@@ -317,8 +302,7 @@ def responses_inputs(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def responses_outputs(response: Any) -> Any:
     """The answer's content: the response's ``output`` items."""
-    if type(response).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
-        response = raw_answer(response)
+    response = raw_answer(response)  # with_raw_response: the body the SDK read
     if get(response, "object") != "response":
         return None
     return get(response, "output")
@@ -338,8 +322,7 @@ def _responses_finish_reason(response: Any) -> str | None:
 
 def responses_response(response: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if type(response).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
-        response = raw_answer(response)
+    response = raw_answer(response)  # with_raw_response: the body the SDK read
     if get(response, "object") != "response":
         return out
     _response_basics(response, out)
@@ -431,8 +414,7 @@ def embeddings_inputs(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def embeddings_response(response: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if type(response).__name__ in RAW_RESPONSE_TYPES:  # with_raw_response: the body the SDK read
-        response = raw_answer(response)
+    response = raw_answer(response)  # with_raw_response: the body the SDK read
     if get(response, "object") != "list":
         return out
     put(out, sc.GEN_AI_RESPONSE_MODEL, as_str(get(response, "model")))

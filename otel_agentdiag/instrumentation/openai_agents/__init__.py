@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Collection
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-
 from otel_agentdiag.environment_variables import AGENTDIAG_OPENAI_AGENTS_KEEP_SDK_PROCESSORS, parse_bool
+from otel_agentdiag.instrumentation._instrumentor import Instrumentor
 from otel_agentdiag.instrumentation._provider import tracer_for
 from otel_agentdiag.instrumentation.openai_agents.package import _instruments
 from otel_agentdiag.instrumentation.openai_agents.processor import AgentDiagTracingProcessor
@@ -57,20 +55,18 @@ def _current_processors() -> list[Any] | None:
         return None
 
 
-class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class OpenAIAgentsInstrumentor(Instrumentor):
     """Traces OpenAI Agents SDK runs as OpenTelemetry GenAI spans.
 
     ``instrument()`` keyword arguments: ``tracer_provider`` (default: the one ``configure()`` built, else the
     global one) and ``keep_sdk_processors`` (default ``False``, or ``AGENTDIAG_OPENAI_AGENTS_KEEP_SDK_PROCESSORS``).
     """
 
-    # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
     _processor: AgentDiagTracingProcessor | None = None
     _previous: list[Any] | None = None
     _kept = False
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     @property
     def processor(self) -> AgentDiagTracingProcessor | None:

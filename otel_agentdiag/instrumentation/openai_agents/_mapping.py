@@ -7,14 +7,13 @@ the mapping itself is described in :mod:`.processor`'s docstring.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation._framework import Node
-from otel_agentdiag.instrumentation._values import as_count
+from otel_agentdiag.instrumentation._values import as_count, field_of, put
 
 __all__ = [
     "PROVIDER",
@@ -35,8 +34,6 @@ __all__ = [
     "tool_span",
     "usage_attributes",
 ]
-
-_logger = logging.getLogger(__name__)
 
 PROVIDER = "openai"
 """``gen_ai.provider.name`` of the SDK's model calls (its models speak the OpenAI APIs)."""
@@ -96,10 +93,8 @@ def usage_attributes(usage: Any) -> dict[str, int]:
     input_tokens, output_tokens = as_count(usage.get("input_tokens")), as_count(usage.get("output_tokens"))
     if not input_tokens and not output_tokens:
         return out
-    if input_tokens is not None:
-        out[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
-    if output_tokens is not None:
-        out[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+    put(out, sc.GEN_AI_USAGE_INPUT_TOKENS, input_tokens)
+    put(out, sc.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens)
     details = usage.get("input_tokens_details")
     if isinstance(details, Mapping) and as_count(details.get("cached_tokens")) is not None:
         out[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = details["cached_tokens"]
@@ -107,10 +102,6 @@ def usage_attributes(usage: Any) -> dict[str, int]:
     if isinstance(details, Mapping) and as_count(details.get("reasoning_tokens")) is not None:
         out[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = details["reasoning_tokens"]
     return out
-
-
-def _get(item: Any, name: str) -> Any:
-    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
 
 
 def tool_calls(data: Any) -> list[tuple[str, str]]:
@@ -121,8 +112,8 @@ def tool_calls(data: Any) -> list[tuple[str, str]]:
 
     def items(output: Any) -> None:
         for item in output or ():
-            if _get(item, "type") == "function_call":
-                name, call_id = _get(item, "name"), _get(item, "call_id")
+            if field_of(item, "type") == "function_call":
+                name, call_id = field_of(item, "name"), field_of(item, "call_id")
                 if isinstance(name, str) and isinstance(call_id, str):
                     calls.append((name, call_id))
 
@@ -130,13 +121,13 @@ def tool_calls(data: Any) -> list[tuple[str, str]]:
         if not isinstance(data.output, (list, tuple)):
             return calls
         for message in data.output:
-            for call in _get(message, "tool_calls") or ():
-                name, call_id = _get(_get(call, "function"), "name"), _get(call, "id")
+            for call in field_of(message, "tool_calls") or ():
+                name, call_id = field_of(field_of(call, "function"), "name"), field_of(call, "id")
                 if isinstance(name, str) and isinstance(call_id, str):
                     calls.append((name, call_id))
-            items(_get(message, "output"))
+            items(field_of(message, "output"))
     else:
-        items(_get(data.response, "output"))
+        items(field_of(data.response, "output"))
     return calls
 
 
@@ -163,7 +154,8 @@ def capture_model_call(node: Node, data: Any) -> None:
     response = data.response
     if response is None:
         return
-    output, instructions, tools = _get(response, "output"), _get(response, "instructions"), _get(response, "tools")
+    output, instructions = field_of(response, "output"), field_of(response, "instructions")
+    tools = field_of(response, "tools")
     if output is not None:
         node.capture(sc.CONTENT_OUTPUT_MESSAGES, output)
     if instructions is not None:
@@ -219,8 +211,7 @@ def tool_span(data: Any, tool: str, call_id: str | None) -> tuple[str, dict[str,
         sc.GEN_AI_TOOL_NAME: tool,
         sc.GEN_AI_TOOL_TYPE: "extension" if getattr(data, "mcp_data", None) else "function",
     }
-    if call_id is not None:
-        attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
+    put(attributes, sc.GEN_AI_TOOL_CALL_ID, call_id)
     return f"{sc.OP_EXECUTE_TOOL} {tool}", attributes
 
 
@@ -254,7 +245,7 @@ def llm_end_attributes(data: Any) -> dict[str, Any]:
         attributes[sc.GEN_AI_REQUEST_MODEL] = model
     response = getattr(data, "response", None)
     if response is not None:
-        response_model, response_id = _get(response, "model"), _get(response, "id")
+        response_model, response_id = field_of(response, "model"), field_of(response, "id")
         if isinstance(response_model, str):
             attributes[sc.GEN_AI_RESPONSE_MODEL] = response_model
         if isinstance(response_id, str):

@@ -51,7 +51,6 @@ answered with, the conversation of each trace); what each step's span is called 
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any
@@ -65,7 +64,6 @@ from otel_agentdiag._internal.errors import handle_internal_errors, log_internal
 from otel_agentdiag._internal.names import NameRegistry, default_registry
 from otel_agentdiag.instrumentation._framework import Node, SpanTree
 from otel_agentdiag.instrumentation.openai_agents._mapping import (
-    PROVIDER,  # noqa: F401 - its home before _mapping
     capture_model_call,
     capture_tool_call,
     guardrail_end_attributes,
@@ -89,8 +87,6 @@ except ImportError:  # pragma: no cover - exercised only without openai-agents
     TracingProcessor = object  # type: ignore[assignment,misc]
 
 __all__ = ["AgentDiagTracingProcessor"]
-
-_logger = logging.getLogger(__name__)
 
 
 class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
@@ -164,51 +160,37 @@ class AgentDiagTracingProcessor(TracingProcessor):  # type: ignore[misc]
         parent = tree.get(parent_key) if parent_key is not None else None
         if parent is not None and not parent.span.get_span_context().is_valid and parent.extra.get("task"):
             self._open_run(parent, None)  # a step directly under a task that has no agent yet
+        our_kind, span_kind = sc.KIND_OTHER, SpanKind.INTERNAL
         if kind == "turn":
             agent = parent.nearest(sc.KIND_RUN) if parent is not None else None
             if agent is not None:
                 self._register_agent_names(agent)
-            name, attributes = iteration_span(data)
-            tree.start(
-                key, parent_key, kind=sc.KIND_ITERATION, name=name, attributes=attributes, conversation_id=conversation
-            )
+            our_kind, (name, attributes) = sc.KIND_ITERATION, iteration_span(data)
         elif kind in ("generation", "response"):
-            name, attributes = model_span(data)
-            tree.start(
-                key,
-                parent_key,
-                kind=sc.KIND_LLM,
-                name=name,
-                attributes=attributes,
-                span_kind=SpanKind.CLIENT,
-                conversation_id=conversation,
-            )
+            our_kind, span_kind, (name, attributes) = sc.KIND_LLM, SpanKind.CLIENT, model_span(data)
         elif kind == "function":
             tool = str(data.name)
             if parent is not None:
                 agent = parent.nearest(sc.KIND_RUN)
                 if agent is not None:
                     self._register_agent_names(agent)
-            name, attributes = tool_span(data, tool, self._take_call_id(parent, tool))
-            tree.start(
-                key, parent_key, kind=sc.KIND_TOOL, name=name, attributes=attributes, conversation_id=conversation
-            )
+            our_kind, (name, attributes) = sc.KIND_TOOL, tool_span(data, tool, self._take_call_id(parent, tool))
         elif kind == "handoff":
-            name, attributes = handoff_span(data)
-            tree.start(
-                key, parent_key, kind=sc.KIND_TOOL, name=name, attributes=attributes, conversation_id=conversation
-            )
+            our_kind, (name, attributes) = sc.KIND_TOOL, handoff_span(data)
         elif kind == "guardrail":
             self._names.register_valid("guardrail", (data.name,))
             name, attributes = guardrail_span(data)
-            tree.start(
-                key, parent_key, kind=sc.KIND_OTHER, name=name, attributes=attributes, conversation_id=conversation
-            )
         else:
             name, attributes = other_span(kind)
-            tree.start(
-                key, parent_key, kind=sc.KIND_OTHER, name=name, attributes=attributes, conversation_id=conversation
-            )
+        tree.start(
+            key,
+            parent_key,
+            kind=our_kind,
+            name=name,
+            attributes=attributes,
+            span_kind=span_kind,
+            conversation_id=conversation,
+        )
 
     def _start_agent(self, span: Any, data: Any, conversation: str | None) -> None:
         tree = self._tree

@@ -28,13 +28,12 @@ framework has no getter) and takes the hook off.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from wrapt import wrap_function_wrapper
 
+from otel_agentdiag.instrumentation._instrumentor import Instrumentor
 from otel_agentdiag.instrumentation._provider import tracer_for, tracer_provider_in_use
 from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.pydantic_ai.package import _instruments
@@ -46,20 +45,18 @@ _logger = logging.getLogger(__name__)
 _UNSET = object()
 
 
-class PydanticAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class PydanticAIInstrumentor(Instrumentor):
     """Traces Pydantic AI agent runs: run → iteration per model step → ``chat`` and ``execute_tool`` spans.
 
     ``instrument()`` keyword arguments: ``tracer_provider`` (default: the one ``configure()`` built, else the
     global one).
     """
 
-    # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
     _iterations: Iterations | None = None
     _hooks: list[tuple[str, Any, bool]] = []  # noqa: RUF012 - replaced, never mutated
     _previous: Any = _UNSET
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
         from pydantic_ai import Agent, InstrumentationSettings

@@ -20,7 +20,6 @@ not grow is left out (never a made-up 0).
 from __future__ import annotations
 
 import contextvars
-import logging
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -31,13 +30,11 @@ from opentelemetry.trace import Status, StatusCode
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.context import CONVERSATION_ID_KEY
-from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.names import default_registry
 from otel_agentdiag.instrumentation._base import error_type_of
 
 __all__ = ["MAX_OPEN_RUNS", "Iterations", "agent_tool_names", "register_agent_names"]
-
-_logger = logging.getLogger(__name__)
 
 MAX_OPEN_RUNS = 4096
 """Runs with an iteration open at once; past it the oldest open iteration is ended (a run abandoned
@@ -244,10 +241,8 @@ def node_run_wrapper(iterations: Iterations) -> Any:
         ctx = args[0] if args else kwargs.get("ctx")
         node = kwargs.get("node", args[1] if len(args) > 1 else None)
         span: trace.Span | None = None
-        try:
+        with handle_internal_errors("opening a Pydantic AI iteration"):
             span = iterations.enter(ctx, node)
-        except Exception as exc:  # noqa: BLE001 - telemetry never raises into the agent
-            log_internal_error("opening a Pydantic AI iteration", exc)
         if span is None:
             result = await wrapped(*args, **kwargs)
             _safely(iterations.leave, ctx, node, result)
@@ -270,10 +265,8 @@ def node_run_wrapper(iterations: Iterations) -> Any:
 
 
 def _safely(step: Any, *args: Any) -> None:
-    try:
+    with handle_internal_errors("closing a Pydantic AI iteration"):
         step(*args)
-    except Exception as exc:  # noqa: BLE001 - telemetry never raises into the agent
-        log_internal_error("closing a Pydantic AI iteration", exc)
 
 
 def agent_tool_names(agent: Any) -> list[str]:
@@ -296,11 +289,9 @@ def register_agent_names(agent: Any) -> None:
     """Register the agent's name (``Agent(name=...)``) and its declared tool names: code, not data."""
     if agent is None:
         return
-    try:
+    with handle_internal_errors("registering a Pydantic AI agent's names"):
         tools: Iterable[str] = agent_tool_names(agent)
         default_registry.register_valid("tool", tools)
         name = getattr(agent, "name", None)
         if isinstance(name, str):
             default_registry.register_valid("agent", [name])
-    except Exception as exc:  # noqa: BLE001 - telemetry never raises into the agent
-        log_internal_error("registering a Pydantic AI agent's names", exc)

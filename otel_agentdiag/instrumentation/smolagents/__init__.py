@@ -20,14 +20,14 @@ as tools), recursively. A name that fails the public-safety check is not registe
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from wrapt import wrap_function_wrapper
 
-from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.names import default_registry
+from otel_agentdiag.instrumentation._instrumentor import Instrumentor
 from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.smolagents.package import _instruments
 
@@ -67,22 +67,19 @@ def declared_names(agent: Any) -> tuple[list[str], list[str]]:
 
 
 def _register_then_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    try:
+    with handle_internal_errors("registering a smolagents agent's names"):
         agents, tools = declared_names(instance)
         default_registry.register_valid("agent", agents)
         default_registry.register_valid("tool", tools)
-    except Exception as exc:  # noqa: BLE001 - telemetry never raises into the agent
-        log_internal_error("registering a smolagents agent's names", exc)
     return wrapped(*args, **kwargs)
 
 
-class SmolagentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class SmolagentsInstrumentor(Instrumentor):
     """Registers the names smolagents agents declare (see the module doc); makes no span of its own."""
 
     _wrapped = False
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
         from smolagents.agents import MultiStepAgent  # type: ignore[import-untyped,unused-ignore]

@@ -25,13 +25,12 @@ declares are registered, and cycles are numbered.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from wrapt import wrap_function_wrapper
 
+from otel_agentdiag.instrumentation._instrumentor import Instrumentor
 from otel_agentdiag.instrumentation._provider import tracer_provider_in_use
 from otel_agentdiag.instrumentation._unwrap import unwrap_ours
 from otel_agentdiag.instrumentation.strands.package import _instruments
@@ -44,19 +43,17 @@ _TRACER_NAME = "strands.telemetry.tracer"
 """The scope Strands' own tracer uses (its module's name)."""
 
 
-class StrandsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class StrandsInstrumentor(Instrumentor):
     """Traces Strands agent runs: run → iteration per event-loop cycle → ``chat`` and ``execute_tool`` spans.
 
     ``instrument()`` keyword arguments: ``tracer_provider`` (default: the one ``configure()`` built, else the
     global one).
     """
 
-    # BaseInstrumentor is a singleton whose __init__ runs on every instantiation: state is set in _instrument.
     _previous: tuple[Any, Any, Any] | None = None
     _wrapped: tuple[tuple[str, Any], ...] = ()
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
         from strands.telemetry import Tracer, get_tracer  # type: ignore[import-not-found]

@@ -28,7 +28,7 @@ from opentelemetry import context as otel_context
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.context import CONVERSATION_ID_KEY
-from otel_agentdiag._internal.errors import log_internal_error
+from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag._internal.names import default_registry
 
 __all__ = ["AGENT_SPAN", "CUSTOM_ATTRIBUTES_AT", "CYCLE_SPAN", "CycleIndexes", "span_start_wrapper"]
@@ -100,24 +100,20 @@ def span_start_wrapper(method: str, indexes: CycleIndexes) -> Any:
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         token = None
-        try:
+        with handle_internal_errors("reading a Strands span's run"):
             if method == AGENT_SPAN:
                 _register_names(args, kwargs)
             conversation = _conversation(_argument(args, kwargs, "custom_trace_attributes", position))
             if conversation is not None:
                 token = otel_context.attach(otel_context.set_value(CONVERSATION_ID_KEY, conversation))
-        except Exception as exc:  # noqa: BLE001 - telemetry never raises into the agent
-            log_internal_error("reading a Strands span's run", exc)
         try:
             span = wrapped(*args, **kwargs)
         finally:
             if token is not None:
                 otel_context.detach(token)
         if method == CYCLE_SPAN:
-            try:
+            with handle_internal_errors("numbering a Strands event-loop cycle"):
                 _number_cycle(indexes, span, args, kwargs)
-            except Exception as exc:  # noqa: BLE001 - telemetry never raises into the agent
-                log_internal_error("numbering a Strands event-loop cycle", exc)
         return span
 
     return wrapper
