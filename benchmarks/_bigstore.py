@@ -66,7 +66,7 @@ from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import SessionSequencer
 from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
-from otel_agentdiag.redaction.policy import LOCAL
+from otel_agentdiag.redaction.presets import LOCAL
 from otel_agentdiag.storage import Accounting, SpanStore
 from otel_agentdiag.testing import TEST_HASH_KEY
 

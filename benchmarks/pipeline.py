@@ -68,7 +68,7 @@ from benchmarks._common import save_results
 from benchmarks._otlp_sink import OtlpSink
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
-from otel_agentdiag.redaction.policy import STRICT
+from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.testing import TEST_HASH_KEY
 
 QUEUE = 65536

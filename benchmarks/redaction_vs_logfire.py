@@ -62,7 +62,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 import otel_agentdiag as agentdiag
-from otel_agentdiag.redaction import policy as policies
+import otel_agentdiag.redaction as policies
 from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # imported on first use (below); type checkers see them here
     from otel_agentdiag.cost import Budget
     from otel_agentdiag.options import AgentDiagOptions
     from otel_agentdiag.pipeline.handle import AgentDiag
-    from otel_agentdiag.redaction.policy import Policy
+    from otel_agentdiag.redaction.allowlist import Policy
     from otel_agentdiag.storage import RetentionLimits
 
 _logger = logging.getLogger(__name__)

@@ -15,7 +15,10 @@ from otel_agentdiag import environment_variables as env
 from otel_agentdiag._internal.trust import UntrustedPathError
 from otel_agentdiag.options import AgentDiagOptions
 from otel_agentdiag.redaction import hash_keys, hashing
-from otel_agentdiag.redaction.policy import LOCAL, STRICT, Policy, PolicyError, resolve_policy
+from otel_agentdiag.redaction.allowlist import Policy
+from otel_agentdiag.redaction.policy_file import resolve_policy
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
+from otel_agentdiag.redaction.rules import PolicyError
 from otel_agentdiag.storage.trusted import check_store_files
 
 _logger = logging.getLogger(__name__)

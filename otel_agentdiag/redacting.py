@@ -26,8 +26,11 @@ from otel_agentdiag import environment_variables as env
 from otel_agentdiag._internal.names import NameRegistry
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor
 from otel_agentdiag.redaction import hashing
-from otel_agentdiag.redaction.policy import STRICT, Policy, PolicyError, resolve_policy
+from otel_agentdiag.redaction.allowlist import Policy
+from otel_agentdiag.redaction.policy_file import resolve_policy
+from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
+from otel_agentdiag.redaction.rules import PolicyError
 
 __all__ = ["redacting_processor"]
 

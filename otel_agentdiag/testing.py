@@ -31,8 +31,9 @@ from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.context import current_conversation_id
 from otel_agentdiag._internal.names import NameRegistry
 from otel_agentdiag.instrumentation import manual
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.hashing import IdHasher
-from otel_agentdiag.redaction.policy import STRICT, Policy
+from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 
 __all__ = ["TEST_HASH_KEY", "CorrelationIdsProcessor", "SpanCapture", "capture_spans", "correlation_ids"]

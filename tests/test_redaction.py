@@ -14,8 +14,10 @@ from opentelemetry.trace import Link, Status, StatusCode
 import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NameRegistry
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.hashing import IdHasher, key_id_for
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
+from otel_agentdiag.redaction.rules import Callback, Enum, RedactionContext, Rule
 from otel_agentdiag.storage import SpanStore
 from otel_agentdiag.testing import TEST_HASH_KEY, capture_spans
 
@@ -295,17 +297,17 @@ def test_status_description_and_non_exception_events_are_dropped():
     assert span.attributes["agentdiag.redaction.event"] == 1
 
 
-class _ExplodingRule(p.Rule):
+class _ExplodingRule(Rule):
     __slots__ = ()
 
     def apply(self, value, ctx):
         raise RuntimeError("rule bug")
 
 
-def _broken_policy(on_error: str) -> p.Policy:
-    return p.Policy(
+def _broken_policy(on_error: str) -> Policy:
+    return Policy(
         name="broken",
-        allowed_keys={"explode": _ExplodingRule(), sc.AGENTDIAG_KIND: p.Enum(frozenset(sc.KINDS))},
+        allowed_keys={"explode": _ExplodingRule(), sc.AGENTDIAG_KIND: Enum(frozenset(sc.KINDS))},
         on_error=on_error,
     )
 
@@ -349,7 +351,7 @@ def test_a_raising_user_callback_fails_closed():
     def callback(value):
         raise ValueError(f"cannot handle {value}")  # the message even carries the value
 
-    policy = p.STRICT.derive("with-callback", allowed_keys={"app.tier": p.Callback(callback, "tier")})
+    policy = STRICT.derive("with-callback", allowed_keys={"app.tier": Callback(callback, "tier")})
     with capture_spans(redact=True, policy=policy) as captured:
         tracer = captured.tracer_provider.get_tracer("t")
         with tracer.start_as_current_span("agent.iteration", attributes={"app.tier": "S3NT1NEL"}):
@@ -360,9 +362,9 @@ def test_a_raising_user_callback_fails_closed():
 
 
 def test_a_user_callback_can_keep_change_or_drop_values():
-    policy = p.STRICT.derive(
+    policy = STRICT.derive(
         "with-callback",
-        allowed_keys={"app.tier": p.Callback(lambda v: v if v in ("free", "pro") else None, "tier")},
+        allowed_keys={"app.tier": Callback(lambda v: v if v in ("free", "pro") else None, "tier")},
     )
     with capture_spans(redact=True, policy=policy) as captured:
         tracer = captured.tracer_provider.get_tracer("t")
@@ -376,14 +378,14 @@ def test_a_user_callback_can_keep_change_or_drop_values():
 
 
 def test_summary_silent_records_no_counters():
-    policy = p.Policy(name="quiet", allowed_keys=dict(p.STRICT.allowed_keys), summary="silent")
+    policy = Policy(name="quiet", allowed_keys=dict(STRICT.allowed_keys), summary="silent")
     with capture_spans(redact=True, policy=policy) as captured:
         with agentdiag.tool_call("not_registered_anywhere", call_id="c"):
             pass
     (span,) = captured.spans()
     assert not any(k.startswith("agentdiag.redaction.") for k in span.attributes)
     with pytest.raises(ValueError, match="summary"):
-        p.Policy(name="x", allowed_keys={}, summary="verbose")
+        Policy(name="x", allowed_keys={}, summary="verbose")
 
 
 def test_sqlite_store_holds_no_raw_id_even_in_freed_pages(tmp_path):
@@ -440,16 +442,16 @@ def test_tracestate_and_scope_do_not_carry_data():
     ],
 )
 def test_resource_values_must_be_bounded_scalars(value, kept):
-    rule = p.STRICT.resource_rule_for("service.name")
+    rule = STRICT.resource_rule_for("service.name")
     assert rule is not None
-    new_value, reason = rule.apply(value, p.RedactionContext(IdHasher(TEST_HASH_KEY), NameRegistry()))
+    new_value, reason = rule.apply(value, RedactionContext(IdHasher(TEST_HASH_KEY), NameRegistry()))
     assert (new_value is not None) is kept
     assert (reason is None) is kept
 
 
 def test_openai_system_fingerprint_is_kept_locally_only_in_its_real_shape():
-    ctx = p.RedactionContext(IdHasher(TEST_HASH_KEY), NameRegistry())
-    rule = p.LOCAL.rule_for("openai.response.system_fingerprint")
-    assert rule is not None and p.STRICT.rule_for("openai.response.system_fingerprint") is None
+    ctx = RedactionContext(IdHasher(TEST_HASH_KEY), NameRegistry())
+    rule = LOCAL.rule_for("openai.response.system_fingerprint")
+    assert rule is not None and STRICT.rule_for("openai.response.system_fingerprint") is None
     assert rule.apply("fp_44709d6fcb", ctx) == ("fp_44709d6fcb", None)
     assert rule.apply("fp_S3NT1NEL", ctx)[0] is None

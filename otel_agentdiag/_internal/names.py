@@ -4,7 +4,7 @@ Names declared through ``@tool``/``@agent``, ``agent_run(name)``, ``register_nam
 tool, agent and guardrail definitions land here; the redacting processor replaces any other tool, agent or
 guardrail name with a fixed placeholder. A name is registered only if it is a bounded token (see
 :data:`NAME_PATTERN` and :data:`DECLARED_NAME_PATTERN`) **and** passes the public-safety check every other kept
-string meets (:func:`otel_agentdiag.redaction.policy.is_sensitive`: no credential, e-mail address, URL or path),
+string meets (:func:`otel_agentdiag.redaction.recognizers.is_sensitive`: no credential, e-mail address, URL or path),
 so the registry cannot be used to smuggle arbitrary text, or a secret that happens to look like an identifier
 (``sk-proj-...``, ``ghp_...``, a JWT), past the policy.
 
@@ -54,10 +54,10 @@ SAFETY_REASON = "it fails the public-safety check (it looks like a credential, a
 
 
 def _is_sensitive(text: str) -> bool:
-    """The public-safety check, :func:`otel_agentdiag.redaction.policy.is_sensitive`: the one definition every
+    """The public-safety check, :func:`otel_agentdiag.redaction.recognizers.is_sensitive`: the one definition every
     kept string meets. Imported at the first call, not with this module: the redaction package imports this
     module, and the check is only needed when a new name is registered."""
-    from otel_agentdiag.redaction.policy import is_sensitive
+    from otel_agentdiag.redaction.recognizers import is_sensitive
 
     return is_sensitive(text)
 

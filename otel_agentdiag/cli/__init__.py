@@ -194,7 +194,7 @@ def _safe_to_echo(word: str) -> bool:
         return False
     if not (_OPTION_WORD.fullmatch(word) or _NUMBER_WORD.fullmatch(word) or _PLAIN_WORD.fullmatch(word)):
         return False
-    from otel_agentdiag.redaction.policy import is_sensitive  # on the error path only
+    from otel_agentdiag.redaction.recognizers import is_sensitive  # on the error path only
 
     return not is_sensitive(word)
 

@@ -20,8 +20,9 @@ import click
 
 from otel_agentdiag import environment_variables as env
 from otel_agentdiag.cli._common import CliError, format_option, safe_url, store_option
+from otel_agentdiag.redaction.allowlist import open_patterns
 from otel_agentdiag.redaction.hash_keys import Refusal
-from otel_agentdiag.redaction.policy import PolicyError, open_patterns
+from otel_agentdiag.redaction.rules import PolicyError
 
 EXIT_LEAKED = 1
 

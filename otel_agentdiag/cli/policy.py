@@ -7,12 +7,14 @@ import json
 import click
 
 from otel_agentdiag.cli._common import CliError
+from otel_agentdiag.redaction.allowlist import Policy, open_patterns
 from otel_agentdiag.redaction.collector import (
     COLLECTOR_CONTRIB_VERSION,
     collector_redaction_config,
     unexpanded_patterns,
 )
-from otel_agentdiag.redaction.policy import Policy, PolicyError, open_patterns, policy_to_dict, resolve_policy
+from otel_agentdiag.redaction.policy_file import policy_to_dict, resolve_policy
+from otel_agentdiag.redaction.rules import PolicyError
 
 _EXTRA = "pip install -e '.[collector]'"
 """The install line of the one dependency ``--collector`` adds (PyYAML), which the core does not need."""

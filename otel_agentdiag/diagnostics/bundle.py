@@ -62,7 +62,7 @@ from otel_agentdiag.diagnostics.projection import strict_projection
 from otel_agentdiag.diagnostics.receipt import session_receipt
 from otel_agentdiag.diagnostics.status import project
 from otel_agentdiag.redaction.hashing import IdHasher, ephemeral_key
-from otel_agentdiag.redaction.policy import STRICT
+from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.storage import SpanStore, StoredSpan
 from otel_agentdiag.storage.provenance import imported_session, is_imported, observed_digest
 from otel_agentdiag.version import __version__

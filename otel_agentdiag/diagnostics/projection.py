@@ -41,9 +41,11 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import reason_codes
 from otel_agentdiag._internal.names import NAME_KEYS, NAME_PATTERN, NameRegistry
 from otel_agentdiag.redaction import hash_keys, hashing
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.hashing import IdHasher
-from otel_agentdiag.redaction.policy import STRICT, Policy, is_sensitive
+from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
+from otel_agentdiag.redaction.recognizers import is_sensitive
 from otel_agentdiag.storage import StoredSpan
 
 __all__ = [

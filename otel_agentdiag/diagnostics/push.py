@@ -50,8 +50,9 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from otel_agentdiag._internal.inputs import describe_input
 from otel_agentdiag.diagnostics.projection import Projection, names_registry, project_row, row_names
 from otel_agentdiag.exporters.otlp import GRPC, HTTP_PROTOBUF, otlp_span_exporter, traces_url
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.hashing import IdHasher, ephemeral_key
-from otel_agentdiag.redaction.policy import STRICT, Policy
+from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
 from otel_agentdiag.storage import SpanStore, StoredSpan
 

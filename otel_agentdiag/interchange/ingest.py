@@ -56,8 +56,8 @@ from otel_agentdiag.interchange.otlp_json import (
 )
 from otel_agentdiag.pipeline.sequence import SessionSequencer, session_key
 from otel_agentdiag.redaction.hashing import IdHasher
-from otel_agentdiag.redaction.policy import is_sensitive
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
+from otel_agentdiag.redaction.recognizers import is_sensitive
 from otel_agentdiag.storage import Accounting, RetentionLimits, SpanRow, SpanStore, StoreError
 from otel_agentdiag.storage.codec import same_content
 from otel_agentdiag.storage.provenance import imported_session

@@ -4,11 +4,12 @@ The policy is built of value rules (``rules``), the ``Policy`` allowlist (``allo
 (``presets``) and policy files (``policy_file``); ``redactor`` is the per-span transform the processor applies.
 """
 
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.hashing import IdHasher
-from otel_agentdiag.redaction.policy import (
-    LOCAL,
-    PRESETS,
-    STRICT,
+from otel_agentdiag.redaction.policy_file import load_policy, resolve_policy
+from otel_agentdiag.redaction.presets import LOCAL, PRESETS, STRICT
+from otel_agentdiag.redaction.processor import RedactingSpanProcessor, SpanRedactor
+from otel_agentdiag.redaction.rules import (
     Boolean,
     Callback,
     ClosedSet,
@@ -16,18 +17,14 @@ from otel_agentdiag.redaction.policy import (
     FloatRange,
     HashedId,
     IntRange,
-    Policy,
     PolicyError,
     RegisteredName,
     Rule,
     Scalar,
     StringArray,
     Token,
-    load_policy,
-    resolve_policy,
     token,
 )
-from otel_agentdiag.redaction.processor import RedactingSpanProcessor, SpanRedactor
 
 __all__ = [
     "LOCAL",

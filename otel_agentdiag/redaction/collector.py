@@ -1,6 +1,6 @@
 """A redaction policy as the OpenTelemetry Collector's ``redaction`` processor config (defence in depth).
 
-:func:`collector_redaction_config` turns a :class:`~otel_agentdiag.redaction.policy.Policy` (the strict preset by
+:func:`collector_redaction_config` turns a :class:`~otel_agentdiag.redaction.Policy` (the strict preset by
 default) into the block that goes under ``processors: redaction:`` of ``otel/opentelemetry-collector-contrib``
 (``collector-config/otelcol.yaml`` holds it; ``agentdiag policy --collector`` prints it; a test keeps the two
 equal). It targets the processor as released in contrib v0.165.0.
@@ -17,7 +17,7 @@ What the processor can mirror, and how:
   not know (``agentdiag policy --collector`` warns about them).
 - ``blocked_values``: our public-safety check (hidden characters, credentials, personal data, URLs, absolute
   paths) as one RE2 expression per format (:data:`PUBLIC_SAFETY_PATTERNS`), plus the policy's own
-  ``blocked_values``. For ASCII text they flag every string :func:`~otel_agentdiag.redaction.policy.is_sensitive`
+  ``blocked_values``. For ASCII text they flag every string :func:`~otel_agentdiag.redaction.recognizers.is_sensitive`
   flags by a format (and the few candidates it clears with a check RE2 cannot run, such as a card number's Luhn
   digit, an IBAN's mod-97 digits or an Azure key's entropy; not the random-token step, which counts), but
   the processor *masks the match* instead of dropping the value, so the expressions extend their match over the
@@ -54,9 +54,12 @@ from typing import Any, Final
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.redaction import keys as _keys
-from otel_agentdiag.redaction import policy as p
 from otel_agentdiag.redaction import recognizers
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.formats import FORMATS
+from otel_agentdiag.redaction.presets import STRICT
+from otel_agentdiag.redaction.reasons import REASONS
+from otel_agentdiag.redaction.rules import HashedId, PolicyError, Rule
 
 COLLECTOR_CONTRIB_VERSION: Final = "0.165.0"
 """The ``otel/opentelemetry-collector-contrib`` release the generated block (and ``collector-config/``) targets."""
@@ -81,7 +84,7 @@ expression extends its match over the whole token (the rest of the URL, the path
 block), because the Collector masks matches."""
 
 KNOWN_PATTERN_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
-    sc.AGENTDIAG_REDACTION_PREFIX + "*": _keys.redaction_counter_keys(p.REASONS),
+    sc.AGENTDIAG_REDACTION_PREFIX + "*": _keys.redaction_counter_keys(REASONS),
     sc.GEN_AI_USAGE_PREFIX + "*": _keys.GEN_AI_USAGE_KEYS,
     sc.AGENTDIAG_USAGE_PREFIX + "*": _keys.AGENTDIAG_USAGE_KEYS,
     "llm.token_count.*": _keys.OPENINFERENCE_TOKEN_COUNT_KEYS,
@@ -124,7 +127,7 @@ def re2_incompatibility(expression: str) -> str | None:
     return None
 
 
-def _expand(table: Mapping[str, p.Rule], allowed: Callable[[str], p.Rule | None]) -> tuple[set[str], list[str]]:
+def _expand(table: Mapping[str, Rule], allowed: Callable[[str], Rule | None]) -> tuple[set[str], list[str]]:
     """Exact keys of ``table`` plus the catalogued keys of its patterns that ``allowed`` still accepts."""
     keys = {key for key in table if "*" not in key}
     unexpanded: list[str] = []
@@ -137,14 +140,14 @@ def _expand(table: Mapping[str, p.Rule], allowed: Callable[[str], p.Rule | None]
     return keys, unexpanded
 
 
-def unexpanded_patterns(policy: p.Policy = p.STRICT) -> tuple[str, ...]:
+def unexpanded_patterns(policy: Policy = STRICT) -> tuple[str, ...]:
     """The ``*`` patterns of ``policy`` without catalogued keys: the Collector removes what they would allow."""
     _, span = _expand(policy.allowed_keys, policy.rule_for)
     _, resource = _expand(policy.resource_keys, policy.resource_rule_for)
     return tuple(sorted(set(span) | set(resource)))
 
 
-def collector_keys(policy: p.Policy = p.STRICT) -> list[str]:
+def collector_keys(policy: Policy = STRICT) -> list[str]:
     """Every attribute key the Collector should keep for ``policy``: span, event and resource keys, sorted."""
     span, _ = _expand(policy.allowed_keys, policy.rule_for)
     resource, _ = _expand(policy.resource_keys, policy.resource_rule_for)
@@ -152,21 +155,21 @@ def collector_keys(policy: p.Policy = p.STRICT) -> list[str]:
     return sorted(span | resource | events)
 
 
-def _hashed_keys(policy: p.Policy, keys: Iterable[str]) -> list[str]:
-    return sorted(key for key in keys if isinstance(policy.rule_for(key), p.HashedId))
+def _hashed_keys(policy: Policy, keys: Iterable[str]) -> list[str]:
+    return sorted(key for key in keys if isinstance(policy.rule_for(key), HashedId))
 
 
-def collector_redaction_config(policy: p.Policy = p.STRICT) -> dict[str, Any]:
+def collector_redaction_config(policy: Policy = STRICT) -> dict[str, Any]:
     """The ``redaction`` processor block for ``policy``: plain data, deterministic (keys and lists sorted).
 
-    Raises :class:`~otel_agentdiag.redaction.policy.PolicyError` when one of the policy's ``blocked_values``
+    Raises :class:`~otel_agentdiag.redaction.PolicyError` when one of the policy's ``blocked_values``
     cannot run in RE2. See the module docstring for what maps to what, and what the Collector cannot do.
     """
     blocked = set(PUBLIC_SAFETY_PATTERNS)
     for expression in policy.blocked_values:
         problem = re2_incompatibility(expression)
         if problem is not None:
-            raise p.PolicyError(f"blocked_values: {expression!r} cannot run in the Collector: RE2 has no {problem}")
+            raise PolicyError(f"blocked_values: {expression!r} cannot run in the Collector: RE2 has no {problem}")
         blocked.add(expression)
     keys = collector_keys(policy)
     config: dict[str, Any] = {

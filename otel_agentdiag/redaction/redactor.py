@@ -77,11 +77,10 @@ def _int_bounds(rule: Rule | None) -> tuple[float, float] | None:
 
 
 def attributes_with_ids(span: ReadableSpan) -> Mapping[str, Any]:
-    """The span's attributes with the raw correlation ids our instrumentation kept beside it, and the numbers
-    configure()'s sequencer kept there (``_internal/ids.py``), laid over them: what a policy decides, exactly as
-    if they had been attributes."""
+    """The span's attributes with the raw correlation ids our instrumentation kept beside it
+    (``_internal/ids.py``) laid over them: what a policy decides, exactly as if they had been attributes."""
     attributes = span_attributes(span)
-    ids = _ids.TABLE.overlay_of(span)
+    ids = _ids.TABLE.ids_of(span)
     if not ids:
         return attributes
     return {**attribute_dict(attributes), **ids}  # a dict's copy, not one built from its items: 5 times faster

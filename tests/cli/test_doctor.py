@@ -15,7 +15,9 @@ from otel_agentdiag.cli import cli
 from otel_agentdiag.destinations import resolve_destinations
 from otel_agentdiag.diagnostics.canary import SURFACES, _sentinels, run_canary
 from otel_agentdiag.options import resolve_options as _resolve
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
+from otel_agentdiag.redaction.presets import STRICT
+from otel_agentdiag.redaction.rules import IntRange, Scalar, StringArray, Token
 
 _ENV_PREFIXES = ("AGENTDIAG_", "OTEL_", "TRACELOOP_")
 SECRET_KEY = "488d2ac24446d55e765298cf8605e2af0eb8072cf0491a3c2bd6d70e41e23470"
@@ -160,16 +162,16 @@ def test_canary_detects_a_leak_in_each_surface_it_claims_to_cover(tmp_path: Path
 
     (Event names are random per run and matched literally, so no policy can open them; span names are rebuilt,
     never copied, unless listed — both are covered by the clean-run test above.)"""
-    permissive = p.Token(__import__("re").compile(r"(?s).*"), 10_000)
+    permissive = Token(__import__("re").compile(r"(?s).*"), 10_000)
     options = _resolve(None, tmp_path / "t.db", None)
-    openings: dict[str, p.Policy] = {
-        "attributes": p.STRICT.derive("open-attributes", allowed_keys={"app.prompt": permissive}),
-        "ids": p.STRICT.derive("open-ids", allowed_keys={"gen_ai.conversation.id": permissive}),
-        "names": p.STRICT.derive("open-names", allowed_keys={"gen_ai.tool.name": permissive}),
-        "resource": p.STRICT.derive("open-resource", resource_keys={"host.name": permissive}),
-        "scope": p.STRICT.derive("open-scope", scope_keys={"canary.scope": permissive}),
-        "links": p.STRICT.derive("open-links", allowed_keys={"why": permissive}),
-        "exception": p.STRICT.derive(
+    openings: dict[str, Policy] = {
+        "attributes": STRICT.derive("open-attributes", allowed_keys={"app.prompt": permissive}),
+        "ids": STRICT.derive("open-ids", allowed_keys={"gen_ai.conversation.id": permissive}),
+        "names": STRICT.derive("open-names", allowed_keys={"gen_ai.tool.name": permissive}),
+        "resource": STRICT.derive("open-resource", resource_keys={"host.name": permissive}),
+        "scope": STRICT.derive("open-scope", scope_keys={"canary.scope": permissive}),
+        "links": STRICT.derive("open-links", allowed_keys={"why": permissive}),
+        "exception": STRICT.derive(
             "open-exception",
             allowed_events={"exception": frozenset({"exception.type", "exception.message"})},
             allowed_keys={"exception.message": permissive},
@@ -185,11 +187,11 @@ def test_canary_detects_a_leak_in_each_surface_it_claims_to_cover(tmp_path: Path
 def test_canary_catches_an_open_key_pattern_and_an_open_finish_reason(tmp_path: Path) -> None:
     """Classes of issue 20: a ``*`` under an allowed family and finish reasons outside the documented set."""
     options = _resolve(None, tmp_path / "t.db", None)
-    anything = p.Token(__import__("re").compile(r"(?s).*"), 10_000)
+    anything = Token(__import__("re").compile(r"(?s).*"), 10_000)
     for policy in (
-        p.STRICT.derive("open-usage", allowed_keys={"gen_ai.usage.*": p.IntRange(0, 10**12)}),
-        p.STRICT.derive("open-reasons", allowed_keys={"gen_ai.response.finish_reasons": p.StringArray(anything, 16)}),
-        p.STRICT.derive("open-sdk", resource_keys={"telemetry.sdk.*": p.Scalar(256)}),
+        STRICT.derive("open-usage", allowed_keys={"gen_ai.usage.*": IntRange(0, 10**12)}),
+        STRICT.derive("open-reasons", allowed_keys={"gen_ai.response.finish_reasons": StringArray(anything, 16)}),
+        STRICT.derive("open-sdk", resource_keys={"telemetry.sdk.*": Scalar(256)}),
     ):
         (destination,) = resolve_destinations(options, local_policy=policy, create_key_file=False)
         (outcome,) = run_canary([destination]).results
@@ -346,8 +348,9 @@ def test_the_service_name_line_does_not_claim_the_sdk_default_for_a_program_that
 def test_a_token_that_makes_a_plain_sentinel_look_random_is_drawn_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """About 1 run in 250 drew a token that made ``cnryexceptionmessage{token}`` look random to the public-safety
     check: the opened exception surface then kept it out for that reason, and the canary missed the leak."""
-    from otel_agentdiag.diagnostics import canary
     from otel_agentdiag.redaction.policy import is_sensitive
+
+    from otel_agentdiag.diagnostics import canary
 
     unlucky, fine = "1b5fa3bc8f7b", "0123abcd4567"
     assert is_sensitive(f"cnryexceptionmessage{unlucky}")  # the draw that failed a CI run

@@ -21,8 +21,10 @@ from opentelemetry.sdk.resources import Resource
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.demo import run_demo_agent
 from otel_agentdiag.redaction import collector as c
-from otel_agentdiag.redaction import policy as p
-from otel_agentdiag.redaction.recognizers import RANDOM_TOKEN, recognise
+from otel_agentdiag.redaction.allowlist import Policy
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
+from otel_agentdiag.redaction.recognizers import RANDOM_TOKEN, is_sensitive, recognise
+from otel_agentdiag.redaction.rules import FloatRange, HashedId, PolicyError
 from otel_agentdiag.testing import capture_spans
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,7 +124,7 @@ def test_pipeline_order_and_destinations(otelcol: dict[str, Any]) -> None:
 
 # --- the redaction block is the strict policy --------------------------------------------------------------
 def test_redaction_block_is_generated_from_the_strict_policy(redaction: dict[str, Any]) -> None:
-    assert redaction == c.collector_redaction_config(p.STRICT), REGENERATE
+    assert redaction == c.collector_redaction_config(STRICT), REGENERATE
 
 
 def test_redaction_block_is_fail_closed_and_keyed(redaction: dict[str, Any]) -> None:
@@ -134,7 +136,7 @@ def test_redaction_block_is_fail_closed_and_keyed(redaction: dict[str, Any]) -> 
 
 
 def test_generated_config_is_deterministic_and_sorted() -> None:
-    first, second = c.collector_redaction_config(), c.collector_redaction_config(p.STRICT)
+    first, second = c.collector_redaction_config(), c.collector_redaction_config(STRICT)
     assert first == second
     assert list(first) == sorted(first)
     for value in first.values():
@@ -142,8 +144,8 @@ def test_generated_config_is_deterministic_and_sorted() -> None:
             assert value == sorted(value) and len(value) == len(set(value))
 
 
-@pytest.mark.parametrize("policy", [p.STRICT, p.LOCAL], ids=["strict", "local"])
-def test_every_blocked_value_compiles_and_is_re2_syntax(policy: p.Policy) -> None:
+@pytest.mark.parametrize("policy", [STRICT, LOCAL], ids=["strict", "local"])
+def test_every_blocked_value_compiles_and_is_re2_syntax(policy: Policy) -> None:
     config = c.collector_redaction_config(policy)
     expressions = config["blocked_values"] + config["blocked_key_patterns"] + config["allowed_values"]
     for expression in expressions:
@@ -157,16 +159,16 @@ def test_every_blocked_value_compiles_and_is_re2_syntax(policy: p.Policy) -> Non
 
 def test_every_key_the_strict_policy_allows_literally_is_kept(redaction: dict[str, Any]) -> None:
     kept = set(redaction["allowed_keys"])
-    literal = {key for key in p.STRICT.allowed_keys if "*" not in key}
-    literal |= {key for key in p.STRICT.resource_keys if "*" not in key}
-    literal |= {key for keys in p.STRICT.allowed_events.values() for key in keys if p.STRICT.rule_for(key)}
+    literal = {key for key in STRICT.allowed_keys if "*" not in key}
+    literal |= {key for key in STRICT.resource_keys if "*" not in key}
+    literal |= {key for keys in STRICT.allowed_events.values() for key in keys if STRICT.rule_for(key)}
     assert literal <= kept, f"missing from allowed_keys: {sorted(literal - kept)}"
 
 
 def test_patterns_expand_only_to_keys_the_policy_allows(redaction: dict[str, Any]) -> None:
-    assert c.unexpanded_patterns(p.STRICT) == () and c.unexpanded_patterns(p.LOCAL) == ()
+    assert c.unexpanded_patterns(STRICT) == () and c.unexpanded_patterns(LOCAL) == ()
     for key in redaction["allowed_keys"]:
-        assert p.STRICT.rule_for(key) is not None or p.STRICT.resource_rule_for(key) is not None, key
+        assert STRICT.rule_for(key) is not None or STRICT.resource_rule_for(key) is not None, key
     for pattern, keys in c.KNOWN_PATTERN_KEYS.items():
         glob = re.compile(re.escape(pattern).replace(r"\*", ".+"))
         for key in keys:
@@ -174,7 +176,7 @@ def test_patterns_expand_only_to_keys_the_policy_allows(redaction: dict[str, Any
 
 
 def test_correlation_id_keys_are_hashed_by_the_collector(redaction: dict[str, Any]) -> None:
-    hashed = {key for key, rule in p.STRICT.allowed_keys.items() if isinstance(rule, p.HashedId)}
+    hashed = {key for key, rule in STRICT.allowed_keys.items() if isinstance(rule, HashedId)}
     assert hashed >= set(sc.CORRELATION_ID_KINDS)
     patterns = [re.compile(pattern) for pattern in redaction["blocked_key_patterns"]]
     for key in redaction["allowed_keys"]:
@@ -182,24 +184,24 @@ def test_correlation_id_keys_are_hashed_by_the_collector(redaction: dict[str, An
 
 
 def test_local_and_unkeyed_policies_map_too(tmp_path: Path) -> None:
-    local = c.collector_redaction_config(p.LOCAL)
+    local = c.collector_redaction_config(LOCAL)
     assert {"server.address", "process.pid", "host.arch"} <= set(local["allowed_keys"])
-    unkeyed = c.collector_redaction_config(p.STRICT.derive("strict+sha", hash_function="sha256"))
+    unkeyed = c.collector_redaction_config(STRICT.derive("strict+sha", hash_function="sha256"))
     assert unkeyed["hash_function"] == "sha3" and "hmac_key" not in unkeyed
     assert unkeyed["allowed_values"] == [r"^sha256:[0-9a-f]{64}$"]
 
 
 def test_custom_blocked_values_are_added_or_refused_when_re2_cannot_run_them(tmp_path: Path) -> None:
-    custom = p.STRICT.derive("strict+acme", blocked_values=(r"(?i)acme-internal-\d+",))
+    custom = STRICT.derive("strict+acme", blocked_values=(r"(?i)acme-internal-\d+",))
     assert r"(?i)acme-internal-\d+" in c.collector_redaction_config(custom)["blocked_values"]
     for expression in (r"secret(?=\d)", r"(?<!x)secret", r"(a)\1", r"(?P<x>a)(?P=x)"):
-        lookaround = p.STRICT.derive("strict+bad", blocked_values=(expression,))
-        with pytest.raises(p.PolicyError, match="RE2"):
+        lookaround = STRICT.derive("strict+bad", blocked_values=(expression,))
+        with pytest.raises(PolicyError, match="RE2"):
             c.collector_redaction_config(lookaround)
 
 
 def test_patterns_without_known_keys_are_reported() -> None:
-    custom = p.STRICT.derive("strict+vendor", allowed_keys={"vendor.metrics.*": p.FloatRange(0.0, 1.0)})
+    custom = STRICT.derive("strict+vendor", allowed_keys={"vendor.metrics.*": FloatRange(0.0, 1.0)})
     assert c.unexpanded_patterns(custom) == ("vendor.metrics.*",)
     assert not any(key.startswith("vendor.") for key in c.collector_redaction_config(custom)["allowed_keys"])
 
@@ -246,12 +248,12 @@ SAFE = [
 
 @pytest.mark.parametrize("text", SENSITIVE)
 def test_sensitive_examples_are_flagged_by_both(text: str) -> None:
-    assert p.is_sensitive(text) and flagged(text)
+    assert is_sensitive(text) and flagged(text)
 
 
 @pytest.mark.parametrize("text", SAFE)
 def test_safe_examples_pass_both(text: str) -> None:
-    assert not p.is_sensitive(text) and not flagged(text)
+    assert not is_sensitive(text) and not flagged(text)
 
 
 ASCII_PIECES = st.sampled_from(
@@ -273,7 +275,7 @@ def test_collector_patterns_flag_what_the_sdk_flags(text: str) -> None:
     candidates of the SDK's expressions; the SDK clears a few of those with a check (Luhn, digit counts, address
     parsing, loopback), so it drops a subset."""
     assert flagged(text) == (recognise(text, confirm=False) is not None), repr(text)
-    if p.is_sensitive(text) and recognise(text) != RANDOM_TOKEN:  # RE2 cannot count: the SDK's step alone
+    if is_sensitive(text) and recognise(text) != RANDOM_TOKEN:  # RE2 cannot count: the SDK's step alone
         assert flagged(text), repr(text)
 
 
@@ -284,7 +286,7 @@ def test_collector_patterns_flag_what_the_sdk_flags(text: str) -> None:
 def test_the_collector_masks_candidates_the_sdk_clears(text: str) -> None:
     """Where the two differ: what only a check can tell (a wrong Luhn digit, too few digits, loopback, a name
     pair) the Collector masks, the private side."""
-    assert not p.is_sensitive(text)
+    assert not is_sensitive(text)
     assert flagged(text) and recognise(text, confirm=False) is not None
 
 
@@ -325,7 +327,7 @@ def collector_verdict(config: dict[str, Any], key: str, value: Any) -> str:
 
 
 def test_the_demo_run_under_the_strict_policy_passes_the_collector_unchanged() -> None:
-    config = c.collector_redaction_config(p.STRICT)
+    config = c.collector_redaction_config(STRICT)
     with capture_spans(redact=True, resource=Resource.create({"service.name": "agentdiag-demo"})) as captured:
         run_demo_agent()
     spans = captured.spans()
@@ -345,7 +347,7 @@ def test_the_demo_run_under_the_strict_policy_passes_the_collector_unchanged() -
 
 
 def test_foreign_raw_values_do_not_pass_the_collector() -> None:
-    config = c.collector_redaction_config(p.STRICT)
+    config = c.collector_redaction_config(STRICT)
     assert collector_verdict(config, "gen_ai.prompt", "hello") == "removed"
     assert collector_verdict(config, "process.command_line", "python app.py") == "removed"
     assert collector_verdict(config, sc.USER_ID, "alice") == "hashed"

@@ -11,15 +11,16 @@ from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NameRegistry
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
 
 HASHER = IdHasher(bytes.fromhex("c7a6e2eaefcf28d75bde3ccca5ae12fb82c38f78ebf73c15b6397bde3c7308c7"))
-PRESETS = pytest.mark.parametrize("policy", [p.STRICT, p.LOCAL], ids=["strict", "local"])
+PRESETS = pytest.mark.parametrize("policy", [STRICT, LOCAL], ids=["strict", "local"])
 
 
-def _redact(policy: p.Policy, attributes: dict[str, Any], events: tuple[Event, ...] = ()) -> ReadableSpan:
+def _redact(policy: Policy, attributes: dict[str, Any], events: tuple[Event, ...] = ()) -> ReadableSpan:
     span = ReadableSpan(
         name="invoke_agent",
         context=SpanContext(0xABC, 0xDEF, False, TraceFlags(TraceFlags.SAMPLED)),
@@ -34,7 +35,7 @@ def _redact(policy: p.Policy, attributes: dict[str, Any], events: tuple[Event, .
 
 
 @PRESETS
-def test_the_presets_keep_cost_and_budget_attributes(policy: p.Policy) -> None:
+def test_the_presets_keep_cost_and_budget_attributes(policy: Policy) -> None:
     kept = {
         sc.AGENTDIAG_COST_USD: 0.0125,
         sc.AGENTDIAG_USAGE_COST_USD: 1.5,
@@ -59,13 +60,13 @@ def test_the_presets_keep_cost_and_budget_attributes(policy: p.Policy) -> None:
 
 @PRESETS
 @pytest.mark.parametrize("hostile", [-0.5, float("nan"), float("inf"), "0.5", "sk-proj-abcdefghijklmnop", 1e12])
-def test_a_hostile_cost_is_dropped(policy: p.Policy, hostile: Any) -> None:
+def test_a_hostile_cost_is_dropped(policy: Policy, hostile: Any) -> None:
     out = dict(_redact(policy, {sc.AGENTDIAG_COST_USD: hostile, sc.AGENTDIAG_USAGE_COST_USD: hostile}).attributes or {})
     assert sc.AGENTDIAG_COST_USD not in out and sc.AGENTDIAG_USAGE_COST_USD not in out
 
 
 @PRESETS
-def test_a_limit_name_outside_the_closed_set_never_leaves(policy: p.Policy) -> None:
+def test_a_limit_name_outside_the_closed_set_never_leaves(policy: Policy) -> None:
     out = dict(_redact(policy, {sc.AGENTDIAG_BUDGET_LIMITS: ("cost_usd", "user@example.com")}).attributes or {})
     assert "user@example.com" not in repr(out)
     assert out.get(sc.AGENTDIAG_BUDGET_LIMITS) in (None, ("cost_usd",), ("cost_usd", "_OTHER"))

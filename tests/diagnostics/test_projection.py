@@ -28,7 +28,8 @@ from otel_agentdiag.diagnostics.projection import (
 )
 from otel_agentdiag.redaction import hashing
 from otel_agentdiag.redaction.hashing import IdHasher
-from otel_agentdiag.redaction.policy import STRICT, Callback
+from otel_agentdiag.redaction.presets import STRICT
+from otel_agentdiag.redaction.rules import Callback
 from otel_agentdiag.storage import SpanRow, SpanStore, StoredSpan
 
 KEY = "7fefcab74b1516e6261dcf0b427797eadc5395bc5f3d9ac0709dc569c281c4a0"

@@ -12,7 +12,8 @@ import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.diagnostics.projection import load_store_hasher
 from otel_agentdiag.diagnostics.push import endpoint_key, push_spans
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
 from otel_agentdiag.storage import SpanStore
 
 HOST = f"push-host-{uuid.uuid4().hex[:8]}.internal.example"
@@ -28,7 +29,7 @@ def _store(tmp_path: Path) -> Path:
     return path
 
 
-def _push(path: Path, policy: p.Policy) -> list[dict[str, object]]:
+def _push(path: Path, policy: Policy) -> list[dict[str, object]]:
     sink = InMemorySpanExporter()
     with SpanStore(path, create=False) as store:
         result = push_spans(
@@ -47,13 +48,13 @@ def test_a_looser_policy_cannot_let_out_what_the_strict_preset_drops(tmp_path: P
     with SpanStore(path, create=False) as store:  # the local store holds it: the push must take it out
         stored = [span for t in store.list_traces() for span in store.get_trace(t.trace_id)]
     assert any(span.attributes.get(sc.SERVER_ADDRESS) == HOST for span in stored)
-    pushed = _push(path, p.LOCAL)
+    pushed = _push(path, LOCAL)
     assert all(sc.SERVER_ADDRESS not in attributes for attributes in pushed)
     assert any(attributes.get(sc.GEN_AI_REQUEST_MODEL) == "gpt-4o-mini" for attributes in pushed)
 
 
 def test_a_tighter_policy_removes_more(tmp_path: Path) -> None:
-    tighter = p.STRICT.derive("tighter", allowed_keys={sc.GEN_AI_REQUEST_MODEL: None})
+    tighter = STRICT.derive("tighter", allowed_keys={sc.GEN_AI_REQUEST_MODEL: None})
     pushed = _push(_store(tmp_path), tighter)
     assert all(sc.GEN_AI_REQUEST_MODEL not in attributes for attributes in pushed)
     assert any(attributes.get(sc.GEN_AI_RESPONSE_MODEL) == "gpt-4o-mini" for attributes in pushed)

@@ -47,8 +47,9 @@ from otel_agentdiag.diagnostics.receipt import (
 )
 from otel_agentdiag.diagnostics.status import Status, session_status
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
-from otel_agentdiag.redaction.policy import LOCAL, Callback
+from otel_agentdiag.redaction.presets import LOCAL
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
+from otel_agentdiag.redaction.rules import Callback
 from otel_agentdiag.storage import Accounting, RetentionLimits, SpanStore
 from otel_agentdiag.storage.migrations import MIGRATIONS
 

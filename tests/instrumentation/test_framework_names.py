@@ -46,11 +46,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pipeline.pipeline_support import pipeline  # noqa: E402
 
 import otel_agentdiag as agentdiag  # noqa: E402
+import otel_agentdiag.redaction as p  # noqa: E402
 from otel_agentdiag import semconv as sc  # noqa: E402
 from otel_agentdiag._internal.names import default_registry  # noqa: E402
 from otel_agentdiag.instrumentation.langchain import AgentDiagCallbackHandler, LangChainInstrumentor  # noqa: E402
 from otel_agentdiag.instrumentation.openai_agents import OpenAIAgentsInstrumentor  # noqa: E402
-from otel_agentdiag.redaction import policy as p  # noqa: E402
 
 NEVER = 3600.0
 NAMES_LOGGER = "otel_agentdiag._internal.names"

@@ -47,7 +47,7 @@ from otel_agentdiag.diagnostics.status import session_status
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.instrumentation.langchain import AgentDiagCallbackHandler, LangChainInstrumentor
 from otel_agentdiag.redaction import IdHasher
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.storage import SpanStore
 
 THREAD = "thread-SENTINEL-8c1d"
@@ -616,7 +616,7 @@ def test_uninstrument_mid_run_ends_the_open_spans(spans: Spans) -> None:
 @pytest.mark.parametrize(("factory", "mode"), [("create_agent", "invoke"), ("create_react_agent", "astream")])
 def test_the_strict_policy_hashes_the_thread_id_and_the_call_ids(factory: str, mode: str) -> None:
     memory = InMemorySpanExporter()
-    with pipeline(memory, policy=p.STRICT, schedule_delay_s=NEVER) as pipe:
+    with pipeline(memory, policy=STRICT, schedule_delay_s=NEVER) as pipe:
         instrumentor = LangChainInstrumentor()
         instrumentor.instrument()  # no provider: the pipeline's (as configure() would install it)
         try:
@@ -641,7 +641,7 @@ def test_an_invented_tool_name_is_exported_as_the_placeholder(factory: str) -> N
     fires no tool hooks): the call still gets a failed tool span, and its made-up name never leaves."""
     invented = f"summon_dragon_{factory}"
     memory = InMemorySpanExporter()
-    with pipeline(memory, policy=p.STRICT, schedule_delay_s=NEVER) as pipe:
+    with pipeline(memory, policy=STRICT, schedule_delay_s=NEVER) as pipe:
         instrumentor = LangChainInstrumentor()
         instrumentor.instrument()
         try:

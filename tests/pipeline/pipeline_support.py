@@ -23,7 +23,8 @@ from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer
 from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
-from otel_agentdiag.redaction.policy import LOCAL, Policy
+from otel_agentdiag.redaction.allowlist import Policy
+from otel_agentdiag.redaction.presets import LOCAL
 from otel_agentdiag.redaction.processor import RedactionStage
 from otel_agentdiag.storage import Accounting, SessionStats, SpanStore
 

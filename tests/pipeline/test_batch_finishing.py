@@ -24,8 +24,10 @@ from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter, span_to_row
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor
 from otel_agentdiag.pipeline.ledger import Ledger
 from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
+from otel_agentdiag.redaction.presets import LOCAL
 from otel_agentdiag.redaction.processor import RedactionStage
+from otel_agentdiag.redaction.rules import Callback
 from otel_agentdiag.storage import SpanStore
 
 NEVER = 3600.0
@@ -60,9 +62,9 @@ def _raw_spans() -> list[ReadableSpan]:
     return [span for span in memory.get_finished_spans() if span.name != "linked"]
 
 
-def _explosive(on_error: str) -> p.Policy:
-    return p.LOCAL.derive(
-        "explosive", allowed_keys={"explode": p.Callback(lambda value: 1 / 0, "explode")}, on_error=on_error
+def _explosive(on_error: str) -> Policy:
+    return LOCAL.derive(
+        "explosive", allowed_keys={"explode": Callback(lambda value: 1 / 0, "explode")}, on_error=on_error
     )
 
 

@@ -27,7 +27,9 @@ from pipeline_support import (
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer, estimate_size
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
+from otel_agentdiag.redaction.presets import LOCAL
+from otel_agentdiag.redaction.rules import Callback, HashedId
 from otel_agentdiag.storage import SpanStore
 
 NEVER = 3600.0
@@ -174,13 +176,13 @@ def test_shutdown_is_bounded_when_the_exporter_hangs(store: SpanStore) -> None:
 
 @pytest.mark.parametrize("in_worker", [True, False], ids=["redact-in-worker", "redact-on-end"])
 def test_force_flush_writes_pending_counts_without_spans(tmp_path: Path, in_worker: bool) -> None:
-    broken = p.Policy(
+    broken = Policy(
         name="broken",
         allowed_keys={
-            "explode": p.Callback(lambda value: 1 / 0, "explode"),
-            sc.GEN_AI_CONVERSATION_ID: p.HashedId("conversation"),
-            sc.AGENTDIAG_OBSERVER_ID: p.LOCAL.allowed_keys[sc.AGENTDIAG_OBSERVER_ID],
-            sc.AGENTDIAG_SEQUENCE: p.LOCAL.allowed_keys[sc.AGENTDIAG_SEQUENCE],
+            "explode": Callback(lambda value: 1 / 0, "explode"),
+            sc.GEN_AI_CONVERSATION_ID: HashedId("conversation"),
+            sc.AGENTDIAG_OBSERVER_ID: LOCAL.allowed_keys[sc.AGENTDIAG_OBSERVER_ID],
+            sc.AGENTDIAG_SEQUENCE: LOCAL.allowed_keys[sc.AGENTDIAG_SEQUENCE],
         },
         on_error="drop",
     )
@@ -220,7 +222,7 @@ def test_rejections_alone_reach_the_store_on_flush(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("in_worker", [True, False], ids=["redact-in-worker", "redact-on-end"])
 def test_a_tombstone_counts_as_rejected_in_memory_and_in_the_store(tmp_path: Path, in_worker: bool) -> None:
-    broken = p.LOCAL.derive("tombstones", allowed_keys={"explode": p.Callback(lambda value: 1 / 0, "explode")})
+    broken = LOCAL.derive("tombstones", allowed_keys={"explode": Callback(lambda value: 1 / 0, "explode")})
     with SpanStore(tmp_path / "t.db") as store:
         with pipeline(
             SQLiteSpanExporter(store), policy=broken, redact_in_worker=in_worker, schedule_delay_s=NEVER

@@ -13,8 +13,9 @@ import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor
 from otel_agentdiag.pipeline.adapters import ConventionAdapter
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.presets import LOCAL
 from otel_agentdiag.redaction.processor import RedactionStage
+from otel_agentdiag.redaction.rules import Callback
 from otel_agentdiag.storage import RetentionLimits, SpanStore
 
 
@@ -70,8 +71,8 @@ def test_retention_is_passed_to_the_store(tmp_path: Path) -> None:
 
 def test_spans_the_redactor_drops_are_counted_in_their_session(tmp_path: Path) -> None:
     path = tmp_path / "traces.db"
-    exploding = p.LOCAL.derive(
-        "exploding", allowed_keys={"app.explode": p.Callback(lambda value: 1 / 0, "explode")}, on_error="drop"
+    exploding = LOCAL.derive(
+        "exploding", allowed_keys={"app.explode": Callback(lambda value: 1 / 0, "explode")}, on_error="drop"
     )
     with agentdiag.configure(store=path, hash_key=HASH_KEY, set_global=False, local_policy=exploding) as diag:
         tracer = diag.tracer_provider.get_tracer("t")  # type: ignore[union-attr]

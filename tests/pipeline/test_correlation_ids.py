@@ -31,8 +31,9 @@ from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.instrumentation._framework import SpanTree
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer
 from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
 from otel_agentdiag.redaction.processor import RedactionStage
+from otel_agentdiag.redaction.rules import Callback
 from otel_agentdiag.storage import SpanStore
 
 _tag = uuid.uuid4().hex[:8]
@@ -137,7 +138,7 @@ def test_a_users_processor_never_sees_a_raw_id_and_the_store_gets_the_digests(co
 def test_an_id_beside_the_span_redacts_exactly_as_the_same_id_on_it(tmp_path: Path) -> None:
     """The old contract's output, byte for byte: attributes, counters, span name."""
     exporter = InMemorySpanExporter()
-    with pipeline(exporter, policy=p.LOCAL) as built:
+    with pipeline(exporter, policy=LOCAL) as built:
         tracer = built.tracer()
         with agentdiag.tool_call("lookup", call_id=CALL):
             pass
@@ -173,7 +174,7 @@ def test_each_destination_hashes_with_its_own_key(tmp_path: Path) -> None:
     sequencer = SessionSequencer()
     provider.add_span_processor(sequencer)
     outs = []
-    for key, policy in ((secrets.token_bytes(32), p.LOCAL), (secrets.token_bytes(32), p.STRICT)):
+    for key, policy in ((secrets.token_bytes(32), LOCAL), (secrets.token_bytes(32), STRICT)):
         exporter = InMemorySpanExporter()
         redaction = RedactionStage(policy, hasher=IdHasher(key))
         batching = AccountingBatchSpanProcessor(
@@ -223,7 +224,7 @@ def test_a_redacting_processor_by_hand_propagates_pins_and_hashes() -> None:
     spy, exporter = Spy(), InMemorySpanExporter()
     provider.add_span_processor(spy)
     batching = AccountingBatchSpanProcessor(exporter)
-    provider.add_span_processor(RedactingSpanProcessor(batching, policy=p.LOCAL, hasher=IdHasher(HASH_KEY)))
+    provider.add_span_processor(RedactingSpanProcessor(batching, policy=LOCAL, hasher=IdHasher(HASH_KEY)))
     manual.use_tracer_provider(provider)
     try:
         agent(provider.get_tracer("their.library"))
@@ -280,7 +281,7 @@ def test_an_id_another_library_sets_is_theirs(configured: Any, tmp_path: Path) -
 
 
 def test_a_tombstone_keeps_its_place_in_the_session(tmp_path: Path) -> None:
-    broken = p.LOCAL.derive("broken", allowed_keys={"app.explode": p.Callback(lambda value: 1 / 0, "explode")})
+    broken = LOCAL.derive("broken", allowed_keys={"app.explode": Callback(lambda value: 1 / 0, "explode")})
     store_path = tmp_path / "t.db"
     diag = agentdiag.configure(store=store_path, hash_key=HASH_KEY, local_policy=broken, set_global=False)
     try:

@@ -22,7 +22,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor, SessionSequencer, foreign_processors
 from otel_agentdiag.redaction import IdHasher, PolicyError
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
 from otel_agentdiag.testing import CorrelationIdsProcessor
 
 SECRET = "SECRET-token-7d1e"
@@ -137,7 +137,7 @@ def _run_into(processor: SpanProcessor) -> InMemorySpanExporter:
 def test_the_wrapped_exporter_receives_only_strictly_redacted_spans() -> None:
     exporter = InMemorySpanExporter()
     processor = agentdiag.redacting_processor(exporter, hash_key=WRAP_KEY)
-    assert processor.policy is p.STRICT
+    assert processor.policy is STRICT
     assert _run_into(processor) is exporter
     spans = {s.name: s for s in exporter.get_finished_spans()}
     assert set(spans) == {"invoke_agent wrap-agent", sc.OTHER_VALUE}
@@ -178,7 +178,7 @@ def test_the_default_key_is_the_one_configure_gives_its_otlp_branch(
 def test_bad_arguments_are_refused_before_anything_starts() -> None:
     with pytest.raises(ValueError, match="SpanExporter"):
         agentdiag.redacting_processor(object(), hash_key=KEY)  # type: ignore[arg-type]
-    debug = p.LOCAL.derive("debugging", summary="debug")
+    debug = LOCAL.derive("debugging", summary="debug")
     with pytest.raises(PolicyError, match="local store only"):
         agentdiag.redacting_processor(InMemorySpanExporter(), policy=debug, hash_key=KEY)
     with pytest.raises(PolicyError):

@@ -29,15 +29,17 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.exporters.sqlite import SQLiteSpanExporter
 from otel_agentdiag.pipeline import AccountingBatchSpanProcessor
 from otel_agentdiag.redaction import IdHasher, RedactingSpanProcessor
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
 from otel_agentdiag.redaction.processor import RedactionStage
+from otel_agentdiag.redaction.rules import Callback
 from otel_agentdiag.storage import SpanStore
 
 NEVER = 3600.0
 SENTINEL = "raw-sentinel-7f3a"
 
 
-def _threads_seen() -> tuple[p.Policy, list[str]]:
+def _threads_seen() -> tuple[Policy, list[str]]:
     """A policy whose ``app.probe`` rule records the thread that applies it (and keeps nothing)."""
     seen: list[str] = []
 
@@ -45,7 +47,7 @@ def _threads_seen() -> tuple[p.Policy, list[str]]:
         seen.append(threading.current_thread().name)
         return None
 
-    return p.LOCAL.derive("probe", allowed_keys={"app.probe": p.Callback(probe, "probe")}), seen
+    return LOCAL.derive("probe", allowed_keys={"app.probe": Callback(probe, "probe")}), seen
 
 
 def test_redaction_runs_on_the_worker_not_on_the_ending_thread(tmp_path: Path) -> None:
@@ -73,7 +75,7 @@ def test_redaction_on_end_stays_available(tmp_path: Path) -> None:
 
 def test_the_exporter_only_ever_sees_redacted_spans(tmp_path: Path) -> None:
     memory = InMemorySpanExporter()
-    with pipeline(memory, policy=p.STRICT, schedule_delay_s=NEVER) as pipe:
+    with pipeline(memory, policy=STRICT, schedule_delay_s=NEVER) as pipe:
         assert len(run_agent(2, conversation=SENTINEL)) == 2
         pipe.tracer().start_span("step", attributes={"app.secret": SENTINEL, "user.id": SENTINEL}).end()
         assert pipe.batcher.force_flush(30_000)
@@ -87,8 +89,8 @@ def test_the_exporter_only_ever_sees_redacted_spans(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("on_error", ["drop", "tombstone"])
 def test_a_failed_redaction_on_the_worker_fails_closed_and_is_counted(tmp_path: Path, on_error: str) -> None:
-    broken = p.LOCAL.derive(
-        "broken", allowed_keys={"explode": p.Callback(lambda value: 1 / 0, "explode")}, on_error=on_error
+    broken = LOCAL.derive(
+        "broken", allowed_keys={"explode": Callback(lambda value: 1 / 0, "explode")}, on_error=on_error
     )
     with SpanStore(tmp_path / "t.db") as store:
         with pipeline(SQLiteSpanExporter(store), policy=broken, schedule_delay_s=NEVER) as pipe:
@@ -138,7 +140,7 @@ def test_redact_in_worker_is_deprecated_and_the_processor_redacts_as_spans_end()
     memory = InMemorySpanExporter()
     with pytest.warns(DeprecationWarning, match="redact_in_worker"):
         redacting = RedactingSpanProcessor(
-            BatchSpanProcessor(memory), policy=p.STRICT, hasher=IdHasher(HASH_KEY), redact_in_worker=True
+            BatchSpanProcessor(memory), policy=STRICT, hasher=IdHasher(HASH_KEY), redact_in_worker=True
         )
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(redacting)
@@ -151,7 +153,7 @@ def test_redact_in_worker_is_deprecated_and_the_processor_redacts_as_spans_end()
 
 def test_only_a_batch_processor_with_a_redaction_stage_counts_as_redacting() -> None:
     plain = AccountingBatchSpanProcessor(InMemorySpanExporter(), schedule_delay_s=NEVER)
-    stage = RedactionStage(p.STRICT, hasher=IdHasher(HASH_KEY))
+    stage = RedactionStage(STRICT, hasher=IdHasher(HASH_KEY))
     redacting = AccountingBatchSpanProcessor(
         InMemorySpanExporter(), stages=[stage], session_of=stage.session_of, schedule_delay_s=NEVER
     )

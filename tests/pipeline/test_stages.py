@@ -17,8 +17,9 @@ from otel_agentdiag.pipeline import AccountingBatchSpanProcessor
 from otel_agentdiag.pipeline.adapters import ConventionAdapter
 from otel_agentdiag.pipeline.worker import span_session
 from otel_agentdiag.redaction import IdHasher
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.presets import LOCAL
 from otel_agentdiag.redaction.processor import RedactionStage
+from otel_agentdiag.redaction.rules import Callback
 from otel_agentdiag.storage import SpanStore
 
 NEVER = 3600.0
@@ -46,9 +47,7 @@ def _identity(counts: object) -> bool:
 
 
 def test_stages_that_reject_and_drops_keep_the_identity_in_memory_and_in_the_store(tmp_path: Path) -> None:
-    policy = p.LOCAL.derive(
-        "explosive", allowed_keys={"explode": p.Callback(lambda v: 1 / 0, "explode")}, on_error="drop"
-    )
+    policy = LOCAL.derive("explosive", allowed_keys={"explode": Callback(lambda v: 1 / 0, "explode")}, on_error="drop")
     redaction = RedactionStage(policy, hasher=IdHasher(HASH_KEY))
     rejecting = _RejectNamed("agent.iteration")
     with SpanStore(tmp_path / "t.db") as store:

@@ -28,13 +28,15 @@ from otel_agentdiag._internal.names import NameRegistry
 from otel_agentdiag.instrumentation import _framework
 from otel_agentdiag.redaction import collector
 from otel_agentdiag.redaction import keys as enumerated
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy, open_patterns
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
+from otel_agentdiag.redaction.reasons import REASONS
 
 HASHER = IdHasher(bytes.fromhex("c7a6e2eaefcf28d75bde3ccca5ae12fb82c38f78ebf73c15b6397bde3c7308c7"))
 PREFIX = sc.AGENTDIAG_REDACTION_PREFIX
-PRESETS = pytest.mark.parametrize("policy", [p.STRICT, p.LOCAL], ids=["strict", "local"])
+PRESETS = pytest.mark.parametrize("policy", [STRICT, LOCAL], ids=["strict", "local"])
 
 HOSTILE_SPAN_KEYS = data_keys(SPAN_FAMILIES) + spelling_keys(SPAN_FAMILIES)
 HOSTILE_RESOURCE_KEYS = data_keys(RESOURCE_FAMILIES) + spelling_keys(RESOURCE_FAMILIES)
@@ -66,7 +68,7 @@ def _span(
     )
 
 
-def _redact(policy: p.Policy, span: ReadableSpan) -> ReadableSpan:
+def _redact(policy: Policy, span: ReadableSpan) -> ReadableSpan:
     return SpanRedactor(policy, HASHER, NameRegistry()).redact(span)
 
 
@@ -81,20 +83,20 @@ def test_the_attack_keys_are_distinct_and_none_is_an_enumerated_key() -> None:
 
 
 @PRESETS
-def test_the_presets_have_no_key_pattern(policy: p.Policy) -> None:
-    assert p.open_patterns(policy) == ()
+def test_the_presets_have_no_key_pattern(policy: Policy) -> None:
+    assert open_patterns(policy) == ()
     for table in (policy.allowed_keys, policy.resource_keys, policy.scope_keys):
         assert not [key for key in table if re.search(r"[*{}]", key)]
 
 
 @PRESETS
 @pytest.mark.parametrize("key", HOSTILE_SPAN_KEYS)
-def test_a_data_carrying_key_under_a_former_pattern_has_no_rule(policy: p.Policy, key: str) -> None:
+def test_a_data_carrying_key_under_a_former_pattern_has_no_rule(policy: Policy, key: str) -> None:
     assert policy.rule_for(key) is None
 
 
 @PRESETS
-def test_data_carrying_keys_are_dropped_and_counted_on_span_event_and_link(policy: p.Policy) -> None:
+def test_data_carrying_keys_are_dropped_and_counted_on_span_event_and_link(policy: Policy) -> None:
     hostile = {key: 4111 for key in HOSTILE_SPAN_KEYS}
     kept = {sc.GEN_AI_USAGE_INPUT_TOKENS: 12, "llm.token_count.total": 30}
     exception = Event("exception", {**hostile, sc.EXCEPTION_TYPE: "ValueError"}, 5)
@@ -113,14 +115,14 @@ def test_data_carrying_keys_are_dropped_and_counted_on_span_event_and_link(polic
 
 
 @PRESETS
-def test_data_carrying_resource_keys_under_telemetry_are_dropped(policy: p.Policy) -> None:
+def test_data_carrying_resource_keys_under_telemetry_are_dropped(policy: Policy) -> None:
     resource = Resource({**{key: "1.0" for key in HOSTILE_RESOURCE_KEYS}, "telemetry.sdk.language": "python"})
     out = _redact(policy, _span(resource=resource))
     assert dict(out.resource.attributes) == {"telemetry.sdk.language": "python"}
 
 
 @PRESETS
-def test_every_enumerated_key_passes_with_its_value(policy: p.Policy) -> None:
+def test_every_enumerated_key_passes_with_its_value(policy: Policy) -> None:
     values = {key: index + 1 for index, key in enumerate(ENUMERATED_SPAN_KEYS)}
     out = _redact(policy, _span(values))
     assert dict(out.attributes) == values  # nothing removed, so no counter either
@@ -129,15 +131,15 @@ def test_every_enumerated_key_passes_with_its_value(policy: p.Policy) -> None:
 
 
 @PRESETS
-def test_the_counter_keys_are_exactly_the_reason_codes(policy: p.Policy) -> None:
+def test_the_counter_keys_are_exactly_the_reason_codes(policy: Policy) -> None:
     counters = {key for key in policy.allowed_keys if key.startswith(PREFIX)}
-    assert counters == {PREFIX + reason for reason in p.REASONS}
+    assert counters == {PREFIX + reason for reason in REASONS}
     debug = policy.derive("debug", summary="debug")
     assert {key for key in debug.allowed_keys if key.startswith(PREFIX)} == counters | {sc.AGENTDIAG_REDACTION_KEYS}
 
 
 @PRESETS
-def test_counters_survive_a_second_redaction(policy: p.Policy) -> None:
+def test_counters_survive_a_second_redaction(policy: Policy) -> None:
     """Idempotence: the counters the first pass writes are all among the enumerated keys."""
     first = _redact(policy, _span({"app.prompt": "x", "gen_ai.usage.customer_4111111111111111": 1}))
     assert _counters(first) == {"unknown_key": 2}
@@ -175,10 +177,10 @@ def test_the_conventions_token_count_keys_are_enumerated() -> None:
 
 
 def test_the_collector_keeps_the_enumerated_keys_and_nothing_pattern_shaped() -> None:
-    config = collector.collector_redaction_config(p.STRICT)
+    config = collector.collector_redaction_config(STRICT)
     allowed = set(config["allowed_keys"])
     assert set(ENUMERATED_SPAN_KEYS) - {"llm.usage.total_tokens"} <= allowed
     assert set(enumerated.TELEMETRY_RESOURCE_KEYS) <= allowed
-    assert {PREFIX + reason for reason in p.REASONS} <= allowed
+    assert {PREFIX + reason for reason in REASONS} <= allowed
     assert not [key for key in allowed if re.search(r"[*{}]", key)]
     assert not set(HOSTILE_SPAN_KEYS) & allowed

@@ -21,18 +21,23 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NameRegistry
 from otel_agentdiag.diagnostics.status import TOOL_FINISH_REASONS
 from otel_agentdiag.instrumentation.openai import patch as openai_patch
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.finish_reasons import FINISH_REASONS
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.policy_file import load_policy, policy_from_dict, policy_to_dict, rule_from_spec
+from otel_agentdiag.redaction.presets import FINISH_REASON, FINISH_REASON_ARRAY, LOCAL, STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
+from otel_agentdiag.redaction.reasons import INVALID_VALUE, TOO_LONG
+from otel_agentdiag.redaction.recognizers import is_sensitive
+from otel_agentdiag.redaction.rules import ClosedSet, PolicyError
 
 HASHER = IdHasher(bytes.fromhex("955dc3e7030071dac7d3ff9012d8fd23631c1c1f3412f4b0d701f0096c342416"))
 KEY = sc.GEN_AI_RESPONSE_FINISH_REASONS
 HOSTILE = DATA_FINISH_REASONS + SPELLING_FINISH_REASONS
-PRESETS = pytest.mark.parametrize("policy", [p.STRICT, p.LOCAL], ids=["strict", "local"])
+PRESETS = pytest.mark.parametrize("policy", [STRICT, LOCAL], ids=["strict", "local"])
 
 
-def _redact(policy: p.Policy, attributes: dict[str, Any]) -> ReadableSpan:
+def _redact(policy: Policy, attributes: dict[str, Any]) -> ReadableSpan:
     span = ReadableSpan(
         name="chat gpt-4o-mini",
         context=SpanContext(0xABC, 0xDEF, False, TraceFlags(TraceFlags.SAMPLED)),
@@ -63,7 +68,7 @@ def test_the_set_holds_the_providers_documented_values() -> None:
         assert set(values) <= FINISH_REASONS, provider
     assert not set(HOSTILE) & FINISH_REASONS
     assert sc.OTHER_VALUE not in FINISH_REASONS
-    assert all(not p.is_sensitive(value) for value in FINISH_REASONS)
+    assert all(not is_sensitive(value) for value in FINISH_REASONS)
 
 
 def test_the_installed_sdks_literal_types_are_in_the_set() -> None:
@@ -99,7 +104,7 @@ def test_what_our_code_emits_or_reads_is_in_the_set() -> None:
 
 # --- the rule --------------------------------------------------------------------------------------------
 @PRESETS
-def test_documented_reasons_pass_unchanged(policy: p.Policy) -> None:
+def test_documented_reasons_pass_unchanged(policy: Policy) -> None:
     reasons = tuple(sorted(FINISH_REASONS))
     for start in range(0, len(reasons), 16):
         chunk = reasons[start : start + 16]
@@ -111,39 +116,39 @@ def test_documented_reasons_pass_unchanged(policy: p.Policy) -> None:
 
 @PRESETS
 @pytest.mark.parametrize("hostile", HOSTILE)
-def test_an_unknown_reason_becomes_other_in_its_place(policy: p.Policy, hostile: str) -> None:
+def test_an_unknown_reason_becomes_other_in_its_place(policy: Policy, hostile: str) -> None:
     out = _redact(policy, {KEY: ("stop", hostile, "length"), "llm.finish_reason": hostile})
     assert out.attributes[KEY] == ("stop", sc.OTHER_VALUE, "length")
     assert out.attributes["llm.finish_reason"] == sc.OTHER_VALUE
-    assert _counters(out) == {p.INVALID_VALUE: 2}
+    assert _counters(out) == {INVALID_VALUE: 2}
     if len(hostile) > 4:
         assert hostile not in out.to_json()
 
 
 def test_every_unknown_item_is_replaced_and_the_value_counted_once() -> None:
     reasons = (*DATA_FINISH_REASONS[:6], "tool_calls", *DATA_FINISH_REASONS[6:12])
-    out = _redact(p.STRICT, {KEY: list(reasons)})
+    out = _redact(STRICT, {KEY: list(reasons)})
     assert out.attributes[KEY] == tuple(sc.OTHER_VALUE if r != "tool_calls" else r for r in reasons)
-    assert _counters(out) == {p.INVALID_VALUE: 1}
+    assert _counters(out) == {INVALID_VALUE: 1}
 
 
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
-        ("stop", p.INVALID_VALUE),  # not an array
-        ((1, 2), p.INVALID_VALUE),
-        ((True,), p.INVALID_VALUE),
-        (("stop",) * 17, p.TOO_LONG),
+        ("stop", INVALID_VALUE),  # not an array
+        ((1, 2), INVALID_VALUE),
+        ((True,), INVALID_VALUE),
+        (("stop",) * 17, TOO_LONG),
     ],
 )
 def test_a_value_that_is_not_a_short_array_of_strings_is_dropped(value: Any, reason: str) -> None:
-    out = _redact(p.STRICT, {KEY: value})
+    out = _redact(STRICT, {KEY: value})
     assert KEY not in out.attributes
     assert _counters(out) == {reason: 1}
 
 
 def test_an_empty_array_stays_empty() -> None:
-    out = _redact(p.STRICT, {KEY: ()})
+    out = _redact(STRICT, {KEY: ()})
     assert out.attributes.get(KEY, ()) == ()
     assert _counters(out) == {}
 
@@ -156,12 +161,12 @@ def test_a_closed_set_in_a_policy_file(tmp_path: Path) -> None:
         '"app.outcomes" = { type = "closed_set", values = ["ok", "gave_up"], max_items = 3 }\n',
         encoding="utf-8",
     )
-    policy = p.load_policy(path)
-    assert policy.rule_for("app.outcome") == p.ClosedSet(frozenset({"ok", "gave_up"}))
+    policy = load_policy(path)
+    assert policy.rule_for("app.outcome") == ClosedSet(frozenset({"ok", "gave_up"}))
     out = _redact(policy, {"app.outcome": "jane_doe", "app.outcomes": ["ok", "ssn_123_45_6789"]})
     assert out.attributes["app.outcome"] == sc.OTHER_VALUE
     assert out.attributes["app.outcomes"] == ("ok", sc.OTHER_VALUE)
-    assert p.policy_from_dict(p.policy_to_dict(policy)).allowed_keys == policy.allowed_keys
+    assert policy_from_dict(policy_to_dict(policy)).allowed_keys == policy.allowed_keys
 
 
 @pytest.mark.parametrize(
@@ -177,14 +182,14 @@ def test_a_closed_set_in_a_policy_file(tmp_path: Path) -> None:
     ],
 )
 def test_a_bad_closed_set_is_an_error(spec: dict[str, Any], message: str) -> None:
-    with pytest.raises(p.PolicyError, match=message):
-        p.rule_from_spec(spec)
+    with pytest.raises(PolicyError, match=message):
+        rule_from_spec(spec)
 
 
 @pytest.mark.parametrize("value", [("stop", "not_a_reason"), ("jane_doe",), "ssn_123_45_6789"])
 def test_a_second_redaction_changes_nothing(value: object) -> None:
     """The placeholder an unknown reason became passes as it is: redacting a redacted span is a no-op."""
-    rule = p.FINISH_REASON_ARRAY if isinstance(value, tuple) else p.FINISH_REASON
+    rule = FINISH_REASON_ARRAY if isinstance(value, tuple) else FINISH_REASON
     once, reason = rule.apply(value, None)  # type: ignore[arg-type]
-    assert reason == p.INVALID_VALUE and sc.OTHER_VALUE in (once if isinstance(once, tuple) else (once,))
+    assert reason == INVALID_VALUE and sc.OTHER_VALUE in (once if isinstance(once, tuple) else (once,))
     assert rule.apply(once, None) == (once, None)  # type: ignore[arg-type]

@@ -17,10 +17,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag.redaction import policy as p
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
-from otel_agentdiag.redaction.rules import RedactionContext, Rule
+from otel_agentdiag.redaction.rules import FloatRange, IntRange, RedactionContext, Rule, Scalar
 from otel_agentdiag.testing import TEST_HASH_KEY
 
 HASHER = IdHasher(TEST_HASH_KEY)
@@ -28,12 +28,12 @@ KEY = "app.count"
 INVALID = sc.AGENTDIAG_REDACTION_PREFIX + "invalid_value"
 
 RULES: list[Rule] = [
-    p.IntRange(0, 9),
-    p.IntRange(-5, 5),
-    p.FloatRange(0.0, 1.5),
-    p.FloatRange(-1e300, 1e300),
-    p.Scalar(),
-    p.Scalar(8),
+    IntRange(0, 9),
+    IntRange(-5, 5),
+    FloatRange(0.0, 1.5),
+    FloatRange(-1e300, 1e300),
+    Scalar(),
+    Scalar(8),
 ]
 VALUES: list[Any] = [
     0,
@@ -90,7 +90,7 @@ def _check(redactor: SpanRedactor, rule: Rule, value: Any) -> None:
 
 @pytest.mark.parametrize("rule", RULES, ids=repr)
 def test_every_value_gets_the_rules_own_verdict(rule: Rule) -> None:
-    policy = p.STRICT.derive("ints", allowed_keys={KEY: rule})
+    policy = STRICT.derive("ints", allowed_keys={KEY: rule})
     shared = SpanRedactor(policy, HASHER)  # one redactor for all values: its per-key decision is reused
     for value in VALUES + list(reversed(VALUES)):
         _check(shared, rule, value)
@@ -100,7 +100,7 @@ def test_every_value_gets_the_rules_own_verdict(rule: Rule) -> None:
 @pytest.mark.parametrize("rule", RULES, ids=repr)
 def test_with_blocked_values_the_verdicts_are_the_same(rule: Rule) -> None:
     """``blocked_values`` turns the shortcut off (every kept value meets the patterns): nothing changes."""
-    policy = p.STRICT.derive("ints+blocked", allowed_keys={KEY: rule}, blocked_values=("^1$", "5"))
+    policy = STRICT.derive("ints+blocked", allowed_keys={KEY: rule}, blocked_values=("^1$", "5"))
     redactor = SpanRedactor(policy, HASHER)
     for value in VALUES:
         if isinstance(value, str):
@@ -110,7 +110,7 @@ def test_with_blocked_values_the_verdicts_are_the_same(rule: Rule) -> None:
 
 def test_the_range_is_the_keys_own() -> None:
     """Two keys, two ranges, one value: each key keeps or drops it by its own rule."""
-    policy = p.STRICT.derive("two", allowed_keys={"app.small": p.IntRange(0, 5), "app.large": p.IntRange(0, 9)})
+    policy = STRICT.derive("two", allowed_keys={"app.small": IntRange(0, 5), "app.large": IntRange(0, 9)})
     redactor = SpanRedactor(policy, HASHER)
     for _ in range(3):
         span = ReadableSpan(
@@ -126,8 +126,8 @@ def test_the_range_is_the_keys_own() -> None:
 
 
 def test_another_policy_does_not_reuse_a_decision() -> None:
-    wide = SpanRedactor(p.STRICT.derive("wide", allowed_keys={KEY: p.IntRange(0, 100)}), HASHER)
-    narrow = SpanRedactor(p.STRICT.derive("narrow", allowed_keys={KEY: p.IntRange(0, 10)}), HASHER)
+    wide = SpanRedactor(STRICT.derive("wide", allowed_keys={KEY: IntRange(0, 100)}), HASHER)
+    narrow = SpanRedactor(STRICT.derive("narrow", allowed_keys={KEY: IntRange(0, 10)}), HASHER)
     for _ in range(3):
         assert dict(wide.redact(_span(50)).attributes or {})[KEY] == 50
         assert KEY not in dict(narrow.redact(_span(50)).attributes or {})
@@ -136,20 +136,20 @@ def test_another_policy_does_not_reuse_a_decision() -> None:
 def test_a_rule_subclass_is_asked_every_time() -> None:
     """Only the exact rule types are decided inline: a subclass may decide differently."""
 
-    class EvenOnly(p.IntRange):  # type: ignore[misc]
+    class EvenOnly(IntRange):  # type: ignore[misc]
         def apply(self, value: Any, ctx: RedactionContext) -> tuple[Any, str | None]:
             if type(value) is int and value % 2:
                 return None, "invalid_value"
-            return p.IntRange.apply(self, value, ctx)
+            return IntRange.apply(self, value, ctx)
 
-    redactor = SpanRedactor(p.STRICT.derive("even", allowed_keys={KEY: EvenOnly(0, 9)}), HASHER)
+    redactor = SpanRedactor(STRICT.derive("even", allowed_keys={KEY: EvenOnly(0, 9)}), HASHER)
     assert dict(redactor.redact(_span(4)).attributes or {})[KEY] == 4
     assert KEY not in dict(redactor.redact(_span(3)).attributes or {})
 
 
 def test_threads_sharing_a_redactor_get_the_rules_verdicts() -> None:
-    rule = p.IntRange(0, 9)
-    redactor = SpanRedactor(p.STRICT.derive("threads", allowed_keys={KEY: rule}), HASHER)
+    rule = IntRange(0, 9)
+    redactor = SpanRedactor(STRICT.derive("threads", allowed_keys={KEY: rule}), HASHER)
     failures: list[str] = []
     start = threading.Barrier(4)
 

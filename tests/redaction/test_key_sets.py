@@ -22,15 +22,19 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NameRegistry
 from otel_agentdiag.cli import cli
 from otel_agentdiag.redaction import keys as enumerated
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy, open_patterns
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.policy_file import load_policy, policy_from_dict, policy_to_dict
+from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
+from otel_agentdiag.redaction.reasons import UNKNOWN_KEY
+from otel_agentdiag.redaction.rules import Enum, FloatRange, IntRange, PolicyError, Scalar
 
 HASHER = IdHasher(bytes.fromhex("7197a9fb9c3ec6355e776858ae0c7127eab7f24a7f2a6d28cbc6f7147f251423"))
 FLOAT = {"type": "float", "min": 0.0, "max": 1e9}
 
 
-def _redact(policy: p.Policy, attributes: dict[str, Any], resource: Resource | None = None) -> ReadableSpan:
+def _redact(policy: Policy, attributes: dict[str, Any], resource: Resource | None = None) -> ReadableSpan:
     span = ReadableSpan(
         name="agent.iteration",
         context=SpanContext(0xABC, 0xDEF, False, TraceFlags(TraceFlags.SAMPLED)),
@@ -43,10 +47,10 @@ def _redact(policy: p.Policy, attributes: dict[str, Any], resource: Resource | N
     return SpanRedactor(policy, HASHER, NameRegistry()).redact(span)
 
 
-def _file_policy(tmp_path: Path, text: str) -> p.Policy:
+def _file_policy(tmp_path: Path, text: str) -> Policy:
     path = tmp_path / "team.toml"
     path.write_text(text, encoding="utf-8")
-    return p.load_policy(path)
+    return load_policy(path)
 
 
 # --- sets --------------------------------------------------------------------------------------------------
@@ -63,9 +67,9 @@ def _file_policy(tmp_path: Path, text: str) -> p.Policy:
 )
 def test_a_key_set_stands_for_exactly_the_keys_it_spells(key: str, spelled: tuple[str, ...]) -> None:
     assert enumerated.expand_key(key) == spelled
-    policy = p.STRICT.derive("sets", allowed_keys={key: p.IntRange(0, 9)})
+    policy = STRICT.derive("sets", allowed_keys={key: IntRange(0, 9)})
     for one in spelled:
-        assert policy.rule_for(one) == p.IntRange(0, 9)
+        assert policy.rule_for(one) == IntRange(0, 9)
     assert not [k for k in policy.allowed_keys if "{" in k or "}" in k]  # stored spelled out
 
 
@@ -77,7 +81,7 @@ def test_a_key_set_is_closed(tmp_path: Path) -> None:
         assert policy.rule_for(key) is None, key
     out = _redact(policy, {"vendor.metrics.latency": 1.5, **dict.fromkeys(near, 2.0)})
     assert out.attributes["vendor.metrics.latency"] == 1.5
-    assert out.attributes[sc.AGENTDIAG_REDACTION_PREFIX + p.UNKNOWN_KEY] == len(near)
+    assert out.attributes[sc.AGENTDIAG_REDACTION_PREFIX + UNKNOWN_KEY] == len(near)
     assert not [key for key in out.attributes if key.startswith("vendor.") and key != "vendor.metrics.latency"]
 
 
@@ -87,9 +91,9 @@ def test_key_sets_work_for_resource_and_scope_keys(tmp_path: Path) -> None:
         '[resource_keys]\n"cloud.{region,provider}" = { type = "scalar", max_length = 32 }\n'
         '[scope_keys]\n"library.{component,tier}" = { type = "enum", values = ["db"] }\n',
     )
-    assert policy.resource_rule_for("cloud.region") == policy.resource_rule_for("cloud.provider") == p.Scalar(32)
+    assert policy.resource_rule_for("cloud.region") == policy.resource_rule_for("cloud.provider") == Scalar(32)
     assert policy.resource_rule_for("cloud.region_jane") is None
-    assert policy.scope_rule_for("library.tier") == p.Enum(frozenset({"db"}))
+    assert policy.scope_rule_for("library.tier") == Enum(frozenset({"db"}))
     resource = Resource({"cloud.region": "eu-west-1", "cloud.account.id": "4111111111111111"})
     assert dict(_redact(policy, {}, resource).resource.attributes) == {"cloud.region": "eu-west-1"}
 
@@ -109,7 +113,7 @@ def test_key_sets_work_for_resource_and_scope_keys(tmp_path: Path) -> None:
     ],
 )
 def test_a_malformed_key_set_is_an_error_naming_the_file_and_the_key(tmp_path: Path, key: str, message: str) -> None:
-    with pytest.raises(p.PolicyError) as raised:
+    with pytest.raises(PolicyError) as raised:
         _file_policy(tmp_path, f'[allowed_keys]\n"{key}" = {_toml(FLOAT)}\n')
     text = str(raised.value)
     assert text.startswith(str(tmp_path / "team.toml")), text
@@ -122,10 +126,10 @@ def test_a_policy_with_sets_round_trips_spelled_out(tmp_path: Path) -> None:
         '[allowed_keys]\n"vendor.metrics.{latency,queue_depth}" = ' + _toml(FLOAT) + "\n"
         '"app.outcome" = { type = "closed_set", values = ["ok", "gave_up"] }\n',
     )
-    table = p.policy_to_dict(policy)
+    table = policy_to_dict(policy)
     assert {"vendor.metrics.latency", "vendor.metrics.queue_depth"} <= set(table["allowed_keys"])
     assert not [key for key in table["allowed_keys"] if "{" in key]
-    again = p.policy_from_dict(json.loads(json.dumps(table)))
+    again = policy_from_dict(json.loads(json.dumps(table)))
     assert again.allowed_keys == policy.allowed_keys
     assert again.resource_keys == policy.resource_keys
 
@@ -142,7 +146,7 @@ def test_false_removes_what_a_key_stands_for(tmp_path: Path) -> None:
     assert policy.rule_for("gen_ai.usage.cache_read.input_tokens") is not None  # not in the set
     # A pattern removes every key it matches, before the file's own keys are added.
     assert [key for key in policy.allowed_keys if key.startswith("llm.token_count.")] == ["llm.token_count.total"]
-    assert policy.rule_for("llm.token_count.total") == p.IntRange(0, 100)
+    assert policy.rule_for("llm.token_count.total") == IntRange(0, 100)
 
 
 # --- open patterns ---------------------------------------------------------------------------------------
@@ -150,8 +154,8 @@ def test_a_star_pattern_in_a_policy_file_still_works_and_is_open(tmp_path: Path)
     """Compatibility: an old file's pattern keeps matching key-shaped keys, data-shaped ones included; that is
     the documented risk (docs/policy.md), which is why the presets have none and the CLI warns."""
     policy = _file_policy(tmp_path, '[allowed_keys]\n"vendor.metrics.*" = ' + _toml(FLOAT) + "\n")
-    assert p.open_patterns(policy) == ("vendor.metrics.*",)
-    assert policy.rule_for("vendor.metrics.p99") == p.FloatRange(0.0, 1e9)
+    assert open_patterns(policy) == ("vendor.metrics.*",)
+    assert policy.rule_for("vendor.metrics.p99") == FloatRange(0.0, 1e9)
     assert policy.rule_for("vendor.metrics.jane_doe_example_com") is not None
     # Still held to the shape of a key and the public-safety check (a card number in a segment is caught).
     for key in (

@@ -14,16 +14,17 @@ from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NameRegistry
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
 
 HASHER = IdHasher(bytes.fromhex("5b1d0e4f7c2a93e8d6b0a41f2c9e7d3584a6f0b1c2d3e4f5a6b7c8d9e0f1a2b3"))
-PRESETS = pytest.mark.parametrize("policy", [p.STRICT, p.LOCAL], ids=["strict", "local"])
+PRESETS = pytest.mark.parametrize("policy", [STRICT, LOCAL], ids=["strict", "local"])
 SESSION = "3f2c0a9d1e8b4c7aa5d6e0f1b2c3d4e5"
 
 
-def redact(policy: p.Policy, name: str, attributes: dict[str, Any], description: str | None = None) -> ReadableSpan:
+def redact(policy: Policy, name: str, attributes: dict[str, Any], description: str | None = None) -> ReadableSpan:
     span = ReadableSpan(
         name=name,
         context=SpanContext(0xABC, 0xDEF, False, TraceFlags(TraceFlags.SAMPLED)),
@@ -37,7 +38,7 @@ def redact(policy: p.Policy, name: str, attributes: dict[str, Any], description:
 
 
 @PRESETS
-def test_a_request_span_keeps_the_safe_facts_and_its_method_names_it(policy: p.Policy) -> None:
+def test_a_request_span_keeps_the_safe_facts_and_its_method_names_it(policy: Policy) -> None:
     out = redact(
         policy,
         "MCP send resources/read",
@@ -63,7 +64,7 @@ def test_a_request_span_keeps_the_safe_facts_and_its_method_names_it(policy: p.P
 
 
 @PRESETS
-def test_the_session_id_leaves_as_a_keyed_digest_of_its_own_kind(policy: p.Policy) -> None:
+def test_the_session_id_leaves_as_a_keyed_digest_of_its_own_kind(policy: Policy) -> None:
     out = redact(policy, "tools/list", {sc.MCP_METHOD_NAME: "tools/list", sc.MCP_SESSION_ID: SESSION})
     digest = (out.attributes or {})[sc.MCP_SESSION_ID]
     assert digest == HASHER.digest(sc.ID_KIND_MCP_SESSION, SESSION)
@@ -72,7 +73,7 @@ def test_the_session_id_leaves_as_a_keyed_digest_of_its_own_kind(policy: p.Polic
 
 @PRESETS
 @pytest.mark.parametrize("segment", DATA_SEGMENTS[:6])
-def test_data_in_the_method_or_the_version_does_not_leave(policy: p.Policy, segment: str) -> None:
+def test_data_in_the_method_or_the_version_does_not_leave(policy: Policy, segment: str) -> None:
     out = redact(
         policy,
         f"{segment}/call",
@@ -87,7 +88,7 @@ def test_data_in_the_method_or_the_version_does_not_leave(policy: p.Policy, segm
 
 
 @PRESETS
-def test_a_tool_call_span_is_named_by_its_operation_not_its_method(policy: p.Policy) -> None:
+def test_a_tool_call_span_is_named_by_its_operation_not_its_method(policy: Policy) -> None:
     attributes = {
         sc.MCP_METHOD_NAME: "tools/call",
         sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,

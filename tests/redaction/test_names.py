@@ -25,9 +25,12 @@ from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import DECLARED_NAME_PATTERN, NAME_PATTERN, NameRegistry, default_registry
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
+from otel_agentdiag.redaction.recognizers import is_sensitive
+from otel_agentdiag.redaction.rules import RegisteredName
 from otel_agentdiag.testing import capture_spans
 
 HASHER = IdHasher(bytes.fromhex("504e9d9c07c96ced8ff20b0115abf2facfc56a5bd5da8041dd62d6cddf0d979d"))
@@ -41,7 +44,7 @@ def _shapes(*groups: dict[str, Callable[[], str]]) -> list[Any]:
     for group in groups:
         for label, make in group.items():
             marks = ()
-            if group is PENDING and not p.is_sensitive(make()):
+            if group is PENDING and not is_sensitive(make()):
                 marks = (pytest.mark.skip(reason=f"the public-safety check does not recognise {label} yet"),)
             out.append(pytest.param(make, id=label, marks=marks))
     return out
@@ -180,7 +183,7 @@ def test_a_malformed_name_is_an_error_that_does_not_repeat_the_name() -> None:
 def test_a_name_is_registered_exactly_when_it_passes_the_check_every_value_meets(name: str) -> None:
     names = NameRegistry()
     names.register(tools=[name])
-    assert names.is_tool(name) is not p.is_sensitive(name)
+    assert names.is_tool(name) is not is_sensitive(name)
 
 
 # -- the redactor checks registered names again ------------------------------------------------------------
@@ -204,9 +207,9 @@ def _span(attributes: dict[str, Any], name: str) -> ReadableSpan:
 
 
 @pytest.mark.parametrize("make", TOKEN_SHAPES)
-@pytest.mark.parametrize("policy", [p.STRICT, p.LOCAL], ids=["strict", "local"])
+@pytest.mark.parametrize("policy", [STRICT, LOCAL], ids=["strict", "local"])
 def test_a_registered_name_that_fails_the_check_is_exported_as_the_placeholder(
-    make: Callable[[], str], policy: p.Policy
+    make: Callable[[], str], policy: Policy
 ) -> None:
     tool, agent, guardrail = make(), make(), make()
     redactor = SpanRedactor(policy, HASHER, _TrustingRegistry())
@@ -240,7 +243,7 @@ def test_a_registered_name_that_fails_the_check_is_exported_as_the_placeholder(
 
 @pytest.mark.parametrize("make", TOKEN_SHAPES)
 def test_a_registered_model_name_rule_checks_the_name_too(make: Callable[[], str]) -> None:
-    policy = p.STRICT.derive("models", allowed_keys={sc.GEN_AI_REQUEST_MODEL: p.RegisteredName("model")})
+    policy = STRICT.derive("models", allowed_keys={sc.GEN_AI_REQUEST_MODEL: RegisteredName("model")})
     secret = make()
     out = SpanRedactor(policy, HASHER, _TrustingRegistry()).redact(
         _span({sc.GEN_AI_OPERATION_NAME: "chat", sc.GEN_AI_REQUEST_MODEL: secret}, f"chat {secret}")
@@ -253,7 +256,7 @@ def test_a_registered_model_name_rule_checks_the_name_too(make: Callable[[], str
 def test_the_model_name_rule_drops_a_credential(make: Callable[[], str]) -> None:
     """Model names are a bounded-token rule, which runs the check: the value is dropped, the span is ``chat``."""
     secret = make()
-    for policy in (p.STRICT, p.LOCAL):
+    for policy in (STRICT, LOCAL):
         out = SpanRedactor(policy, HASHER, NameRegistry()).redact(
             _span(
                 {sc.GEN_AI_OPERATION_NAME: "chat", sc.GEN_AI_REQUEST_MODEL: secret, sc.GEN_AI_RESPONSE_MODEL: secret},

@@ -20,10 +20,32 @@ import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NameRegistry
 from otel_agentdiag.redaction import keys as enumerated
-from otel_agentdiag.redaction import policy as p
 from otel_agentdiag.redaction import processor as processor_module
+from otel_agentdiag.redaction.allowlist import Policy, describe_keys
 from otel_agentdiag.redaction.hashing import IdHasher, key_id_for
+from otel_agentdiag.redaction.policy_file import (
+    load_policy,
+    policy_from_dict,
+    policy_to_dict,
+    resolve_policy,
+    rule_from_spec,
+)
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
+from otel_agentdiag.redaction.rules import (
+    Boolean,
+    Callback,
+    Enum,
+    FloatRange,
+    HashedId,
+    IntRange,
+    PolicyError,
+    RegisteredName,
+    Rule,
+    Scalar,
+    StringArray,
+    token,
+)
 
 HASH_KEY = b"98bf2a73ec2c733b84da4311558f6a8c5e5d3195c57ac07fa9ffabf85a396d61"
 OTHER_KEY = b"10229736569eed9d4cedaf77d15bb9dacd29be428a15c62f28bff32c80fdda96"
@@ -56,7 +78,7 @@ def _span(
     )
 
 
-def _redact(policy: p.Policy, span: ReadableSpan, names: NameRegistry | None = None) -> ReadableSpan:
+def _redact(policy: Policy, span: ReadableSpan, names: NameRegistry | None = None) -> ReadableSpan:
     return SpanRedactor(policy, HASHER, names or NameRegistry()).redact(span)
 
 
@@ -74,25 +96,25 @@ def _write(tmp_path: Path, text: str, name: str = "team.toml") -> Path:
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ({"type": "enum", "values": ["free", "pro", True]}, p.Enum(frozenset({"free", "pro", True}))),
-        ({"type": "bool"}, p.Boolean()),
-        ({"type": "int", "min": -5, "max": 5}, p.IntRange(-5, 5)),
-        ({"type": "float", "min": 0, "max": 2.5}, p.FloatRange(0.0, 2.5)),
-        ({"type": "token", "pattern": "[a-z]+", "max_length": 8}, p.token("[a-z]+", 8)),
+        ({"type": "enum", "values": ["free", "pro", True]}, Enum(frozenset({"free", "pro", True}))),
+        ({"type": "bool"}, Boolean()),
+        ({"type": "int", "min": -5, "max": 5}, IntRange(-5, 5)),
+        ({"type": "float", "min": 0, "max": 2.5}, FloatRange(0.0, 2.5)),
+        ({"type": "token", "pattern": "[a-z]+", "max_length": 8}, token("[a-z]+", 8)),
         (
             {"type": "string_array", "pattern": "[a-z]+", "max_length": 8, "max_items": 3},
-            p.StringArray(p.token("[a-z]+", 8), 3),
+            StringArray(token("[a-z]+", 8), 3),
         ),
-        ({"type": "scalar"}, p.Scalar(256)),
-        ({"type": "scalar", "max_length": 12}, p.Scalar(12)),
-        ({"type": "hashed_id", "id_kind": "account"}, p.HashedId("account")),
-        ({"type": "registered_name", "name_kind": "model"}, p.RegisteredName("model")),
+        ({"type": "scalar"}, Scalar(256)),
+        ({"type": "scalar", "max_length": 12}, Scalar(12)),
+        ({"type": "hashed_id", "id_kind": "account"}, HashedId("account")),
+        ({"type": "registered_name", "name_kind": "model"}, RegisteredName("model")),
     ],
 )
-def test_every_rule_type_from_its_table(spec: dict[str, Any], expected: p.Rule) -> None:
-    rule = p.rule_from_spec(spec)
+def test_every_rule_type_from_its_table(spec: dict[str, Any], expected: Rule) -> None:
+    rule = rule_from_spec(spec)
     assert rule == expected
-    assert p.rule_from_spec(rule.to_spec()) == rule  # to_spec is the inverse
+    assert rule_from_spec(rule.to_spec()) == rule  # to_spec is the inverse
     assert rule.describe()
 
 
@@ -134,22 +156,22 @@ def test_every_rule_type_from_its_table(spec: dict[str, Any], expected: p.Rule) 
     ],
 )
 def test_every_invalid_rule_table_is_a_readable_error_naming_the_key(spec: Any, message: str) -> None:
-    with pytest.raises(p.PolicyError) as direct:
-        p.rule_from_spec(spec, "allowed_keys.'app.field'")
+    with pytest.raises(PolicyError) as direct:
+        rule_from_spec(spec, "allowed_keys.'app.field'")
     assert message in str(direct.value)
     assert "app.field" in str(direct.value)
     # Through a policy file's table the message names the file, the table and the key.
-    with pytest.raises(p.PolicyError) as in_file:
-        p.policy_from_dict({"allowed_keys": {"app.field": spec}}, source="team.toml")
+    with pytest.raises(PolicyError) as in_file:
+        policy_from_dict({"allowed_keys": {"app.field": spec}}, source="team.toml")
     text = str(in_file.value)
     assert text.startswith("team.toml: allowed_keys.'app.field'")
     assert message in text
 
 
 def test_a_callback_rule_cannot_be_written_to_a_policy_file() -> None:
-    policy = p.STRICT.derive("cb", allowed_keys={"app.tier": p.Callback(str.lower, "lower")})
-    with pytest.raises(p.PolicyError, match=r"callback rule \(lower\) cannot be written"):
-        p.policy_to_dict(policy)
+    policy = STRICT.derive("cb", allowed_keys={"app.tier": Callback(str.lower, "lower")})
+    with pytest.raises(PolicyError, match=r"callback rule \(lower\) cannot be written"):
+        policy_to_dict(policy)
 
 
 # --- policy files ---------------------------------------------------------------------------------------
@@ -178,31 +200,31 @@ blocked_values = ["(?i)^internal-"]
 
 
 @pytest.fixture
-def team_policy(tmp_path: Path) -> p.Policy:
-    return p.load_policy(_write(tmp_path, TEAM_POLICY))
+def team_policy(tmp_path: Path) -> Policy:
+    return load_policy(_write(tmp_path, TEAM_POLICY))
 
 
-def test_a_policy_file_extends_strict_by_default(team_policy: p.Policy) -> None:
+def test_a_policy_file_extends_strict_by_default(team_policy: Policy) -> None:
     assert team_policy.name == "strict+team"
     assert team_policy.summary == "info" and team_policy.hash_function == "hmac-sha256"
     removed = {"gen_ai.request.seed", *enumerated.GEN_AI_USAGE_KEYS}
-    assert set(p.STRICT.allowed_keys) - removed <= set(team_policy.allowed_keys)
-    assert team_policy.rule_for(sc.GEN_AI_REQUEST_MODEL) is p.STRICT.rule_for(sc.GEN_AI_REQUEST_MODEL)
+    assert set(STRICT.allowed_keys) - removed <= set(team_policy.allowed_keys)
+    assert team_policy.rule_for(sc.GEN_AI_REQUEST_MODEL) is STRICT.rule_for(sc.GEN_AI_REQUEST_MODEL)
     # `false` removes what a key stands for: an exact key, or a pattern and every key of the base it matches
     # (the presets name each usage key; "gen_ai.usage.*" = false still removes them all).
     assert team_policy.rule_for("gen_ai.request.seed") is None
     assert not [key for key in team_policy.allowed_keys if key.startswith("gen_ai.usage.")]
     assert team_policy.rule_for("gen_ai.usage.input_tokens") is None
-    assert p.STRICT.rule_for("gen_ai.usage.input_tokens") is not None
+    assert STRICT.rule_for("gen_ai.usage.input_tokens") is not None
     # The base policy is untouched.
-    assert "app.tier" not in p.STRICT.allowed_keys
+    assert "app.tier" not in STRICT.allowed_keys
 
 
-def test_key_patterns_exact_beats_longer_pattern_beats_shorter(team_policy: p.Policy) -> None:
-    assert team_policy.rule_for("app.tier") == p.Enum(frozenset({"free", "pro"}))
-    assert team_policy.rule_for("app.metrics.latency") == p.token("[a-z]+", 8)
-    assert team_policy.rule_for("app.metrics.p50") == p.FloatRange(0.0, 1.0)
-    assert team_policy.rule_for("app.retries") == p.IntRange(0, 10)
+def test_key_patterns_exact_beats_longer_pattern_beats_shorter(team_policy: Policy) -> None:
+    assert team_policy.rule_for("app.tier") == Enum(frozenset({"free", "pro"}))
+    assert team_policy.rule_for("app.metrics.latency") == token("[a-z]+", 8)
+    assert team_policy.rule_for("app.metrics.p50") == FloatRange(0.0, 1.0)
+    assert team_policy.rule_for("app.retries") == IntRange(0, 10)
     assert team_policy.rule_for("application.x") is None  # "app.*" needs the dot
     out = _redact(
         team_policy,
@@ -220,9 +242,9 @@ def test_key_patterns_exact_beats_longer_pattern_beats_shorter(team_policy: p.Po
     assert _counters(out)["invalid_value"] == 3
 
 
-def test_policy_file_events_resource_and_scope(team_policy: p.Policy) -> None:
+def test_policy_file_events_resource_and_scope(team_policy: Policy) -> None:
     assert team_policy.allowed_events["app.retry"] == frozenset({"app.attempt", "error.type"})
-    assert team_policy.allowed_events[sc.EXCEPTION_EVENT_NAME] == p.STRICT.allowed_events[sc.EXCEPTION_EVENT_NAME]
+    assert team_policy.allowed_events[sc.EXCEPTION_EVENT_NAME] == STRICT.allowed_events[sc.EXCEPTION_EVENT_NAME]
     span = _span(
         events=(
             Event("app.retry", {"app.attempt": 2, "error.type": "Timeout", "app.tier": "pro"}, 5),
@@ -240,8 +262,8 @@ def test_policy_file_events_resource_and_scope(team_policy: p.Policy) -> None:
     assert dict(out.instrumentation_scope.attributes) == {"library.component": "http"}
 
 
-def test_blocked_values_turn_a_kept_value_into_a_public_safety_violation(team_policy: p.Policy) -> None:
-    assert _redact(p.STRICT, _span({sc.GEN_AI_REQUEST_MODEL: "internal-llm-7b"})).attributes[sc.GEN_AI_REQUEST_MODEL]
+def test_blocked_values_turn_a_kept_value_into_a_public_safety_violation(team_policy: Policy) -> None:
+    assert _redact(STRICT, _span({sc.GEN_AI_REQUEST_MODEL: "internal-llm-7b"})).attributes[sc.GEN_AI_REQUEST_MODEL]
     out = _redact(team_policy, _span({sc.GEN_AI_REQUEST_MODEL: "internal-llm-7b", sc.GEN_AI_PROVIDER_NAME: "openai"}))
     assert sc.GEN_AI_REQUEST_MODEL not in out.attributes
     assert out.attributes[sc.GEN_AI_PROVIDER_NAME] == "openai"
@@ -258,11 +280,11 @@ def test_blocked_values_turn_a_kept_value_into_a_public_safety_violation(team_po
 
 
 def test_extends_local_and_none(tmp_path: Path) -> None:
-    local_based = p.load_policy(_write(tmp_path, 'extends = "local"\nname = "mine"\n'))
+    local_based = load_policy(_write(tmp_path, 'extends = "local"\nname = "mine"\n'))
     assert local_based.name == "mine"
-    assert local_based.allowed_keys == p.LOCAL.allowed_keys
+    assert local_based.allowed_keys == LOCAL.allowed_keys
     assert local_based.exception_fingerprint is True
-    bare = p.load_policy(
+    bare = load_policy(
         _write(
             tmp_path,
             'extends = "none"\n[allowed_keys]\n"gen_ai.usage.input_tokens" = { type = "int", min = 0, max = 9 }\n',
@@ -291,10 +313,10 @@ def test_extends_local_and_none(tmp_path: Path) -> None:
 
 
 def test_allowed_span_names_are_added_to_the_base(tmp_path: Path) -> None:
-    policy = p.load_policy(_write(tmp_path, 'allowed_span_names = ["nightly-batch"]\n'))
-    assert policy.allowed_span_names == p.STRICT.allowed_span_names | {"nightly-batch"}
+    policy = load_policy(_write(tmp_path, 'allowed_span_names = ["nightly-batch"]\n'))
+    assert policy.allowed_span_names == STRICT.allowed_span_names | {"nightly-batch"}
     assert _redact(policy, _span(name="nightly-batch")).name == "nightly-batch"
-    assert _redact(p.STRICT, _span(name="nightly-batch")).name == sc.OTHER_VALUE
+    assert _redact(STRICT, _span(name="nightly-batch")).name == sc.OTHER_VALUE
 
 
 @pytest.mark.parametrize(
@@ -320,28 +342,28 @@ def test_allowed_span_names_are_added_to_the_base(tmp_path: Path) -> None:
 )
 def test_bad_policy_files_are_rejected_with_the_file_and_the_setting(tmp_path: Path, text: str, message: str) -> None:
     path = _write(tmp_path, text)
-    with pytest.raises(p.PolicyError) as raised:
-        p.load_policy(path)
+    with pytest.raises(PolicyError) as raised:
+        load_policy(path)
     assert str(path) in str(raised.value)
     assert message in str(raised.value)
 
 
 def test_a_missing_policy_file_is_rejected(tmp_path: Path) -> None:
     missing = tmp_path / "nope.toml"
-    with pytest.raises(p.PolicyError, match=r"cannot read policy file .*nope\.toml"):
-        p.load_policy(missing)
-    with pytest.raises(p.PolicyError, match="cannot read policy file"):
-        p.resolve_policy(str(missing))
+    with pytest.raises(PolicyError, match=r"cannot read policy file .*nope\.toml"):
+        load_policy(missing)
+    with pytest.raises(PolicyError, match="cannot read policy file"):
+        resolve_policy(str(missing))
 
 
-@pytest.mark.parametrize("preset", [p.STRICT, p.LOCAL], ids=["strict", "local"])
-def test_presets_round_trip_through_a_policy_table(preset: p.Policy) -> None:
-    table = p.policy_to_dict(preset)
+@pytest.mark.parametrize("preset", [STRICT, LOCAL], ids=["strict", "local"])
+def test_presets_round_trip_through_a_policy_table(preset: Policy) -> None:
+    table = policy_to_dict(preset)
     assert table["extends"] == "none"
-    again = p.policy_from_dict(table)
+    again = policy_from_dict(table)
     assert again.name == preset.name
     assert set(again.allowed_keys) == set(preset.allowed_keys)
-    assert dict(p.describe_keys(again)) == dict(p.describe_keys(preset))
+    assert dict(describe_keys(again)) == dict(describe_keys(preset))
     assert again.allowed_keys == preset.allowed_keys  # rules compare by value
     for attribute in (
         "allowed_span_names",
@@ -355,18 +377,18 @@ def test_presets_round_trip_through_a_policy_table(preset: p.Policy) -> None:
         "on_error",
     ):
         assert getattr(again, attribute) == getattr(preset, attribute), attribute
-    assert p.policy_to_dict(again) == table
+    assert policy_to_dict(again) == table
 
 
 def test_resolve_policy(tmp_path: Path) -> None:
-    assert p.resolve_policy("strict") is p.STRICT
-    assert p.resolve_policy("local") is p.LOCAL
-    assert p.resolve_policy(p.LOCAL) is p.LOCAL
+    assert resolve_policy("strict") is STRICT
+    assert resolve_policy("local") is LOCAL
+    assert resolve_policy(LOCAL) is LOCAL
     path = _write(tmp_path, 'name = "from-file"\n')
-    assert p.resolve_policy(path).name == "from-file"
-    assert p.resolve_policy(str(path)).name == "from-file"
-    with pytest.raises(p.PolicyError, match="not int"):
-        p.resolve_policy(3)  # type: ignore[arg-type]
+    assert resolve_policy(path).name == "from-file"
+    assert resolve_policy(str(path)).name == "from-file"
+    with pytest.raises(PolicyError, match="not int"):
+        resolve_policy(3)  # type: ignore[arg-type]
 
 
 # --- configure(): a policy and a key per destination ----------------------------------------------------
@@ -393,7 +415,7 @@ def test_configure_defaults_local_for_the_store_and_strict_for_otlp(tmp_path: Pa
     with _configure(tmp_path) as handle:
         assert _policies(handle) == {"local": "local", "otlp": "strict"}
         assert [d.policy_source for d in handle.destinations] == ["default", "default"]
-        assert handle.processors[0].policy is p.LOCAL and handle.processors[1].policy is p.STRICT
+        assert handle.processors[0].policy is LOCAL and handle.processors[1].policy is STRICT
 
 
 def test_configure_policy_arguments(tmp_path: Path) -> None:
@@ -401,7 +423,7 @@ def test_configure_policy_arguments(tmp_path: Path) -> None:
     with _configure(tmp_path, local_policy="strict", otlp_policy=path) as handle:
         assert _policies(handle) == {"local": "strict", "otlp": "team"}
         assert [d.policy_source for d in handle.destinations] == ["argument", "argument"]
-    with _configure(tmp_path, local_policy=p.STRICT, otlp_policy="local") as handle:
+    with _configure(tmp_path, local_policy=STRICT, otlp_policy="local") as handle:
         assert _policies(handle) == {"local": "strict", "otlp": "local"}
 
 
@@ -434,9 +456,9 @@ def test_a_broken_policy_file_in_the_environment_logs_and_selects_strict(
     # The same file as an argument is an error before anything is installed.
     argument = f"{branch}_policy"
     monkeypatch.delenv(variable)
-    with pytest.raises(p.PolicyError, match="not valid TOML"):
+    with pytest.raises(PolicyError, match="not valid TOML"):
         _configure(tmp_path, **{argument: broken})
-    with pytest.raises(p.PolicyError, match="cannot read policy file"):
+    with pytest.raises(PolicyError, match="cannot read policy file"):
         _configure(tmp_path, **{argument: tmp_path / "missing.toml"})
 
 
@@ -444,10 +466,10 @@ def test_summary_debug_is_for_the_local_store_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     debug = _write(tmp_path, 'extends = "local"\nsummary = "debug"\nname = "dbg"\n', "debug.toml")
-    with pytest.raises(p.PolicyError, match=r"summary='debug'.*local store only, not otlp"):
+    with pytest.raises(PolicyError, match=r"summary='debug'.*local store only, not otlp"):
         _configure(tmp_path, otlp_policy=debug)
-    with pytest.raises(p.PolicyError, match="summary='debug'"):
-        _configure(tmp_path, otlp_policy=p.LOCAL.derive("dbg", summary="debug"))
+    with pytest.raises(PolicyError, match="summary='debug'"):
+        _configure(tmp_path, otlp_policy=LOCAL.derive("dbg", summary="debug"))
     with _configure(tmp_path, local_policy=debug) as handle:
         assert _policies(handle) == {"local": "dbg", "otlp": "strict"}
     monkeypatch.setenv("AGENTDIAG_OTLP_POLICY", str(debug))
@@ -491,7 +513,7 @@ def test_sha256_hash_function_is_unkeyed_and_logged(tmp_path: Path, caplog: pyte
 
 def test_the_hasher_must_match_the_policy_hash_function() -> None:
     with pytest.raises(ValueError, match="asks for sha256 but the hasher uses hmac-sha256"):
-        SpanRedactor(p.STRICT.derive("plain", hash_function="sha256"), HASHER)
+        SpanRedactor(STRICT.derive("plain", hash_function="sha256"), HASHER)
 
 
 # --- summary modes --------------------------------------------------------------------------------------
@@ -499,7 +521,7 @@ LEAKY = {"app.prompt": "hello", "http.url": "https://x.test/?q=1", sc.GEN_AI_REQ
 
 
 def test_summary_debug_lists_removed_key_names_info_does_not() -> None:
-    debug = p.LOCAL.derive("dbg", summary="debug")
+    debug = LOCAL.derive("dbg", summary="debug")
     span = _span(LEAKY, events=(Event("exception", {"exception.message": "boom"}, 1),))
     out = _redact(debug, span)
     assert out.attributes[sc.AGENTDIAG_REDACTION_KEYS] == (
@@ -509,7 +531,7 @@ def test_summary_debug_lists_removed_key_names_info_does_not() -> None:
         "http.url",
     )
     assert _counters(out)["unknown_key"] == 3 and _counters(out)["public_safety_violation"] == 1
-    info = _redact(p.LOCAL, span)
+    info = _redact(LOCAL, span)
     assert sc.AGENTDIAG_REDACTION_KEYS not in info.attributes
     assert {k: v for k, v in _counters(info).items() if k != "keys"} == {
         k: v for k, v in _counters(out).items() if k != "keys"
@@ -520,9 +542,9 @@ def test_summary_debug_lists_removed_key_names_info_does_not() -> None:
 @pytest.mark.parametrize(
     "debug",
     [
-        pytest.param(p.LOCAL.derive("local+debug", summary="debug"), id="local"),
+        pytest.param(LOCAL.derive("local+debug", summary="debug"), id="local"),
         # A policy file with just `summary = "debug"` extends strict.
-        pytest.param(p.policy_from_dict({"summary": "debug"}), id="file-extending-strict"),
+        pytest.param(policy_from_dict({"summary": "debug"}), id="file-extending-strict"),
     ],
 )
 @pytest.mark.parametrize(
@@ -530,7 +552,7 @@ def test_summary_debug_lists_removed_key_names_info_does_not() -> None:
     ["app.prompt", "app." + "k" * 300, "app.line\nbreak", "alice@example.com"],
     ids=["plain", "long", "control", "e-mail"],
 )
-def test_summary_debug_is_idempotent(debug: p.Policy, removed_key: str) -> None:
+def test_summary_debug_is_idempotent(debug: Policy, removed_key: str) -> None:
     """A debug policy allows ``agentdiag.redaction.keys`` so that redacting twice changes nothing: whatever
     list the redactor writes must survive a second pass under the same policy, whatever the removed key was."""
     redactor = SpanRedactor(debug, HASHER, NameRegistry())
@@ -544,7 +566,7 @@ def test_summary_debug_is_idempotent(debug: p.Policy, removed_key: str) -> None:
 
 # --- drift report ---------------------------------------------------------------------------------------
 def test_drift_report_counts_unknown_keys_as_digests() -> None:
-    redactor = SpanRedactor(p.STRICT, HASHER, NameRegistry())
+    redactor = SpanRedactor(STRICT, HASHER, NameRegistry())
     for _ in range(2):
         redactor.redact(_span({"app.prompt": "x", "app.user_email": "a@b.c", sc.GEN_AI_OPERATION_NAME: "chat"}))
     redactor.redact(_span(events=(Event("exception", {"exception.message": "m"}, 1),)))
@@ -567,7 +589,7 @@ def test_drift_report_counts_unknown_keys_as_digests() -> None:
 
 def test_drift_report_in_debug_mode_shows_names_and_overflow_is_counted() -> None:
     limit = processor_module._DRIFT_LIMIT
-    redactor = SpanRedactor(p.LOCAL.derive("dbg", summary="debug"), HASHER, NameRegistry())
+    redactor = SpanRedactor(LOCAL.derive("dbg", summary="debug"), HASHER, NameRegistry())
     redactor.redact(_span({f"app.k{i}": 1 for i in range(limit + 5)}))
     redactor.redact(_span({"app.k0": 1, "app.extra": 1}))
     report = redactor.drift_report()
@@ -594,7 +616,7 @@ def _exception(message: str) -> ReadableSpan:
 
 
 def test_exception_fingerprint_groups_messages_without_exporting_them() -> None:
-    redactor = SpanRedactor(p.LOCAL, HASHER, NameRegistry())
+    redactor = SpanRedactor(LOCAL, HASHER, NameRegistry())
     first, same, other = (
         redactor.redact(_exception(m)) for m in ("disk full: /home/alice", "disk full: /home/alice", "quota hit")
     )
@@ -609,7 +631,7 @@ def test_exception_fingerprint_groups_messages_without_exporting_them() -> None:
     assert "disk full" not in first.to_json() and "alice" not in first.to_json()
     assert _counters(first) == {"unknown_key": 2, "hashed": 1}
     # STRICT keeps no fingerprint.
-    strict = _redact(p.STRICT, _exception("disk full"))
+    strict = _redact(STRICT, _exception("disk full"))
     assert dict(strict.events[0].attributes) == {"exception.type": "ValueError"}
 
 
@@ -624,16 +646,16 @@ def test_resource_rules() -> None:
             "telemetry.sdk.language": "python",
         }
     )
-    strict = _redact(p.STRICT, _span(resource=resource)).resource
+    strict = _redact(STRICT, _span(resource=resource)).resource
     assert dict(strict.attributes) == {"service.name": "checkout", "telemetry.sdk.language": "python"}
-    local = _redact(p.LOCAL, _span(resource=resource)).resource
+    local = _redact(LOCAL, _span(resource=resource)).resource
     assert dict(local.attributes) == {
         "service.name": "checkout",
         "telemetry.sdk.language": "python",
         "process.pid": 4242,
     }
     for service_name in ("alice@example.com", "https://svc.internal", "/srv/app", "a" * 257, "line\nbreak"):
-        out = _redact(p.STRICT, _span(resource=Resource({"service.name": service_name})))
+        out = _redact(STRICT, _span(resource=Resource({"service.name": service_name})))
         assert "service.name" not in out.resource.attributes, service_name
 
 
@@ -641,26 +663,26 @@ def test_resource_schema_url_is_checked_like_the_scope_schema_url() -> None:
     """The scope's schema URL is dropped when it carries user-info or a user's path; the resource's is not
     checked at all, yet OTLP exports it (``ResourceSpans.schema_url``) and ``to_json()`` prints it."""
     url = "https://alice:hunter2@schemas.example.com/home/alice/1.0"
-    out = _redact(p.STRICT, _span(resource=Resource({}, url), scope=InstrumentationScope("lib", "1", url)))
+    out = _redact(STRICT, _span(resource=Resource({}, url), scope=InstrumentationScope("lib", "1", url)))
     assert not out.instrumentation_scope.schema_url
     assert "hunter2" not in (out.resource.schema_url or "")
 
 
 def test_scope_attributes_are_dropped_unless_scope_keys_allow_them() -> None:
     scope = InstrumentationScope("my.lib", "2.0.1", None, {"library.component": "db", "owner": "alice@example.com"})
-    assert _redact(p.STRICT, _span(scope=scope)).instrumentation_scope.attributes == {}
-    allowed = p.STRICT.derive("scoped", scope_keys={"library.component": p.Enum(frozenset({"db"}))})
+    assert _redact(STRICT, _span(scope=scope)).instrumentation_scope.attributes == {}
+    allowed = STRICT.derive("scoped", scope_keys={"library.component": Enum(frozenset({"db"}))})
     out = _redact(allowed, _span(scope=scope)).instrumentation_scope
     assert (out.name, out.version, dict(out.attributes)) == ("my.lib", "2.0.1", {"library.component": "db"})
     odd = InstrumentationScope("/home/alice/lib.py", "sk-abcdefghijklmnopqrst")
-    out = _redact(p.STRICT, _span(scope=odd)).instrumentation_scope
+    out = _redact(STRICT, _span(scope=odd)).instrumentation_scope
     assert (out.name, out.version) == (sc.OTHER_VALUE, None)
 
 
 def test_link_attributes_go_through_allowed_keys_and_trace_state_is_stripped() -> None:
     upstream = SpanContext(0x1, 0x2, True, TraceFlags(TraceFlags.SAMPLED), TraceState([("vendor", "secret-ts")]))
     link = Link(upstream, {sc.GEN_AI_CONVERSATION_ID: "conv-1", "gen_ai.usage.input_tokens": 5, "why": "retry"})
-    out = _redact(p.STRICT, _span(links=(link,)))
+    out = _redact(STRICT, _span(links=(link,)))
     (kept,) = out.links
     assert (kept.context.trace_id, kept.context.span_id, kept.context.is_remote) == (0x1, 0x2, True)
     assert not kept.context.trace_state
@@ -681,7 +703,7 @@ def test_events_not_in_allowed_events_are_dropped_and_counted() -> None:
         ),
         status=Status(StatusCode.ERROR, "KeyError: 'alice'"),
     )
-    out = _redact(p.STRICT, span)
+    out = _redact(STRICT, span)
     assert [(e.name, dict(e.attributes), e.timestamp) for e in out.events] == [
         ("exception", {"exception.type": "KeyError", "exception.escaped": True}, 2)
     ]
@@ -690,7 +712,7 @@ def test_events_not_in_allowed_events_are_dropped_and_counted() -> None:
 
 
 def test_registered_model_names() -> None:
-    policy = p.STRICT.derive("models", allowed_keys={sc.GEN_AI_REQUEST_MODEL: p.RegisteredName("model")})
+    policy = STRICT.derive("models", allowed_keys={sc.GEN_AI_REQUEST_MODEL: RegisteredName("model")})
     names = NameRegistry()
     names.register(models=["gpt-4o-mini"])
     known = _redact(policy, _span({sc.GEN_AI_REQUEST_MODEL: "gpt-4o-mini", sc.GEN_AI_OPERATION_NAME: "chat"}), names)
@@ -712,7 +734,7 @@ def test_registered_model_names() -> None:
 def test_blocked_values_and_digests_are_idempotent() -> None:
     """A realistic blocked_values entry for hex secrets also matches a digest. The first pass keeps the digest
     (a hashed value is never checked against blocked_values); a second pass must do the same."""
-    policy = p.policy_from_dict({"blocked_values": ["[0-9a-f]{32,}"]})
+    policy = policy_from_dict({"blocked_values": ["[0-9a-f]{32,}"]})
     redactor = SpanRedactor(policy, HASHER, NameRegistry())
     once = redactor.redact(_span({sc.USER_ID: "alice"}))
     assert DIGEST.fullmatch(once.attributes[sc.USER_ID])
@@ -723,8 +745,8 @@ def test_blocked_values_and_digests_are_idempotent() -> None:
 def test_blocked_values_apply_to_a_value_a_callback_changed() -> None:
     """``blocked_values``: "a kept string value in which one is found is dropped". A callback's changed value
     is kept, so it must be checked as well."""
-    policy = p.STRICT.derive(
-        "cb", allowed_keys={"app.note": p.Callback(str.strip, "strip")}, blocked_values=("(?i)confidential",)
+    policy = STRICT.derive(
+        "cb", allowed_keys={"app.note": Callback(str.strip, "strip")}, blocked_values=("(?i)confidential",)
     )
     unchanged = _redact(policy, _span({"app.note": "confidential"}))
     assert "app.note" not in unchanged.attributes

@@ -33,9 +33,37 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NAME_PATTERN, NameRegistry
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.policy_file import policy_from_dict
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
+from otel_agentdiag.redaction.reasons import (
+    EVENT_DROPPED,
+    HASHED,
+    INVALID_VALUE,
+    PUBLIC_SAFETY_VIOLATION,
+    REASONS,
+    SPAN_NAME,
+    STATUS_DESCRIPTION,
+    TOO_LONG,
+    UNKNOWN_KEY,
+)
+from otel_agentdiag.redaction.recognizers import is_sensitive
+from otel_agentdiag.redaction.rules import (
+    MAX_ID_LENGTH,
+    Boolean,
+    ClosedSet,
+    Enum,
+    FloatRange,
+    HashedId,
+    IntRange,
+    RegisteredName,
+    Rule,
+    Scalar,
+    StringArray,
+    Token,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,8 +92,8 @@ HASH_KEY = b"7a1306ff89762a2aba4724e8a5a05a95bdf0922143257fcff2246e711ec655f2"
 HASHER = IdHasher(HASH_KEY)
 DIGEST = re.compile(rf"hmac-sha256:{HASHER.key_id}:[0-9a-f]{{64}}")
 PREFIX = sc.AGENTDIAG_REDACTION_PREFIX
-COUNTER_KEYS = frozenset(PREFIX + reason for reason in p.REASONS)
-REMOVAL_REASONS = (p.UNKNOWN_KEY, p.INVALID_VALUE, p.TOO_LONG, p.PUBLIC_SAFETY_VIOLATION)
+COUNTER_KEYS = frozenset(PREFIX + reason for reason in REASONS)
+REMOVAL_REASONS = (UNKNOWN_KEY, INVALID_VALUE, TOO_LONG, PUBLIC_SAFETY_VIOLATION)
 
 # --- the policies under test ----------------------------------------------------------------------------
 POLICY_TOML = """
@@ -95,21 +123,21 @@ blocked_values = ["(?i)confidential"]
 [scope_keys]
 "library.component" = { type = "enum", values = ["http", "db"] }
 """
-TOML_POLICY = p.policy_from_dict(tomllib.loads(POLICY_TOML), source="strict-app.toml")
-POLICIES: dict[str, p.Policy] = {"strict": p.STRICT, "local": p.LOCAL, "toml": TOML_POLICY}
+TOML_POLICY = policy_from_dict(tomllib.loads(POLICY_TOML), source="strict-app.toml")
+POLICIES: dict[str, Policy] = {"strict": STRICT, "local": LOCAL, "toml": TOML_POLICY}
 policies = pytest.mark.parametrize("policy_name", list(POLICIES))
 """Parametrised by name: a falsifying example then prints ``policy='strict'``, not the whole policy."""
 
 
-def _redactor(policy: p.Policy, names: NameRegistry | None = None) -> SpanRedactor:
+def _redactor(policy: Policy, names: NameRegistry | None = None) -> SpanRedactor:
     return SpanRedactor(policy, HASHER, names if names is not None else NameRegistry())
 
 
-def _exact_keys(table: Mapping[str, p.Rule]) -> list[str]:
+def _exact_keys(table: Mapping[str, Rule]) -> list[str]:
     return sorted(k for k in table if "*" not in k)
 
 
-def _pattern_prefixes(table: Mapping[str, p.Rule]) -> list[str]:
+def _pattern_prefixes(table: Mapping[str, Rule]) -> list[str]:
     return sorted(k[:-1] for k in table if k.endswith("*") and k.count("*") == 1)
 
 
@@ -185,12 +213,12 @@ homogeneous_lists = st.one_of(
 otel_values = st.one_of(scalars, homogeneous_lists)
 
 
-def _leaky_category(rule: p.Rule | None) -> str:
-    if isinstance(rule, p.StringArray):
+def _leaky_category(rule: Rule | None) -> str:
+    if isinstance(rule, StringArray):
         return "array"
-    if isinstance(rule, p.Token):
+    if isinstance(rule, Token):
         return "token"
-    if isinstance(rule, p.Scalar):
+    if isinstance(rule, Scalar):
         return "scalar"
     return "closed"  # unknown keys, ids, registered names, enums, numbers, booleans: no string form may pass
 
@@ -217,7 +245,7 @@ def _sentinel_keys(lookup: Any) -> st.SearchStrategy[str]:
 _suffix = st.from_regex(r"[a-z][a-z0-9_]{0,15}", fullmatch=True)
 
 
-def _keys(table: Mapping[str, p.Rule], lookup: Any) -> st.SearchStrategy[str]:
+def _keys(table: Mapping[str, Rule], lookup: Any) -> st.SearchStrategy[str]:
     """Known keys, keys matching a pattern, arbitrary keys and sentinel keys."""
     options = [st.text(min_size=1, max_size=30), _sentinel_keys(lookup)]
     if exact := _exact_keys(table):
@@ -227,10 +255,10 @@ def _keys(table: Mapping[str, p.Rule], lookup: Any) -> st.SearchStrategy[str]:
     return st.one_of(options)
 
 
-_STRATEGIES: dict[tuple[str, int, int], tuple[Mapping[str, p.Rule], st.SearchStrategy[Any]]] = {}
+_STRATEGIES: dict[tuple[str, int, int], tuple[Mapping[str, Rule], st.SearchStrategy[Any]]] = {}
 
 
-def _cached(kind: str, table: Mapping[str, p.Rule], size: int, build: Any) -> st.SearchStrategy[Any]:
+def _cached(kind: str, table: Mapping[str, Rule], size: int, build: Any) -> st.SearchStrategy[Any]:
     """Strategies are built once per policy table (building them per example dominates the run time). The
     table is kept with its strategy, so its id cannot be reused by another table."""
     key = (kind, id(table), size)
@@ -241,7 +269,7 @@ def _cached(kind: str, table: Mapping[str, p.Rule], size: int, build: Any) -> st
 
 
 def _leaky_attributes(
-    table: Mapping[str, p.Rule], lookup: Any, max_size: int = 10, every_key: bool = False
+    table: Mapping[str, Rule], lookup: Any, max_size: int = 10, every_key: bool = False
 ) -> st.SearchStrategy[dict]:
     """Up to ``max_size`` keys from ``_keys`` with leaky values; with ``every_key``, also every exact key of
     ``table``, so that each rule of the policy is exercised in every example."""
@@ -317,14 +345,14 @@ def _make_event(name: str, own: dict[str, Any], exception: dict[str, Any], times
     return Event(name, {**own, **exception} if name == sc.EXCEPTION_EVENT_NAME else own, timestamp)
 
 
-def leaky_spans(policy: p.Policy, every_key: bool = False) -> st.SearchStrategy[ReadableSpan]:
+def leaky_spans(policy: Policy, every_key: bool = False) -> st.SearchStrategy[ReadableSpan]:
     """Spans with sentinels planted on every surface, next to random and known keys and values. With
     ``every_key``, the span carries every exact key of the policy (slower, but each example then tries each
     rule); else a few keys drawn from known, pattern, arbitrary and sentinel keys."""
     return _cached(f"leaky-span:{every_key}", policy.allowed_keys, id(policy), lambda: _leaky_spans(policy, every_key))
 
 
-def _leaky_spans(policy: p.Policy, every_key: bool) -> st.SearchStrategy[ReadableSpan]:
+def _leaky_spans(policy: Policy, every_key: bool) -> st.SearchStrategy[ReadableSpan]:
     attributes = _leaky_attributes(policy.allowed_keys, policy.rule_for, 6 if every_key else 10, every_key=every_key)
     small_attributes = _leaky_attributes(policy.allowed_keys, policy.rule_for, 4)
     event_names = st.one_of(
@@ -380,15 +408,15 @@ def _leaky_spans(policy: p.Policy, every_key: bool) -> st.SearchStrategy[Readabl
 
 
 # --- well-formed values ---------------------------------------------------------------------------------
-def _kept_string(policy: p.Policy, text: str) -> bool:
-    return not p.is_sensitive(text) and not policy.is_blocked(text)
+def _kept_string(policy: Policy, text: str) -> bool:
+    return not is_sensitive(text) and not policy.is_blocked(text)
 
 
-def _kept_scalar_string(policy: p.Policy, text: str) -> bool:
+def _kept_scalar_string(policy: Policy, text: str) -> bool:
     return _kept_string(policy, text) and text[:1] not in ("{", "[")  # JSON text is not a scalar
 
 
-def _token_values(rule: p.Token, policy: p.Policy) -> st.SearchStrategy[str]:
+def _token_values(rule: Token, policy: Policy) -> st.SearchStrategy[str]:
     return st.from_regex(rule.pattern, fullmatch=True).filter(
         lambda s: len(s) <= rule.max_length and _kept_string(policy, s)
     )
@@ -397,27 +425,27 @@ def _token_values(rule: p.Token, policy: p.Policy) -> st.SearchStrategy[str]:
 registrable_names = st.from_regex(NAME_PATTERN, fullmatch=True)
 
 
-def _valid_value(rule: p.Rule, policy: p.Policy) -> st.SearchStrategy[Any]:
+def _valid_value(rule: Rule, policy: Policy) -> st.SearchStrategy[Any]:
     """Values ``rule`` keeps unchanged (for a RegisteredName: once the name is registered)."""
-    if isinstance(rule, p.Enum):
+    if isinstance(rule, Enum):
         return st.sampled_from(sorted(rule.values, key=str))
-    if isinstance(rule, p.Boolean):
+    if isinstance(rule, Boolean):
         return st.booleans()
-    if isinstance(rule, p.IntRange):
+    if isinstance(rule, IntRange):
         return st.integers(rule.minimum, rule.maximum)
-    if isinstance(rule, p.FloatRange):
+    if isinstance(rule, FloatRange):
         return st.one_of(
             st.floats(rule.minimum, rule.maximum, allow_nan=False, allow_infinity=False),
             st.integers(math.ceil(rule.minimum), math.floor(rule.maximum)),
         )
-    if isinstance(rule, p.StringArray):
+    if isinstance(rule, StringArray):
         return st.lists(_token_values(rule.item, policy), max_size=min(rule.max_items, 5)).map(tuple)
-    if isinstance(rule, p.ClosedSet):
+    if isinstance(rule, ClosedSet):
         member = st.sampled_from(sorted(rule.values)).filter(lambda s: _kept_string(policy, s))
         return member if rule.max_items is None else st.lists(member, max_size=min(rule.max_items, 5)).map(tuple)
-    if isinstance(rule, p.Token):
+    if isinstance(rule, Token):
         return _token_values(rule, policy)
-    if isinstance(rule, p.Scalar):
+    if isinstance(rule, Scalar):
         text = st.text(st.characters(exclude_categories=("Cc", "Cs")), max_size=min(rule.max_length, 60))
         return st.one_of(
             text.filter(lambda s: _kept_scalar_string(policy, s)),
@@ -425,24 +453,22 @@ def _valid_value(rule: p.Rule, policy: p.Policy) -> st.SearchStrategy[Any]:
             st.floats(allow_nan=False, allow_infinity=False),
             st.booleans(),
         )
-    if isinstance(rule, p.RegisteredName):
+    if isinstance(rule, RegisteredName):
         return registrable_names.filter(lambda s: _kept_string(policy, s))
     raise AssertionError(f"no well-formed values for {rule!r}")
 
 
-def _kept_keys(table: Mapping[str, p.Rule], lookup: Any) -> st.SearchStrategy[str]:
+def _kept_keys(table: Mapping[str, Rule], lookup: Any) -> st.SearchStrategy[str]:
     """Keys whose rule keeps well-formed values unchanged (everything but hashed ids)."""
     options = []
-    if exact := [k for k in _exact_keys(table) if not isinstance(table[k], p.HashedId)]:
+    if exact := [k for k in _exact_keys(table) if not isinstance(table[k], HashedId)]:
         options.append(st.sampled_from(exact))
     if prefixes := _pattern_prefixes(table):
         options.append(st.builds(str.__add__, st.sampled_from(prefixes), _suffix))
-    return st.one_of(options).filter(lambda k: not isinstance(lookup(k), p.HashedId))
+    return st.one_of(options).filter(lambda k: not isinstance(lookup(k), HashedId))
 
 
-def _valid_attributes(
-    policy: p.Policy, table: Mapping[str, p.Rule], lookup: Any, max_size: int
-) -> st.SearchStrategy[dict]:
+def _valid_attributes(policy: Policy, table: Mapping[str, Rule], lookup: Any, max_size: int) -> st.SearchStrategy[dict]:
     if not table:
         return st.just({})
 
@@ -465,19 +491,19 @@ def _valid_attributes(
     return _cached("valid:" + policy.name, table, max_size, build)
 
 
-def _register_all(names: NameRegistry, policy: p.Policy, attributes: Mapping[str, Any]) -> None:
+def _register_all(names: NameRegistry, policy: Policy, attributes: Mapping[str, Any]) -> None:
     for key, value in attributes.items():
         rule = policy.rule_for(key)
-        if isinstance(rule, p.RegisteredName):
+        if isinstance(rule, RegisteredName):
             names.register(**{rule.name_kind + "s": [value]})
 
 
-def well_formed_spans(policy: p.Policy) -> st.SearchStrategy[tuple[ReadableSpan, NameRegistry]]:
+def well_formed_spans(policy: Policy) -> st.SearchStrategy[tuple[ReadableSpan, NameRegistry]]:
     """Spans in which every key is allowed and every value satisfies its rule, with their names registered."""
     return _cached("well-formed-span", policy.allowed_keys, id(policy), lambda: _well_formed_spans(policy))
 
 
-def _well_formed_spans(policy: p.Policy) -> st.SearchStrategy[tuple[ReadableSpan, NameRegistry]]:
+def _well_formed_spans(policy: Policy) -> st.SearchStrategy[tuple[ReadableSpan, NameRegistry]]:
     attributes = _valid_attributes(policy, policy.allowed_keys, policy.rule_for, 14)
     link_attributes = st.lists(_valid_attributes(policy, policy.allowed_keys, policy.rule_for, 4), max_size=2)
     event_attributes = {
@@ -636,7 +662,7 @@ def test_no_sentinel_in_keys_matched_by_a_pattern(policy_name: str, where: str, 
     key = prefix + suffix
     if where == "span":
         rule = policy.rule_for(key)
-        value: Any = rule.minimum if isinstance(rule, (p.IntRange, p.FloatRange)) else None
+        value: Any = rule.minimum if isinstance(rule, (IntRange, FloatRange)) else None
         attributes, resource = {key: value} if value is not None else {}, {}
     else:
         attributes, resource = {}, {key: "python"}
@@ -708,8 +734,8 @@ def test_well_formed_values_pass_unchanged(policy_name: str, data: st.DataObject
 
 
 # --- d. hashed ids --------------------------------------------------------------------------------------
-def _hashed_keys(policy: p.Policy) -> dict[str, str]:
-    return {k: r.id_kind for k, r in policy.allowed_keys.items() if isinstance(r, p.HashedId) and "*" not in k}
+def _hashed_keys(policy: Policy) -> dict[str, str]:
+    return {k: r.id_kind for k, r in policy.allowed_keys.items() if isinstance(r, HashedId) and "*" not in k}
 
 
 id_values = st.one_of(
@@ -728,12 +754,12 @@ id_values = st.one_of(
 def _expected_id(kind: str, value: Any) -> tuple[str | None, str | None]:
     """(digest or None, reason) for a raw id, from the documented contract."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        return None, p.INVALID_VALUE
+        return None, INVALID_VALUE
     if isinstance(value, str) and value == "":
-        return None, p.INVALID_VALUE
-    if isinstance(value, str) and len(value) > p.MAX_ID_LENGTH:
-        return None, p.TOO_LONG
-    return HASHER.digest(kind, value), p.HASHED
+        return None, INVALID_VALUE
+    if isinstance(value, str) and len(value) > MAX_ID_LENGTH:
+        return None, TOO_LONG
+    return HASHER.digest(kind, value), HASHED
 
 
 @policies
@@ -770,10 +796,10 @@ def test_hashed_ids_become_digests_or_are_dropped(policy_name: str, data: st.Dat
     if policy.exception_fingerprint:
         fingerprint = HASHER.digest(sc.ID_KIND_EXCEPTION_MESSAGE, message)
         assert event.attributes == {sc.EXCEPTION_TYPE: "E", sc.AGENTDIAG_EXCEPTION_FINGERPRINT: fingerprint}
-        expected_counts[p.HASHED] = expected_counts.get(p.HASHED, 0) + 1
+        expected_counts[HASHED] = expected_counts.get(HASHED, 0) + 1
     else:
         assert event.attributes == {sc.EXCEPTION_TYPE: "E"}
-    for reason in (p.HASHED, p.INVALID_VALUE, p.TOO_LONG):
+    for reason in (HASHED, INVALID_VALUE, TOO_LONG):
         assert out.attributes.get(PREFIX + reason) == expected_counts.get(reason), reason
     assert _leaks(out) == []
 
@@ -805,15 +831,15 @@ def _without_counter_keys(span: ReadableSpan) -> bool:
     return not any(k in COUNTER_KEYS for own in surfaces for k in (own or {}))
 
 
-def _removed(policy: p.Policy, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> int:
+def _removed(policy: Policy, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> int:
     """What the policy removed from one set of attributes: the keys it dropped, and the values of a closed set
     it replaced by ``_OTHER`` in place (counted as ``invalid_value``, though the key stays)."""
     before, after = before or {}, after or {}
-    replaced = sum(isinstance(policy.rule_for(k), p.ClosedSet) and before.get(k) != v for k, v in after.items())
+    replaced = sum(isinstance(policy.rule_for(k), ClosedSet) and before.get(k) != v for k, v in after.items())
     return len(set(before) - set(after)) + replaced
 
 
-def _expected_counts(policy: p.Policy, span: ReadableSpan, out: ReadableSpan) -> dict[str, int]:
+def _expected_counts(policy: Policy, span: ReadableSpan, out: ReadableSpan) -> dict[str, int]:
     """The counts that can be recomputed from the policy: unknown keys, events, status, name, removals."""
     unknown = removed = 0
     unknown += sum(policy.rule_for(k) is None for k in span.attributes)
@@ -832,10 +858,10 @@ def _expected_counts(policy: p.Policy, span: ReadableSpan, out: ReadableSpan) ->
         policy.resource_rule_for(k) is not None and k not in resource_after for k in span.resource.attributes
     )
     return {
-        p.UNKNOWN_KEY: unknown,
-        p.EVENT_DROPPED: len(span.events) - len(kept_events),
-        p.STATUS_DESCRIPTION: int(bool(span.status.description)),
-        p.SPAN_NAME: int(out.name != span.name),
+        UNKNOWN_KEY: unknown,
+        EVENT_DROPPED: len(span.events) - len(kept_events),
+        STATUS_DESCRIPTION: int(bool(span.status.description)),
+        SPAN_NAME: int(out.name != span.name),
         "removed": removed,
     }
 
@@ -853,7 +879,7 @@ def test_counters_are_counts_of_what_was_removed(policy_name: str, data: st.Data
         # Each counter is either one this redaction wrote or a well-formed count the input already had.
         assert key in COUNTER_KEYS or span.attributes.get(key) == value, key
     expected = _expected_counts(policy, span, out)
-    for reason in (p.UNKNOWN_KEY, p.EVENT_DROPPED, p.STATUS_DESCRIPTION, p.SPAN_NAME):
+    for reason in (UNKNOWN_KEY, EVENT_DROPPED, STATUS_DESCRIPTION, SPAN_NAME):
         assert counters.get(PREFIX + reason, 0) == expected[reason], reason
     assert sum(counters.get(PREFIX + r, 0) for r in REMOVAL_REASONS) == expected["removed"]
 

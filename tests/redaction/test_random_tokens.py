@@ -20,10 +20,10 @@ import otel_agentdiag as agentdiag
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NameRegistry
 from otel_agentdiag.redaction import entropy
-from otel_agentdiag.redaction import policy as p
 from otel_agentdiag.redaction import recognizers as r
 from otel_agentdiag.redaction.hashing import IdHasher
-from otel_agentdiag.redaction.presets import MODEL_NAME, PROVIDER_NAME
+from otel_agentdiag.redaction.presets import MODEL_NAME, PROVIDER_NAME, STRICT
+from otel_agentdiag.redaction.rules import RedactionContext
 from otel_agentdiag.testing import TEST_HASH_KEY, capture_spans
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,8 +41,8 @@ def rand(alphabet: str, n: int) -> str:
     return "".join(RNG.choice(alphabet) for _ in range(n))
 
 
-def ctx() -> p.RedactionContext:
-    return p.RedactionContext(IdHasher(TEST_HASH_KEY), NameRegistry())
+def ctx() -> RedactionContext:
+    return RedactionContext(IdHasher(TEST_HASH_KEY), NameRegistry())
 
 
 def price_table_models() -> list[str]:
@@ -69,7 +69,7 @@ def test_the_corpus_is_published_and_large_enough_to_mean_something() -> None:
 def test_no_false_positive_on_real_model_ids_versions_and_resource_values(value: str) -> None:
     assert r.recognise(value) is None, (value, r.recognise(value))
     assert not entropy.random_token(value)
-    scalar = p.STRICT.resource_rule_for("service.version")
+    scalar = STRICT.resource_rule_for("service.version")
     assert scalar is not None and scalar.apply(value, ctx()) == (value, None)
 
 
@@ -209,7 +209,7 @@ ATTACKS = {
 def test_free_text_rules_refuse_the_attacks_with_a_reason(name: str) -> None:
     value = ATTACKS[name]
     for key in ("service.version", "service.namespace", "service.instance.id", "deployment.environment.name"):
-        rule = p.STRICT.resource_rule_for(key)
+        rule = STRICT.resource_rule_for(key)
         assert rule is not None and rule.apply(value, ctx()) == (None, "public_safety_violation"), key
     if MODEL_NAME.pattern.fullmatch(value):
         assert MODEL_NAME.apply(value, ctx()) == (None, "public_safety_violation")

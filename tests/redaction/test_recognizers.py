@@ -18,10 +18,10 @@ import pytest
 
 from otel_agentdiag.content.snapshot import REDACTED, normal_key, snapshot
 from otel_agentdiag.content.values import CREDENTIAL, Elided
-from otel_agentdiag.redaction import policy as p
 from otel_agentdiag.redaction import recognizers as r
 from otel_agentdiag.redaction.collector import re2_incompatibility
 from otel_agentdiag.redaction.formats import FORMATS, KINDS
+from otel_agentdiag.redaction.recognizers import is_sensitive
 
 RNG = random.Random(20_2026)
 ALNUM = string.ascii_letters + string.digits
@@ -192,9 +192,9 @@ CASES = [(fid, text) for fid, texts in POSITIVES.items() for text in texts]
 @pytest.mark.parametrize(("format_id", "text"), CASES, ids=[f"{fid}-{i}" for i, (fid, _) in enumerate(CASES)])
 def test_each_format_recognises_its_shape(format_id: str, text: str) -> None:
     assert r.recognise(text) == format_id, text
-    assert p.is_sensitive(text)
+    assert is_sensitive(text)
     # Inside a sentence too (the PEM armour takes the rest of the text, so only a prefix here).
-    assert p.is_sensitive(f"value was {text} at the time")
+    assert is_sensitive(f"value was {text} at the time")
     assert r.recognise(text, confirm=False) is not None
 
 
@@ -209,7 +209,7 @@ def test_distinctive_prefixes_need_no_word_boundary(format_id: str) -> None:
     """``my_sk-ant-...`` or ``keyglpat-...``: an underscore or a letter before a distinctive prefix still leaks."""
     token = POSITIVES[format_id][0]
     for text in (f"my_{token}", f"x{token}", f"tool_{token}_name"):
-        assert p.is_sensitive(text), text
+        assert is_sensitive(text), text
 
 
 NEAR_MISSES = [

@@ -18,13 +18,16 @@ from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal.names import NameRegistry
-from otel_agentdiag.redaction import policy as p
+from otel_agentdiag.redaction.allowlist import Policy
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.redaction.presets import LOCAL, STRICT
 from otel_agentdiag.redaction.processor import SpanRedactor
+from otel_agentdiag.redaction.reasons import REASONS, SCHEMA_URL
+from otel_agentdiag.redaction.rules import IntRange
 from otel_agentdiag.redaction.schema_url import allowed_schema_url
 
 HASHER = IdHasher(bytes.fromhex("88400d79180a2f07406a57ea9bc89d17b23111a11282fed684216795363a8219"))
-COUNTER = sc.AGENTDIAG_REDACTION_PREFIX + p.SCHEMA_URL
+COUNTER = sc.AGENTDIAG_REDACTION_PREFIX + SCHEMA_URL
 
 
 def _span(resource: Resource, scope: InstrumentationScope | None, span_id: int = 0xDEF) -> ReadableSpan:
@@ -40,7 +43,7 @@ def _span(resource: Resource, scope: InstrumentationScope | None, span_id: int =
     )
 
 
-def _redactor(policy: p.Policy = p.STRICT) -> SpanRedactor:
+def _redactor(policy: Policy = STRICT) -> SpanRedactor:
     return SpanRedactor(policy, HASHER, NameRegistry())
 
 
@@ -50,8 +53,8 @@ def _counters(span: ReadableSpan) -> dict[str, Any]:
 
 
 def test_schema_url_is_a_reason_code() -> None:
-    assert p.SCHEMA_URL in p.REASONS
-    assert p.STRICT.rule_for(COUNTER) == p.IntRange(0, 10**9)
+    assert SCHEMA_URL in REASONS
+    assert STRICT.rule_for(COUNTER) == IntRange(0, 10**9)
 
 
 @pytest.mark.parametrize("url", OTEL_SCHEMA_URLS)
@@ -63,14 +66,14 @@ def test_an_opentelemetry_schema_url_is_kept_on_resource_and_scope(url: str) -> 
     assert COUNTER not in out.attributes
 
 
-@pytest.mark.parametrize("policy", [p.STRICT, p.LOCAL], ids=["strict", "local"])
+@pytest.mark.parametrize("policy", [STRICT, LOCAL], ids=["strict", "local"])
 @pytest.mark.parametrize("url", HOSTILE_SCHEMA_URLS)
-def test_any_other_schema_url_is_removed_and_counted(policy: p.Policy, url: str) -> None:
+def test_any_other_schema_url_is_removed_and_counted(policy: Policy, url: str) -> None:
     assert not allowed_schema_url(url)
     out = _redactor(policy).redact(_span(Resource({"service.name": "svc"}, url), InstrumentationScope("lib", "1", url)))
     assert not out.resource.schema_url
     assert not out.instrumentation_scope.schema_url
-    assert _counters(out) == {p.SCHEMA_URL: 2}
+    assert _counters(out) == {SCHEMA_URL: 2}
     assert url not in out.to_json()
     # The rest of the resource and scope is unaffected.
     assert dict(out.resource.attributes) == {"service.name": "svc"}
@@ -82,10 +85,10 @@ def test_one_hostile_schema_url_counts_once_and_the_other_is_kept() -> None:
     redactor = _redactor()
     out = redactor.redact(_span(Resource({}, bad), InstrumentationScope("lib", "1", good)))
     assert (out.resource.schema_url, out.instrumentation_scope.schema_url) == ("", good)  # Resource: "" for none
-    assert _counters(out) == {p.SCHEMA_URL: 1}
+    assert _counters(out) == {SCHEMA_URL: 1}
     out = redactor.redact(_span(Resource({}, good), InstrumentationScope("lib", "1", bad)))
     assert (out.resource.schema_url, out.instrumentation_scope.schema_url) == (good, "")
-    assert _counters(out) == {p.SCHEMA_URL: 1}
+    assert _counters(out) == {SCHEMA_URL: 1}
 
 
 def test_every_span_of_a_shared_resource_and_scope_is_counted() -> None:
@@ -94,7 +97,7 @@ def test_every_span_of_a_shared_resource_and_scope_is_counted() -> None:
     scope = InstrumentationScope("lib", "1", HOSTILE_SCHEMA_URLS[2])
     redactor = _redactor()
     outs = [redactor.redact(_span(resource, scope, span_id)) for span_id in range(1, 6)]
-    assert [_counters(out) for out in outs] == [{p.SCHEMA_URL: 2}] * 5
+    assert [_counters(out) for out in outs] == [{SCHEMA_URL: 2}] * 5
     assert len({id(out.resource) for out in outs}) == 1  # still built once
 
 
@@ -106,7 +109,7 @@ def test_no_schema_url_is_not_counted() -> None:
 
 
 def test_silent_summary_removes_without_counting() -> None:
-    silent = p.STRICT.derive("silent", summary="silent")
+    silent = STRICT.derive("silent", summary="silent")
     out = _redactor(silent).redact(_span(Resource({}, HOSTILE_SCHEMA_URLS[0]), None))
     assert not out.resource.schema_url
     assert COUNTER not in out.attributes
