@@ -164,7 +164,7 @@ def _segment(segment: str) -> str:
     if not segment:
         return segment
     # A word can still be a credential (a short password used as a path): the recogniser decides.
-    from otel_agentdiag.redaction.policy import is_sensitive
+    from otel_agentdiag.redaction.recognizers import is_sensitive
 
     return segment if _WORD.fullmatch(segment) and not is_sensitive(segment) else "…"
 

@@ -118,7 +118,7 @@ def _shown(value: Any) -> str:
     if isinstance(value, (date, datetime)):
         return value.isoformat()
     if isinstance(value, str) and len(value) <= 64 and value.isprintable():
-        from otel_agentdiag.redaction.policy import is_sensitive
+        from otel_agentdiag.redaction.recognizers import is_sensitive
 
         if not is_sensitive(value):
             return repr(value)

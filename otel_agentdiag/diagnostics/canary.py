@@ -58,7 +58,7 @@ def _sentinels() -> dict[str, dict[str, str]]:
     A plain sentinel (``cnry{label}{token}``) must pass the public-safety check by itself, or an opened surface
     would keep it out for the wrong reason and the canary would miss the leak it is there to see: a token that
     makes one of them look random (about 1 run in 250: the random-token check) is drawn again."""
-    from otel_agentdiag.redaction.policy import is_sensitive
+    from otel_agentdiag.redaction.recognizers import is_sensitive
 
     while True:
         token = secrets.token_hex(6)

@@ -348,9 +348,8 @@ def test_the_service_name_line_does_not_claim_the_sdk_default_for_a_program_that
 def test_a_token_that_makes_a_plain_sentinel_look_random_is_drawn_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """About 1 run in 250 drew a token that made ``cnryexceptionmessage{token}`` look random to the public-safety
     check: the opened exception surface then kept it out for that reason, and the canary missed the leak."""
-    from otel_agentdiag.redaction.policy import is_sensitive
-
     from otel_agentdiag.diagnostics import canary
+    from otel_agentdiag.redaction.recognizers import is_sensitive
 
     unlucky, fine = "1b5fa3bc8f7b", "0123abcd4567"
     assert is_sensitive(f"cnryexceptionmessage{unlucky}")  # the draw that failed a CI run
