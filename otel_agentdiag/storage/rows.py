@@ -37,9 +37,13 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SpanRow:
-    """One span as the store keeps it (attributes, events, links and resource already plain data)."""
+    """One span as the store keeps it (attributes, events, links and resource already plain data).
+
+    A value: nothing changes a row once made (copy one with ``dataclasses.replace``). Not frozen: a frozen
+    dataclass's ``__init__`` sets each of its 17 fields through ``object.__setattr__``, three times the cost of
+    this one, once per span on the worker."""
 
     trace_id: str
     span_id: str
@@ -124,9 +128,9 @@ class StoredContent(ContentRow):
     stored_size: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StoredSpan(SpanRow):
-    """A span read back from the store."""
+    """A span read back from the store (a value, as :class:`SpanRow`)."""
 
     corrupt: bool = False
     """True when a stored JSON column could not be decoded (the span is shown with what could be read)."""
