@@ -69,6 +69,8 @@ class StoreConnection:
     _identity: tuple[int, int]
     _resource_ids: dict[str, int]
     _resource_objects: dict[int, tuple[Mapping[str, Any], int]]
+    _waiting: dict[tuple[str | None, str], None]
+    """(session, trace) pairs this connection wrote rows flagged ``orphan`` in, oldest first (the writer's)."""
 
     def __init__(
         self,
@@ -94,6 +96,7 @@ class StoreConnection:
         self._lock = threading.RLock()
         self._resource_ids: dict[str, int] = {}
         self._resource_objects: dict[int, tuple[Mapping[str, Any], int]] = {}
+        self._waiting = {}
         read_only = self.read_only
         try:
             uri = read_only_uri(files) if read_only else None

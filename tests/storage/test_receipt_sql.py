@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_helpers import T0
+from storage_helpers import T0, query, row, span_id
 
 from otel_agentdiag.storage import RetentionLimits, SpanRow, SpanStore, StoredSpan
 from otel_agentdiag.storage.codec import SPAN_COLUMNS, decode_span
@@ -200,4 +200,80 @@ def test_rows_written_changed_and_deleted_behind_the_stores_back(tmp_path: Path)
     with SpanStore(path) as store:  # the next transaction of ours settles the flags of the traces touched
         store.write_batch([])
         store.prune()
+    check(path)
+
+
+# -- the writer's orphan flags: looked at only where a flagged row may wait ------------------------------------
+def _child(i: int, trace: str, parent: int | None) -> SpanRow:
+    return replace(row(i, trace_id=trace), parent_span_id=None if parent is None else span_id(parent))
+
+
+def _flags(path: Path) -> dict[str, int | None]:
+    return {span: flag for span, flag in query(path, "SELECT span_id, orphan FROM spans")}
+
+
+def test_batches_of_root_spans_look_for_no_waiting_children(tmp_path: Path) -> None:
+    path = tmp_path / "roots.db"
+    statements: list[str] = []
+    with SpanStore(path) as store:
+        store.write_batch([_child(1, "a" * 32, 0)])  # a child whose parent never comes: flagged, remembered
+        store._conn.set_trace_callback(statements.append)
+        store.write_batch([_child(i, f"{i:032x}", None) for i in range(10, 20)])  # ten one-span traces
+        store.write_batch([_child(2, "a" * 32, 1)])  # a grandchild of the waiting trace: its pair is looked at
+        store._conn.set_trace_callback(None)
+    # One look, for the waiting trace's pair; none for the ten new traces (one per trace before).
+    assert sum("spans_orphans" in s for s in statements) == 1
+    assert _flags(path)[span_id(1)] == 1 and _flags(path)[span_id(2)] == 0
+    check(path)
+
+
+def test_a_parent_written_later_clears_its_childrens_flags(tmp_path: Path) -> None:
+    path = tmp_path / "later.db"
+    trace = "b" * 32
+    with SpanStore(path) as store:
+        store.write_batch([_child(2, trace, 1), _child(3, trace, 1)])  # children end first
+        store.write_batch([_child(4, f"{4:032x}", None)])  # another trace between
+        assert _flags(path)[span_id(2)] == 1
+        store.write_batch([_child(1, trace, None)])
+    assert _flags(path) == {span_id(1): 0, span_id(2): 0, span_id(3): 0, span_id(4): 0}
+    check(path)
+
+
+def test_a_child_another_connection_flagged_keeps_its_flag_and_the_receipt_still_finds_its_parent(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "two.db"
+    trace = "c" * 32
+    with SpanStore(path) as first:
+        first.write_batch([_child(2, trace, 1)])
+    with SpanStore(path) as second:
+        second.write_batch([_child(1, trace, None)])
+    assert _flags(path)[span_id(2)] == 1  # "maybe missing": a reader checks it against the key
+    conn = sqlite3.connect(path)
+    try:
+        assert read_missing(conn) == {}
+    finally:
+        conn.close()
+    check(path)
+
+
+def test_the_remembered_pairs_are_bounded_and_a_forgotten_one_only_errs_towards_maybe_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from otel_agentdiag.storage import writer
+
+    monkeypatch.setattr(writer, "_MAX_WAITING", 3)
+    path = tmp_path / "bounded.db"
+    traces = [f"{t:032x}" for t in range(1, 6)]
+    with SpanStore(path) as store:
+        for t, trace in enumerate(traces):
+            store.write_batch([_child(100 + t, trace, 200 + t)])  # five traces wait for their parent
+        store.write_batch([_child(200 + t, trace, None) for t, trace in enumerate(traces)])
+    flags = _flags(path)
+    assert [flags[span_id(100 + t)] for t in range(5)] == [1, 1, 0, 0, 0]  # the two oldest were forgotten
+    conn = sqlite3.connect(path)
+    try:
+        assert read_missing(conn) == {}
+    finally:
+        conn.close()
     check(path)
