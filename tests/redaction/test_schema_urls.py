@@ -123,3 +123,15 @@ def test_a_tombstone_carries_no_foreign_schema_url() -> None:
 @pytest.mark.parametrize("value", [None, 37, b"https://opentelemetry.io/schemas/1.37.0", "x" * 100])
 def test_allowed_schema_url_refuses_what_is_not_a_short_string(value: object) -> None:
     assert not allowed_schema_url(value)
+
+
+@pytest.mark.parametrize("url", [None, OTEL_SCHEMA_URLS[0]])
+def test_the_clean_resource_hashes_and_compares_as_the_sdks_own(url: str | None) -> None:
+    # The clean resource keeps its hash (the SDK's OTLP encoder hashes it per span to group a batch): the same
+    # value as a plain ``Resource`` of the same attributes and schema URL, equal to it, and one group with it.
+    attributes = {"service.name": "svc", "service.version": "1.0.0"}
+    clean = _redactor().redact(_span(Resource(attributes, url), None)).resource
+    plain = Resource(attributes, url)
+    assert dict(clean.attributes) == attributes and clean.schema_url == (url or "")
+    assert hash(clean) == hash(plain) and clean == plain and plain == clean
+    assert {clean: 1, plain: 2} == {plain: 2}
