@@ -69,8 +69,9 @@ class StoreConnection:
     _identity: tuple[int, int]
     _resource_ids: dict[str, int]
     _resource_objects: dict[int, tuple[Mapping[str, Any], int]]
-    _waiting: dict[tuple[str | None, str], None]
-    """(session, trace) pairs this connection wrote rows flagged ``orphan`` in, oldest first (the writer's)."""
+    _waiting: dict[str, set[str | None]]
+    """Trace id -> the sessions in which this connection wrote rows of it flagged ``orphan``, oldest trace first
+    (the writer's)."""
 
     def __init__(
         self,

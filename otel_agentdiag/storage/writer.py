@@ -12,7 +12,7 @@ from otel_agentdiag.storage.codec import canonical_json, row_json
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.ledger import Tally, add_accounting, store_totals, upsert_observers, upsert_stats
 from otel_agentdiag.storage.migrations import StoreError
-from otel_agentdiag.storage.provenance import displace_imported, imported_accounting, imported_rows
+from otel_agentdiag.storage.provenance import IMPORTED_PREFIX, displace_imported, imported_accounting, imported_rows
 from otel_agentdiag.storage.retention import (
     Pruned,
     delete_rows,
@@ -47,19 +47,25 @@ _INSERT_SPAN = (
 )
 """The row's core columns as the writer encodes them, :data:`~.rows.EXTRA_COLUMNS` as the row holds them, then
 the writer's own (``size``, ``plain``, ``orphan``: last, :func:`_flag_orphans` sets it)."""
-_PARENTS_ARRIVED = (
-    "UPDATE spans INDEXED BY spans_orphans SET orphan = 0 WHERE orphan IS NOT 0 AND session IS ?1 AND trace_id = ?2"
-    " AND EXISTS (SELECT 1 FROM spans p WHERE p.trace_id = ?2 AND p.span_id = spans.parent_span_id"
-    " AND (?3 OR p.session IS NULL OR substr(p.session, 1, 9) <> 'imported:'))"
+_PARENT_STORED = (
+    "UPDATE spans SET orphan = 0 WHERE trace_id = ?1 AND span_id = ?2 AND orphan IS NOT 0"
+    " AND EXISTS (SELECT 1 FROM spans p WHERE p.trace_id = ?1 AND p.span_id = ?3"
+    " AND (?4 OR p.session IS NULL OR substr(p.session, 1, 9) <> 'imported:'))"
 )
-"""After a batch, per (session, trace) it wrote where a flagged row may wait (:meth:`StoreWriter._parents_arrived`):
-the flagged rows there whose parent is stored now are not orphans (children end, and are written, before their
-parent). Rows of the trace in other sessions keep their
-flag: a reader checks flagged rows against the key, so a flag may only err on the side of "maybe missing"."""
+"""A row the batch wrote flagged (its parent was not in the batch) is no orphan when that parent is stored already.
+``?4``: the batch is imported; an observed row's parent counts only when observed (or filed outside a session)."""
+_PARENT_ARRIVED = (
+    "UPDATE spans INDEXED BY spans_orphans SET orphan = 0 WHERE orphan IS NOT 0 AND session IS ?1 AND trace_id = ?2"
+    " AND parent_span_id = ?3"
+)
+"""A row stored earlier, flagged, in session ``?1``, is no orphan once its parent ``?3`` is written: one seek of the
+partial index per span the batch wrote in a trace where rows wait (children end, and are written, before their
+parent). Never a scan of the rows that wait: in a long agent run every iteration waits for the run's span, and
+scanning them after each batch made the writer's cost grow with the run."""
 
 
 _MAX_WAITING = 4_096
-"""(session, trace) pairs with rows this connection wrote flagged as orphans, remembered at most (about 0.6 MiB);
+"""Traces with rows this connection wrote flagged as orphans, remembered at most (about 1 MiB with their sessions);
 beyond it the oldest are forgotten, and their rows keep the flag if their parent arrives later."""
 
 _SAFETY = reason_codes.PUBLIC_SAFETY_COUNTER
@@ -305,29 +311,35 @@ class StoreWriter(StoreConnection):
         )
 
     def _parents_arrived(self, params: list[tuple[Any, ...]], inserted: Sequence[bool], imported: bool) -> None:
-        """Clear the ``orphan`` flag of stored rows whose parent this batch wrote (:data:`_PARENTS_ARRIVED`), per
-        (session, trace) where a flagged row may be waiting: one this batch wrote flagged (its parent may have
-        been stored before), or one an earlier batch of this connection wrote flagged (:attr:`_waiting`). Others
-        are not looked at: one index seek per (session, trace) of every batch was about 6% of the writer's cost
-        in runs of one-span traces. A row another connection flagged keeps its flag when this one writes its
-        parent; a flag may only err on the side of "maybe missing" (a reader checks flagged rows against the
-        key), so that costs a receipt a lookup, never a wrong answer."""
+        """Clear the ``orphan`` flag of rows whose parent is stored now: the rows this batch wrote flagged whose
+        parent was stored before (:data:`_PARENT_STORED`), and the flagged rows stored earlier whose parent this
+        batch wrote (:data:`_PARENT_ARRIVED`), looked for only in the traces (and sessions) where this connection
+        wrote a flagged row (:attr:`_waiting`, bounded). A row another connection flagged keeps its flag when this
+        one writes its parent; a flag may only err on the side of "maybe missing" (a reader checks flagged
+        rows against the key), so that costs a receipt a lookup, never a wrong answer."""
         waiting = self._waiting
-        flagged = {(row[9], row[0]) for row, new in zip(params, inserted, strict=True) if new and row[-1]}
-        if not flagged and not waiting:
-            return
-        pairs = {(row[9], row[0]) for row, new in zip(params, inserted, strict=True) if new}
-        self._conn.executemany(
-            _PARENTS_ARRIVED,
-            [
-                (session, trace_id, imported)
-                for session, trace_id in pairs
-                if (session, trace_id) in flagged or (session, trace_id) in waiting
-            ],
-        )
-        for pair in flagged:
-            waiting.pop(pair, None)
-            waiting[pair] = None  # the most recent last: the oldest are forgotten first
+        new = [row for row, written in zip(params, inserted, strict=True) if written]
+        flagged = [row for row in new if row[-1]]
+        conn = self._conn
+        if flagged:
+            conn.executemany(_PARENT_STORED, [(row[0], row[1], row[2], imported) for row in flagged])
+        if waiting:
+            arrived: list[tuple[str | None, str, str]] = []
+            for row in new:
+                sessions = waiting.get(row[0])
+                if sessions is not None:
+                    arrived.extend(
+                        (session, row[0], row[1])
+                        for session in sessions
+                        # an imported parent is no observed row's parent
+                        if not imported or (session or "").startswith(IMPORTED_PREFIX)
+                    )
+            if arrived:
+                conn.executemany(_PARENT_ARRIVED, arrived)
+        for row in flagged:
+            sessions = waiting.pop(row[0], None) or set()
+            sessions.add(row[9])
+            waiting[row[0]] = sessions  # the most recent last: the oldest are forgotten first
         while len(waiting) > _MAX_WAITING:
             del waiting[next(iter(waiting))]
 

@@ -277,3 +277,32 @@ def test_the_remembered_pairs_are_bounded_and_a_forgotten_one_only_errs_towards_
     finally:
         conn.close()
     check(path)
+
+
+def test_the_work_of_a_batch_does_not_grow_with_the_children_waiting_for_a_long_runs_span(tmp_path: Path) -> None:
+    # A long agent run: every iteration waits for the run's span, which ends (and is written) last. Counted in
+    # SQLite's virtual-machine steps (deterministic, unlike time): the last batch costs what an early one costs.
+    trace, run = "d" * 32, 1
+    rows: list[SpanRow] = []
+    for unit in range(2_000):
+        iteration = 10 + 3 * unit
+        rows += [_child(iteration + 1, trace, iteration), _child(iteration + 2, trace, iteration)]
+        rows.append(_child(iteration, trace, run))
+    batches = [rows[at : at + 300] for at in range(0, len(rows), 300)]
+    steps: list[int] = []
+    with SpanStore(tmp_path / "long.db", retention=RetentionLimits(max_session_spans=None)) as store:
+        for batch in batches:
+            counted = [0]
+
+            def count(counted: list[int] = counted) -> int:
+                counted[0] += 1
+                return 0
+
+            store._conn.set_progress_handler(count, 100)
+            store.write_batch(batch)
+            store._conn.set_progress_handler(None, 100)
+            steps.append(counted[0])
+        store.write_batch([_child(run, trace, None)])
+    assert steps[-1] <= 1.3 * steps[1], steps
+    print(steps)  # 2,000 iterations wait by the last batch
+    assert all(flag == 0 for flag in _flags(tmp_path / "long.db").values())
