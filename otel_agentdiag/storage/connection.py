@@ -69,9 +69,9 @@ class StoreConnection:
     _identity: tuple[int, int]
     _resource_ids: dict[str, int]
     _resource_objects: dict[int, tuple[Mapping[str, Any], int]]
-    _waiting: dict[str, set[str | None]]
-    """Trace id -> the sessions in which this connection wrote rows of it flagged ``orphan``, oldest trace first
-    (the writer's)."""
+    _waiting: dict[str, dict[str, set[str | None]]]
+    """Trace id -> parent span id -> the sessions in which this connection wrote rows of that trace flagged
+    ``orphan`` whose parent it is, oldest trace first (the writer's)."""
 
     def __init__(
         self,

@@ -48,25 +48,28 @@ _INSERT_SPAN = (
 """The row's core columns as the writer encodes them, :data:`~.rows.EXTRA_COLUMNS` as the row holds them, then
 the writer's own (``size``, ``plain``, ``orphan``: last, :func:`_flag_orphans` sets it)."""
 _PARENT_STORED = (
-    "UPDATE spans SET orphan = 0 WHERE trace_id = ?1 AND span_id = ?2 AND orphan IS NOT 0"
-    " AND EXISTS (SELECT 1 FROM spans p WHERE p.trace_id = ?1 AND p.span_id = ?3"
-    " AND (?4 OR p.session IS NULL OR substr(p.session, 1, 9) <> 'imported:'))"
+    "UPDATE spans SET orphan = 0 WHERE trace_id = ?1 AND span_id IN (SELECT value FROM json_each(?2))"
+    " AND orphan IS NOT 0 AND EXISTS (SELECT 1 FROM spans p WHERE p.trace_id = ?1 AND p.span_id = spans.parent_span_id"
+    " AND (?3 OR p.session IS NULL OR substr(p.session, 1, 9) <> 'imported:'))"
 )
-"""A row the batch wrote flagged (its parent was not in the batch) is no orphan when that parent is stored already.
-``?4``: the batch is imported; an observed row's parent counts only when observed (or filed outside a session)."""
+"""Rows of trace ``?1`` the batch wrote flagged (``?2``: their span ids, a JSON array; the parent was not in the
+batch) are no orphans when that parent is stored already. ``?3``: the batch is imported; an observed row's parent
+counts only when observed (or filed outside a session). One run per trace, a key lookup per row."""
 _PARENT_ARRIVED = (
     "UPDATE spans INDEXED BY spans_orphans SET orphan = 0 WHERE orphan IS NOT 0 AND session IS ?1 AND trace_id = ?2"
     " AND parent_span_id = ?3"
 )
-"""A row stored earlier, flagged, in session ``?1``, is no orphan once its parent ``?3`` is written: one seek of the
-partial index per span the batch wrote in a trace where rows wait (children end, and are written, before their
-parent). Never a scan of the rows that wait: in a long agent run every iteration waits for the run's span, and
-scanning them after each batch made the writer's cost grow with the run."""
+"""Rows stored earlier, flagged, in session ``?1`` of trace ``?2``, are no orphans once their parent ``?3`` is
+written (children end, and are written, before their parent): one seek of the partial index, run only for a span
+this connection knows rows wait for (:attr:`StoreWriter._waiting`). Never a scan of the rows that wait: in a long
+agent run every iteration waits for the run's span, and scanning them after each batch made the writer's cost
+grow with the run."""
 
 
 _MAX_WAITING = 4_096
-"""Traces with rows this connection wrote flagged as orphans, remembered at most (about 1 MiB with their sessions);
-beyond it the oldest are forgotten, and their rows keep the flag if their parent arrives later."""
+"""Traces with rows this connection wrote flagged as orphans, remembered at most, the oldest forgotten first; and
+:data:`_MAX_AWAITED` parents per trace. A row whose parent is forgotten keeps its flag when the parent arrives."""
+_MAX_AWAITED = 256
 
 _SAFETY = reason_codes.PUBLIC_SAFETY_COUNTER
 _SEQUENCES = (list, tuple)
@@ -313,33 +316,45 @@ class StoreWriter(StoreConnection):
     def _parents_arrived(self, params: list[tuple[Any, ...]], inserted: Sequence[bool], imported: bool) -> None:
         """Clear the ``orphan`` flag of rows whose parent is stored now: the rows this batch wrote flagged whose
         parent was stored before (:data:`_PARENT_STORED`), and the flagged rows stored earlier whose parent this
-        batch wrote (:data:`_PARENT_ARRIVED`), looked for only in the traces (and sessions) where this connection
-        wrote a flagged row (:attr:`_waiting`, bounded). A row another connection flagged keeps its flag when this
+        batch wrote (:data:`_PARENT_ARRIVED`), looked for only where this connection wrote a row flagged waiting
+        for that span (:attr:`_waiting`, bounded). A row another connection flagged keeps its flag when this
         one writes its parent; a flag may only err on the side of "maybe missing" (a reader checks flagged
         rows against the key), so that costs a receipt a lookup, never a wrong answer."""
         waiting = self._waiting
-        new = [row for row, written in zip(params, inserted, strict=True) if written]
-        flagged = [row for row in new if row[-1]]
-        conn = self._conn
-        if flagged:
-            conn.executemany(_PARENT_STORED, [(row[0], row[1], row[2], imported) for row in flagged])
-        if waiting:
-            arrived: list[tuple[str | None, str, str]] = []
-            for row in new:
-                sessions = waiting.get(row[0])
-                if sessions is not None:
+        flagged: dict[str, list[tuple[Any, ...]]] = {}
+        arrived: list[tuple[str | None, str, str]] = []
+        for row, written in zip(params, inserted, strict=True):
+            if not written:
+                continue
+            trace = row[0]
+            if row[-1]:
+                flagged.setdefault(trace, []).append(row)
+            awaited = waiting.get(trace) if waiting else None
+            if awaited:
+                sessions = awaited.pop(row[1], None)
+                if sessions:
                     arrived.extend(
-                        (session, row[0], row[1])
+                        (session, trace, row[1])
                         for session in sessions
                         # an imported parent is no observed row's parent
                         if not imported or (session or "").startswith(IMPORTED_PREFIX)
                     )
-            if arrived:
-                conn.executemany(_PARENT_ARRIVED, arrived)
-        for row in flagged:
-            sessions = waiting.pop(row[0], None) or set()
-            sessions.add(row[9])
-            waiting[row[0]] = sessions  # the most recent last: the oldest are forgotten first
+        conn = self._conn
+        if flagged:
+            conn.executemany(
+                _PARENT_STORED, [(trace, row_json([r[1] for r in rows]), imported) for trace, rows in flagged.items()]
+            )
+        if arrived:
+            conn.executemany(_PARENT_ARRIVED, arrived)
+        for trace, rows in flagged.items():
+            awaited = waiting.pop(trace, None) or {}
+            for row in rows:
+                sessions = awaited.get(row[2])
+                if sessions is None and len(awaited) < _MAX_AWAITED:
+                    sessions = awaited[row[2]] = set()
+                if sessions is not None:
+                    sessions.add(row[9])
+            waiting[trace] = awaited  # the most recent last: the oldest are forgotten first
         while len(waiting) > _MAX_WAITING:
             del waiting[next(iter(waiting))]
 

@@ -214,16 +214,24 @@ def _flags(path: Path) -> dict[str, int | None]:
 
 def test_batches_of_root_spans_look_for_no_waiting_children(tmp_path: Path) -> None:
     path = tmp_path / "roots.db"
-    statements: list[str] = []
+    trace = "a" * 32
     with SpanStore(path) as store:
-        store.write_batch([_child(1, "a" * 32, 0)])  # a child whose parent never comes: flagged, remembered
+        store.write_batch([_child(1, trace, 0)])  # a child whose parent ends later: flagged, remembered
+        statements: list[str] = []
         store._conn.set_trace_callback(statements.append)
         store.write_batch([_child(i, f"{i:032x}", None) for i in range(10, 20)])  # ten one-span traces
-        store.write_batch([_child(2, "a" * 32, 1)])  # a grandchild of the waiting trace: its pair is looked at
+        roots = [s for s in statements if "orphan = 0" in s]
+        statements.clear()
+        store.write_batch([_child(2, trace, 1), _child(3, f"{3:032x}", None)])  # a grandchild, one more root
+        grandchild = [s for s in statements if "orphan = 0" in s]
+        statements.clear()
+        store.write_batch([_child(0, trace, None)])  # the parent the child waits for
+        parent = [s for s in statements if "orphan = 0" in s]
         store._conn.set_trace_callback(None)
-    # One look, for the waiting trace's pair; none for the ten new traces (one per trace before).
-    assert sum("spans_orphans" in s for s in statements) == 1
-    assert _flags(path)[span_id(1)] == 1 and _flags(path)[span_id(2)] == 0
+    assert roots == []  # one look per (session, trace) before
+    assert len(grandchild) == 1 and "json_each" in grandchild[0]  # its parent, stored already, looked up by key
+    assert len(parent) == 1 and "spans_orphans" in parent[0]  # the one waiting child, by the parent's id
+    assert _flags(path) == {span_id(i): 0 for i in (0, 1, 2, 3, *range(10, 20))}
     check(path)
 
 
@@ -306,3 +314,22 @@ def test_the_work_of_a_batch_does_not_grow_with_the_children_waiting_for_a_long_
     assert steps[-1] <= 1.3 * steps[1], steps
     print(steps)  # 2,000 iterations wait by the last batch
     assert all(flag == 0 for flag in _flags(tmp_path / "long.db").values())
+
+
+def test_the_parents_remembered_per_trace_are_bounded_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from otel_agentdiag.storage import writer
+
+    monkeypatch.setattr(writer, "_MAX_AWAITED", 2)
+    path = tmp_path / "awaited.db"
+    trace = "e" * 32
+    with SpanStore(path) as store:
+        store.write_batch([_child(10 + k, trace, 20 + k) for k in range(3)])  # three children, three parents
+        store.write_batch([_child(20 + k, trace, None) for k in range(3)])
+    flags = _flags(path)
+    assert [flags[span_id(10 + k)] for k in range(3)] == [0, 0, 1]  # the third parent was not remembered
+    conn = sqlite3.connect(path)
+    try:
+        assert read_missing(conn) == {}
+    finally:
+        conn.close()
+    check(path)
