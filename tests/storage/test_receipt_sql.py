@@ -208,6 +208,16 @@ def _child(i: int, trace: str, parent: int | None) -> SpanRow:
     return replace(row(i, trace_id=trace), parent_span_id=None if parent is None else span_id(parent))
 
 
+def assert_no_parent_missing(path: Path) -> None:
+    """The receipt finds every parent (whatever the flags say), and its SQL says what the decoded rows say."""
+    conn = sqlite3.connect(path)
+    try:
+        assert read_missing(conn) == {}
+    finally:
+        conn.close()
+    check(path)
+
+
 def _flags(path: Path) -> dict[str, int | None]:
     return {span: flag for span, flag in query(path, "SELECT span_id, orphan FROM spans")}
 
@@ -257,12 +267,7 @@ def test_a_child_another_connection_flagged_keeps_its_flag_and_the_receipt_still
     with SpanStore(path) as second:
         second.write_batch([_child(1, trace, None)])
     assert _flags(path)[span_id(2)] == 1  # "maybe missing": a reader checks it against the key
-    conn = sqlite3.connect(path)
-    try:
-        assert read_missing(conn) == {}
-    finally:
-        conn.close()
-    check(path)
+    assert_no_parent_missing(path)
 
 
 def test_the_remembered_pairs_are_bounded_and_a_forgotten_one_only_errs_towards_maybe_missing(
@@ -279,12 +284,7 @@ def test_the_remembered_pairs_are_bounded_and_a_forgotten_one_only_errs_towards_
         store.write_batch([_child(200 + t, trace, None) for t, trace in enumerate(traces)])
     flags = _flags(path)
     assert [flags[span_id(100 + t)] for t in range(5)] == [1, 1, 0, 0, 0]  # the two oldest were forgotten
-    conn = sqlite3.connect(path)
-    try:
-        assert read_missing(conn) == {}
-    finally:
-        conn.close()
-    check(path)
+    assert_no_parent_missing(path)
 
 
 def test_the_work_of_a_batch_does_not_grow_with_the_children_waiting_for_a_long_runs_span(tmp_path: Path) -> None:
@@ -327,9 +327,4 @@ def test_the_parents_remembered_per_trace_are_bounded_too(tmp_path: Path, monkey
         store.write_batch([_child(20 + k, trace, None) for k in range(3)])
     flags = _flags(path)
     assert [flags[span_id(10 + k)] for k in range(3)] == [0, 0, 1]  # the third parent was not remembered
-    conn = sqlite3.connect(path)
-    try:
-        assert read_missing(conn) == {}
-    finally:
-        conn.close()
-    check(path)
+    assert_no_parent_missing(path)
