@@ -69,9 +69,9 @@ class StoreConnection:
     _identity: tuple[int, int]
     _resource_ids: dict[str, int]
     _resource_objects: dict[int, tuple[Mapping[str, Any], int]]
-    _waiting: dict[str, dict[str, set[str | None]]]
-    """Trace id -> parent span id -> the sessions in which this connection wrote rows of that trace flagged
-    ``orphan`` whose parent it is, oldest trace first (the writer's)."""
+    _waiting: dict[tuple[str, str], tuple[str | None, ...]]
+    """(trace id, parent span id) -> the sessions in which this connection wrote rows of that trace flagged
+    ``orphan`` that wait for that parent, oldest first (the writer's)."""
 
     def __init__(
         self,

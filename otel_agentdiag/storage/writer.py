@@ -66,10 +66,9 @@ agent run every iteration waits for the run's span, and scanning them after each
 grow with the run."""
 
 
-_MAX_WAITING = 4_096
-"""Traces with rows this connection wrote flagged as orphans, remembered at most, the oldest forgotten first; and
-:data:`_MAX_AWAITED` parents per trace. A row whose parent is forgotten keeps its flag when the parent arrives."""
-_MAX_AWAITED = 256
+_MAX_AWAITED = 8_192
+"""(trace, parent) pairs the writer remembers rows waiting for, at most, the oldest forgotten first (about 3 MiB
+at most). A row whose parent was forgotten keeps its flag when the parent arrives."""
 
 _SAFETY = reason_codes.PUBLIC_SAFETY_COUNTER
 _SEQUENCES = (list, tuple)
@@ -329,9 +328,8 @@ class StoreWriter(StoreConnection):
             trace = row[0]
             if row[-1]:
                 flagged.setdefault(trace, []).append(row)
-            awaited = waiting.get(trace) if waiting else None
-            if awaited:
-                sessions = awaited.pop(row[1], None)
+            if waiting:
+                sessions = waiting.pop((trace, row[1]), None)
                 if sessions:
                     arrived.extend(
                         (session, trace, row[1])
@@ -346,16 +344,12 @@ class StoreWriter(StoreConnection):
             )
         if arrived:
             conn.executemany(_PARENT_ARRIVED, arrived)
-        for trace, rows in flagged.items():
-            awaited = waiting.pop(trace, None) or {}
+        for rows in flagged.values():
             for row in rows:
-                sessions = awaited.get(row[2])
-                if sessions is None and len(awaited) < _MAX_AWAITED:
-                    sessions = awaited[row[2]] = set()
-                if sessions is not None:
-                    sessions.add(row[9])
-            waiting[trace] = awaited  # the most recent last: the oldest are forgotten first
-        while len(waiting) > _MAX_WAITING:
+                key = (row[0], row[2])
+                sessions = waiting.pop(key, ())  # re-inserted: the most recent last, the oldest forgotten first
+                waiting[key] = sessions if row[9] in sessions else (*sessions, row[9])
+        while len(waiting) > _MAX_AWAITED:
             del waiting[next(iter(waiting))]
 
     def _insert_content(self, spans: list[tuple[str, str, Sequence[ContentRow]]]) -> None:

@@ -275,7 +275,7 @@ def test_the_remembered_pairs_are_bounded_and_a_forgotten_one_only_errs_towards_
 ) -> None:
     from otel_agentdiag.storage import writer
 
-    monkeypatch.setattr(writer, "_MAX_WAITING", 3)
+    monkeypatch.setattr(writer, "_MAX_AWAITED", 3)
     path = tmp_path / "bounded.db"
     traces = [f"{t:032x}" for t in range(1, 6)]
     with SpanStore(path) as store:
@@ -316,7 +316,9 @@ def test_the_work_of_a_batch_does_not_grow_with_the_children_waiting_for_a_long_
     assert all(flag == 0 for flag in _flags(tmp_path / "long.db").values())
 
 
-def test_the_parents_remembered_per_trace_are_bounded_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_parents_remembered_in_one_trace_count_against_the_same_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from otel_agentdiag.storage import writer
 
     monkeypatch.setattr(writer, "_MAX_AWAITED", 2)
@@ -326,5 +328,5 @@ def test_the_parents_remembered_per_trace_are_bounded_too(tmp_path: Path, monkey
         store.write_batch([_child(10 + k, trace, 20 + k) for k in range(3)])  # three children, three parents
         store.write_batch([_child(20 + k, trace, None) for k in range(3)])
     flags = _flags(path)
-    assert [flags[span_id(10 + k)] for k in range(3)] == [0, 0, 1]  # the third parent was not remembered
+    assert [flags[span_id(10 + k)] for k in range(3)] == [1, 0, 0]  # the oldest parent was forgotten
     assert_no_parent_missing(path)
