@@ -12,7 +12,7 @@ from otel_agentdiag.storage.codec import canonical_json, row_json
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.ledger import Tally, add_accounting, store_totals, upsert_observers, upsert_stats
 from otel_agentdiag.storage.migrations import StoreError
-from otel_agentdiag.storage.provenance import IMPORTED_PREFIX, displace_imported, imported_accounting, imported_rows
+from otel_agentdiag.storage.provenance import displace_imported, imported_accounting, imported_rows, is_imported
 from otel_agentdiag.storage.retention import (
     Pruned,
     delete_rows,
@@ -335,7 +335,7 @@ class StoreWriter(StoreConnection):
                         (session, trace, row[1])
                         for session in sessions
                         # an imported parent is no observed row's parent
-                        if not imported or (session or "").startswith(IMPORTED_PREFIX)
+                        if not imported or is_imported(session)
                     )
         conn = self._conn
         if flagged:
