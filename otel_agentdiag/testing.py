@@ -36,7 +36,14 @@ from otel_agentdiag.redaction.hashing import IdHasher
 from otel_agentdiag.redaction.presets import STRICT
 from otel_agentdiag.redaction.processor import RedactingSpanProcessor
 
-__all__ = ["TEST_HASH_KEY", "CorrelationIdsProcessor", "SpanCapture", "capture_spans", "correlation_ids"]
+__all__ = [
+    "TEST_HASH_KEY",
+    "CorrelationIdsProcessor",
+    "SpanCapture",
+    "capture_spans",
+    "correlation_ids",
+    "span_numbers",
+]
 
 TEST_HASH_KEY = bytes.fromhex("85f395ac2a57e06fb7ea8afc0587d1cd59c4f2a73b2cba6cd54eb7b9da9013d2")
 """A fixed key for tests: 32 random bytes (a chosen key would be refused), public, so never for real data."""
@@ -49,6 +56,17 @@ def correlation_ids(span: ReadableSpan) -> dict[str, Any]:
     as the span object is alive."""
     found = _ids.TABLE.ids_of(span)
     return dict(found) if found else {}
+
+
+def span_numbers(span: ReadableSpan) -> dict[str, Any]:
+    """The numbers otel-agentdiag's sequencer gave ``span`` (``{"agentdiag.observer.id": ...,
+    "agentdiag.sequence": ...}``), kept beside the span, never on it: each of otel-agentdiag's redactors lays them
+    over the span's attributes, so stored and exported spans carry them. ``{}`` when the span has none. For an
+    ended span, once a processor of otel-agentdiag has seen it end, for as long as the span object is alive."""
+    found = _ids.TABLE.numbers_of(span)
+    if found is None:
+        return {}
+    return {sc.AGENTDIAG_OBSERVER_ID: found[0], sc.AGENTDIAG_SEQUENCE: found[1]}
 
 
 class CorrelationIdsProcessor(SpanProcessor):

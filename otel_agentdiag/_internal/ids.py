@@ -13,9 +13,14 @@ attribute. It hands the raw value to :data:`TABLE` instead, under the span's ``(
    (:meth:`~CorrelationIds.record_conversation`), for our spans and other libraries' alike;
 3. when the span ends, the first processor of ours to see it (the sequencer, or a ``RedactingSpanProcessor``)
    ties the entry to the ended span object that every processor receives (:meth:`~CorrelationIds.pin`);
-4. each redactor of ours, when it rebuilds that ended span (on its batch worker, later), overlays
-   :meth:`~CorrelationIds.ids_of` on the span's attributes and applies its own policy and key: the digests are
-   exactly those the attributes would have given, per destination. Nothing else reads the table.
+4. each redactor of ours, when it rebuilds that ended span (on its batch worker, later), lays what the table
+   holds over the span's attributes (:meth:`~CorrelationIds.laid_over`) and applies its own policy and key: the
+   digests are exactly those the attributes would have given, per destination.
+
+The sequencer keeps each span's numbers (``agentdiag.observer.id``, ``agentdiag.sequence``) in the same entry
+(:meth:`~CorrelationIds.record_numbers`, one call at ``on_start`` with the run's conversation id): they are ours,
+no other processor needs them, and two ``set_attribute`` calls on the agent's thread cost more than the entry.
+The SQLite exporter reads them too, for a branch without a redactor. Nothing else reads the table.
 
 Release needs no count of readers: an entry is held by one weak reference, whose callback removes it. Once
 pinned, it refers to the ended span object, so the entry goes when every processor holding that span (each
@@ -23,8 +28,10 @@ of our batch queues, any foreign one) has let it go, a span a full queue dropped
 entry instrumentation made refers to the live span (if that is let go without ever being pinned, nothing of
 ours was on its provider to read the ids); one that only an ``on_start`` processor made (the run's
 conversation: the hot path) is held by nothing, since that processor pins it at end. The table is bounded as
-well (``max_spans``, for spans the application keeps open or an exporter keeps in memory): beyond it the
-oldest entry is evicted and counted (that span is exported without its ids, so a receipt shows the gap).
+well (``max_spans``, for spans the application keeps open or an exporter keeps in memory, plus the room each
+open batch queue of ours reserves for the spans it may hold: :meth:`~CorrelationIds.reserve`): beyond it the
+oldest entry is evicted and counted (that span is exported without its ids and numbers, so a receipt shows the
+gap).
 Recording and pinning take no lock (single dict operations under the GIL); eviction, the rare path, does.
 """
 
@@ -54,10 +61,11 @@ _SpanKey = tuple[int, int]
 
 
 _Slot = list[Any]
-"""One span's entry, ``[ids, ref]``: its ids, and the weak reference that holds it (a list: no constructor call
-per span). ``ids`` is a dict (attribute key -> raw value), or, in the common case of a span whose only id is the
-enclosing run's conversation, that id alone (a str: no dict per span)."""
-_IDS, _REF = 0, 1
+"""One span's entry, ``[ids, ref, numbers]``: its ids, the weak reference that holds it, and the numbers the
+sequencer gave it (a list: no constructor call per span). ``ids`` is a dict (attribute key -> raw value), or, in
+the common case of a span whose only id is the enclosing run's conversation, that id alone (a str: no dict per
+span), or None (numbers only). ``numbers`` is ``(observer id, sequence number)`` or None."""
+_IDS, _REF, _NUMBERS = 0, 1, 2
 
 
 class _Ref(weakref.ref):  # type: ignore[type-arg]
@@ -73,6 +81,16 @@ def _key(span: Any) -> _SpanKey:
     return span.get_span_context()[:2]  # type: ignore[no-any-return]
 
 
+def _add_conversation(slot: _Slot, conversation: str) -> None:
+    """Put the enclosing run's ``conversation`` in ``slot`` unless it has a conversation id already."""
+    found = slot[_IDS]
+    if found is None:
+        slot[_IDS] = conversation
+    elif type(found) is dict:
+        found.setdefault(sc.GEN_AI_CONVERSATION_ID, conversation)
+    # a str is a conversation id already, kept
+
+
 class CorrelationIds:
     """Raw correlation ids per span, for our redactors only (see the module doc). Thread-safe.
 
@@ -83,6 +101,8 @@ class CorrelationIds:
         if max_spans < 1:
             raise ValueError("max_spans must be at least 1")
         self.max_spans = max_spans
+        self._base = max_spans
+        self._reserved = 0
         table: dict[_SpanKey, _Slot] = {}
         self._table = table
 
@@ -114,7 +134,7 @@ class CorrelationIds:
         if len(table) >= self.max_spans:
             self._evict()
         # setdefault: two threads recording for one new span both land in the same slot.
-        return table.setdefault(key, [{}, None])  # type: ignore[arg-type]
+        return table.setdefault(key, [{}, None, None])
 
     def record(self, span: Any, ids: Mapping[str, Any]) -> None:
         """Keep ``ids`` (attribute key -> raw value) for the open ``span``, over what it had. The caller checks
@@ -128,6 +148,8 @@ class CorrelationIds:
         found = slot[_IDS]
         if type(found) is str:  # the run's conversation alone, from on_start: the span's own ids go over it
             slot[_IDS] = {sc.GEN_AI_CONVERSATION_ID: found, **ids}
+        elif found is None:  # numbered at start, no id yet
+            slot[_IDS] = dict(ids)
         else:
             found.update(ids)
 
@@ -141,13 +163,31 @@ class CorrelationIds:
         if slot is None:
             if len(table) >= self.max_spans:
                 self._evict()
-            slot = table.setdefault(key, [conversation, None])
+            slot = table.setdefault(key, [conversation, None, None])
             if slot[_IDS] is conversation:
                 return
-        found = slot[_IDS]
-        if type(found) is dict:
-            found.setdefault(sc.GEN_AI_CONVERSATION_ID, conversation)
-        # a str is a conversation id already, kept
+        _add_conversation(slot, conversation)
+
+    def record_numbers(self, span: Any, observer: str, sequence: int, conversation: str | None = None) -> None:
+        """Record the numbers the sequencer gave the open ``span`` (``agentdiag.observer.id``,
+        ``agentdiag.sequence``), and the enclosing run's conversation id when given (as
+        :meth:`record_conversation`): one call on the hot path of every span. Our redactors lay the numbers over the
+        span's attributes as they lay its ids; no processor sees them on the span itself. As with
+        :meth:`record_conversation`, the caller must :meth:`pin` the span when it ends."""
+        key = span.get_span_context()[:2]
+        table = self._table
+        slot = table.get(key)
+        numbers = (observer, sequence)
+        if slot is None:
+            if len(table) >= self.max_spans:
+                self._evict()
+            new = [conversation, None, numbers]
+            slot = table.setdefault(key, new)
+            if slot is new:
+                return
+        slot[_NUMBERS] = numbers
+        if conversation is not None:
+            _add_conversation(slot, conversation)
 
     # -- the hand-over at end (on_end of our first processor) -------------------------------------------------
     def pin(self, span: Any) -> None:
@@ -184,6 +224,49 @@ class CorrelationIds:
             return None
         found = slot[_IDS]
         return {sc.GEN_AI_CONVERSATION_ID: found} if type(found) is str else found  # type: ignore[no-any-return]
+
+    def numbers_of(self, span: Any) -> tuple[str, int] | None:
+        """``(observer id, sequence number)`` the sequencer recorded for ``span`` (open or ended), or None."""
+        if not self._table:
+            return None
+        ctx = getattr(span, "context", None)
+        slot = None if ctx is None else self._table.get(ctx[:2])
+        return None if slot is None else slot[_NUMBERS]  # type: ignore[no-any-return]
+
+    def laid_over(self, span: Any, attributes: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``attributes`` (the span's own, a dict or a mapping) with what is recorded beside ``span`` laid over
+        them: its raw ids and its numbers. ``attributes`` itself when nothing is recorded; else a new dict."""
+        table = self._table
+        if not table:
+            return attributes
+        ctx = getattr(span, "context", None)
+        slot = None if ctx is None else table.get(ctx[:2])
+        if slot is None:
+            return attributes
+        merged = dict(attributes)  # a dict's copy, not one built from its items: 5 times faster
+        found = slot[_IDS]
+        if type(found) is str:
+            merged[sc.GEN_AI_CONVERSATION_ID] = found
+        elif found:
+            merged.update(found)
+        numbers = slot[_NUMBERS]
+        if numbers is not None:
+            merged[sc.AGENTDIAG_OBSERVER_ID], merged[sc.AGENTDIAG_SEQUENCE] = numbers
+        return merged
+
+    # -- room for what the queues hold --------------------------------------------------------------------------
+    def reserve(self, spans: int) -> None:
+        """Make room for ``spans`` more entries: a batch queue of that size holds ended spans whose entries
+        (numbers above all: every span has them) must not be evicted while they wait. :meth:`release` gives it
+        back."""
+        with self._lock:
+            self._reserved += spans
+            self.max_spans = self._base + self._reserved
+
+    def release(self, spans: int) -> None:
+        with self._lock:
+            self._reserved = max(self._reserved - spans, 0)
+            self.max_spans = self._base + self._reserved
 
     # -- bounds ---------------------------------------------------------------------------------------------
     def _evict(self) -> None:

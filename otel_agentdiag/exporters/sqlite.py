@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_agentdiag import semconv as sc
+from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.fork import around_fork, reinit_after_fork
 from otel_agentdiag._internal.sdk import attribute_items, span_attributes, span_fields
 from otel_agentdiag._internal.trust import UntrustedPathError
@@ -136,6 +137,11 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
     if ctx is None:
         raise ValueError("span without a context")
     attributes = _plain(span_attributes(span))
+    if sc.AGENTDIAG_SEQUENCE not in attributes:
+        # Not through one of our redactors (which lay them over): the numbers the sequencer kept beside the span.
+        numbers = _ids.TABLE.numbers_of(span)
+        if numbers is not None:
+            attributes = {**attributes, sc.AGENTDIAG_OBSERVER_ID: numbers[0], sc.AGENTDIAG_SEQUENCE: numbers[1]}
     get = attributes.get
     kind = get(sc.AGENTDIAG_KIND)
     session = get(sc.GEN_AI_CONVERSATION_ID, get(sc.SESSION_ID))  # as row_session()

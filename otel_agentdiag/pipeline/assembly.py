@@ -356,7 +356,7 @@ class TraceAssembler:
     def _late(self, span: ReadableSpan, trace_id: int) -> ReadableSpan:
         """A span of a trace handed on already: numbered under the trace's session (a reserved number first),
         unless it started after the hand-on (the sequencer numbered it then, in the trace's session)."""
-        if sc.AGENTDIAG_SEQUENCE in span_attributes(span):
+        if sc.AGENTDIAG_SEQUENCE in span_attributes(span) or _ids.TABLE.numbers_of(span) is not None:
             return span
         closed = self._closed.get(trace_id) or _Closed(None, [])
         key = _own_session(span) or _recorded_session(span) or closed.session
@@ -369,12 +369,14 @@ class TraceAssembler:
         """A copy of ``span`` with its number (and, from ``plan``, its new parent or index), filed in ``session``
         when it names none of its own."""
         attributes = dict(span_attributes(span))
-        if sc.AGENTDIAG_OBSERVER_ID in attributes and sc.AGENTDIAG_SEQUENCE in attributes and plan is None:
-            return span  # numbered already (by another sequencer on the provider)
+        beside = _ids.TABLE.numbers_of(span) is not None  # numbered at start, by the sequencer
+        numbered = beside or (sc.AGENTDIAG_OBSERVER_ID in attributes and sc.AGENTDIAG_SEQUENCE in attributes)
+        if numbered and plan is None:
+            return span  # numbered already (by a sequencer on the provider)
         own = _own_session(span)
         recorded = None if own is not None else _recorded_session(span)
         key = own or recorded or session
-        if sc.AGENTDIAG_OBSERVER_ID not in attributes:
+        if not beside and sc.AGENTDIAG_OBSERVER_ID not in attributes:
             attributes[sc.AGENTDIAG_OBSERVER_ID] = self.sequencer.observer_id
             attributes[sc.AGENTDIAG_SEQUENCE] = number if number is not None else self.sequencer.next_sequence(key)
         parent: Any = ...

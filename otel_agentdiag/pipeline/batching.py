@@ -40,6 +40,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_agentdiag import environment_variables as env
+from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
 from otel_agentdiag._internal.sdk import attribute_dict, span_attributes, span_events
@@ -221,6 +222,8 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
         """Trace ids whose spans do not queue here on ``on_end`` (:meth:`route`)."""
         self._intake: Callable[[ReadableSpan], None] | None = None
         self._reset_state()
+        # The spans this queue holds keep their numbers beside them (``_internal/ids.py``): room for all of them.
+        _ids.TABLE.reserve(max_queue_spans)
         reinit_after_fork(self._at_fork_reinit)
         self._start_worker()
 
@@ -364,6 +367,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
                 if self._shut_down:
                     return
                 self._shut_down = True
+            _ids.TABLE.release(self.max_queue_spans)
             self.begin_shutdown(deadline)
             self._worker.join(timeout)
             if self._worker.is_alive():

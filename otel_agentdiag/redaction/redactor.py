@@ -77,13 +77,10 @@ def _int_bounds(rule: Rule | None) -> tuple[float, float] | None:
 
 
 def attributes_with_ids(span: ReadableSpan) -> Mapping[str, Any]:
-    """The span's attributes with the raw correlation ids our instrumentation kept beside it
-    (``_internal/ids.py``) laid over them: what a policy decides, exactly as if they had been attributes."""
-    attributes = span_attributes(span)
-    ids = _ids.TABLE.ids_of(span)
-    if not ids:
-        return attributes
-    return {**attribute_dict(attributes), **ids}  # a dict's copy, not one built from its items: 5 times faster
+    """The span's attributes with what our instrumentation and sequencer kept beside it (``_internal/ids.py``:
+    raw correlation ids, the span's numbers) laid over them: what a policy decides, exactly as if they had been
+    attributes."""
+    return _ids.TABLE.laid_over(span, attribute_dict(span_attributes(span)))
 
 
 def _bare_context(ctx: Any) -> Any:

@@ -15,7 +15,7 @@ from otel_agentdiag import semconv as sc
 from otel_agentdiag.instrumentation import manual
 from otel_agentdiag.pipeline import SessionSequencer, session_key
 from otel_agentdiag.redaction import IdHasher
-from otel_agentdiag.testing import correlation_ids
+from otel_agentdiag.testing import correlation_ids, span_numbers
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def _numbers(memory: InMemorySpanExporter) -> dict[str, tuple[object, int]]:
     for s in memory.get_finished_spans():
         attributes = {**s.attributes, **correlation_ids(s)}
         session = attributes.get(sc.GEN_AI_CONVERSATION_ID, attributes.get(sc.SESSION_ID))
-        out[s.name] = (session, s.attributes[sc.AGENTDIAG_SEQUENCE])
+        out[s.name] = (session, span_numbers(s)[sc.AGENTDIAG_SEQUENCE])
     return out
 
 
@@ -68,7 +68,7 @@ def test_spans_are_numbered_per_session_in_start_order(traced) -> None:
     # The run's raw id is never put on a span, ours or the foreign one: only the ids their creators set are.
     own = {s.name: s.attributes.get(sc.GEN_AI_CONVERSATION_ID) for s in memory.get_finished_spans()}
     assert own == {name: ("c-2" if name == "explicit" else None) for name in own}
-    observers = {s.attributes[sc.AGENTDIAG_OBSERVER_ID] for s in memory.get_finished_spans()}
+    observers = {span_numbers(s)[sc.AGENTDIAG_OBSERVER_ID] for s in memory.get_finished_spans()}
     assert observers == {sequencer.observer_id}
     assert re.fullmatch(r"[0-9a-f]{16}", sequencer.observer_id)
 
@@ -156,7 +156,7 @@ def test_a_span_numbered_by_another_sequencer_keeps_its_number() -> None:
     with provider.get_tracer("t").start_as_current_span("s"):
         pass
     (span,) = memory.get_finished_spans()
-    assert span.attributes[sc.AGENTDIAG_OBSERVER_ID] == first.observer_id
+    assert span_numbers(span)[sc.AGENTDIAG_OBSERVER_ID] == first.observer_id
     assert second.next_sequence(None) == 0  # the second one never counted it
     provider.shutdown()
 
@@ -188,7 +188,7 @@ def test_concurrent_spans_get_distinct_contiguous_numbers(traced) -> None:
         thread.start()
     for thread in threads:
         thread.join(60)
-    numbers = sorted(s.attributes[sc.AGENTDIAG_SEQUENCE] for s in memory.get_finished_spans())
+    numbers = sorted(span_numbers(s)[sc.AGENTDIAG_SEQUENCE] for s in memory.get_finished_spans())
     assert numbers == list(range(1600))
 
 
@@ -198,4 +198,66 @@ def test_numbering_never_raises_into_the_agent(traced, caplog: pytest.LogCapture
     assert any("numbering a span failed" in r.getMessage() for r in caplog.records)
     with provider.get_tracer("t").start_as_current_span("still works") as span:
         pass
-    assert span.attributes[sc.AGENTDIAG_SEQUENCE] == 0
+    assert span_numbers(span)[sc.AGENTDIAG_SEQUENCE] == 0
+
+
+def test_numbers_travel_beside_the_span_and_our_redactor_lays_them_over() -> None:
+    """The agent's thread pays no ``set_attribute`` for the numbers: a processor of the user's sees none on the
+    span, while our redactor (here the synchronous wrapper for the user's own exporter) exports them."""
+    from otel_agentdiag.redaction import RedactingSpanProcessor
+    from otel_agentdiag.testing import TEST_HASH_KEY
+
+    provider = TracerProvider(shutdown_on_exit=False)
+    sequencer = SessionSequencer()
+    raw, redacted = InMemorySpanExporter(), InMemorySpanExporter()
+    provider.add_span_processor(sequencer)
+    provider.add_span_processor(SimpleSpanProcessor(raw))
+    provider.add_span_processor(RedactingSpanProcessor(SimpleSpanProcessor(redacted), hasher=IdHasher(TEST_HASH_KEY)))
+    tracer = provider.get_tracer("t")
+    for _ in range(3):
+        with tracer.start_as_current_span("s", attributes={sc.GEN_AI_CONVERSATION_ID: "c-1"}):
+            pass
+    for span in raw.get_finished_spans():
+        assert sc.AGENTDIAG_SEQUENCE not in span.attributes and sc.AGENTDIAG_OBSERVER_ID not in span.attributes
+    assert [span_numbers(s)[sc.AGENTDIAG_SEQUENCE] for s in raw.get_finished_spans()] == [0, 1, 2]
+    exported = redacted.get_finished_spans()
+    assert [s.attributes[sc.AGENTDIAG_SEQUENCE] for s in exported] == [0, 1, 2]
+    assert {s.attributes[sc.AGENTDIAG_OBSERVER_ID] for s in exported} == {sequencer.observer_id}
+    provider.shutdown()
+
+
+def test_a_span_carrying_numbers_as_attributes_is_not_numbered_again(traced) -> None:
+    """Numbers set on the span by another numbering (an older sequencer, a bridge) are kept; nothing is recorded
+    beside the span and the session's count does not move."""
+    provider, sequencer, memory = traced
+    numbered = {sc.AGENTDIAG_OBSERVER_ID: "0123456789abcdef", sc.AGENTDIAG_SEQUENCE: 7}
+    with provider.get_tracer("t").start_as_current_span("s", attributes=numbered):
+        pass
+    (span,) = memory.get_finished_spans()
+    assert span_numbers(span) == {}
+    assert span.attributes[sc.AGENTDIAG_SEQUENCE] == 7
+    assert sequencer.next_sequence(None) == 0
+
+
+def test_batch_queues_make_room_beside_the_spans_for_their_numbers() -> None:
+    """Every queued span keeps its numbers beside it until exported: the side table grows with the queues that
+    are open (so a large queue never evicts numbers and leaves false gaps) and shrinks when they shut down."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from otel_agentdiag._internal import ids as _ids
+    from otel_agentdiag.pipeline.batching import AccountingBatchSpanProcessor
+
+    class Sink:
+        def export(self, spans):
+            return SpanExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            pass
+
+    before = _ids.TABLE.max_spans
+    processor = AccountingBatchSpanProcessor(Sink(), max_queue_spans=100_000)  # type: ignore[arg-type]
+    assert _ids.TABLE.max_spans == before + 100_000
+    processor.shutdown()
+    assert _ids.TABLE.max_spans == before
+    processor.shutdown()  # idempotent: released once
+    assert _ids.TABLE.max_spans == before
