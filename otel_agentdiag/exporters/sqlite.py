@@ -126,8 +126,11 @@ def _status(code: StatusCode) -> str:
 
 
 def _span_kind(kind: SpanKind) -> str:
+    # Identity tests first, as in _status: an enum member's hash is computed in Python.
     if kind is SpanKind.INTERNAL:
         return "internal"
+    if kind is SpanKind.CLIENT:
+        return "client"
     return _SPAN_KINDS.get(kind) or kind.name.lower()
 
 
