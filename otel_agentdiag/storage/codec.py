@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import json.scanner
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from otel_agentdiag import semconv as sc
@@ -12,11 +14,38 @@ from otel_agentdiag.storage.rows import EXTRA_COLUMNS, SpanRow, StoredSpan
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
+_fast_dumps: Callable[[Any], bytes] | None
+try:
+    import orjson as _orjson
+except ImportError:  # not CPython, or a platform without its wheel: the standard library's encoder alone
+    _fast_dumps = None
+else:
+    # What the standard encoder would refuse (a subclass of str, int or dict, a dataclass, a date) raises, and
+    # takes the standard road below; so does an int beyond 64 bits, a key that is not a str.
+    _fast_dumps = partial(
+        _orjson.dumps,
+        option=_orjson.OPT_PASSTHROUGH_SUBCLASS | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME,
+    )
+
 
 def row_json(value: Any) -> str:
-    """Compact JSON for a row's columns (one shared encoder; tuples become arrays; empty lists are cheap)."""
+    """Compact JSON for a row's columns: tuples become arrays, empty lists are cheap, non-finite floats become
+    strings (as :func:`canonical_json` writes them).
+
+    orjson writes it when it is installed (a dependency on CPython): about a tenth of the standard encoder's cost,
+    every span's attributes on the batch worker. The same JSON value as the standard library's (a float's text
+    may differ: ``0.00001`` for ``1e-05``); whatever orjson declines, or writes as ``null`` (NaN, infinities and
+    None alike), is written by the standard library, as before."""
     if not value:
         return "[]" if isinstance(value, (list, tuple)) else "{}"
+    if _fast_dumps is not None:
+        try:
+            out = _fast_dumps(value)
+        except TypeError:  # orjson.JSONEncodeError is one
+            pass
+        else:
+            if b"null" not in out:
+                return out.decode()
     try:
         return _ENCODER.encode(value)
     except ValueError:
