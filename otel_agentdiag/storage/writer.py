@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -321,13 +322,21 @@ class StoreWriter(StoreConnection):
         rows against the key), so that costs a receipt a lookup, never a wrong answer."""
         waiting = self._waiting
         flagged: dict[str, list[tuple[Any, ...]]] = {}
+        awaited: list[tuple[Any, ...]] = []
         arrived: list[tuple[str | None, str, str]] = []
         for row, written in zip(params, inserted, strict=True):
             if not written:
                 continue
             trace = row[0]
             if row[-1]:
-                flagged.setdefault(trace, []).append(row)
+                known = waiting.get((trace, row[2])) if waiting else None
+                if known is not None and row[9] in known:
+                    # Its parent was not stored when an earlier batch of this session waited for it, and this
+                    # connection has not written it since: no lookup (the iterations of a long run, after the
+                    # first batch). Written by another connection meanwhile, it leaves the flag, as above.
+                    awaited.append(row)
+                else:
+                    flagged.setdefault(trace, []).append(row)
             if waiting:
                 sessions = waiting.pop((trace, row[1]), None)
                 if sessions:
@@ -344,11 +353,10 @@ class StoreWriter(StoreConnection):
             )
         if arrived:
             conn.executemany(_PARENT_ARRIVED, arrived)
-        for rows in flagged.values():
-            for row in rows:
-                key = (row[0], row[2])
-                sessions = waiting.pop(key, ())  # re-inserted: the most recent last, the oldest forgotten first
-                waiting[key] = sessions if row[9] in sessions else (*sessions, row[9])
+        for row in itertools.chain(awaited, *flagged.values()):
+            key = (row[0], row[2])
+            sessions = waiting.pop(key, ())  # re-inserted: the most recent last, the oldest forgotten first
+            waiting[key] = sessions if row[9] in sessions else (*sessions, row[9])
         while len(waiting) > _MAX_AWAITED:
             del waiting[next(iter(waiting))]
 

@@ -245,6 +245,55 @@ def test_batches_of_root_spans_look_for_no_waiting_children(tmp_path: Path) -> N
     check(path)
 
 
+def test_a_child_waiting_for_a_parent_already_awaited_is_not_looked_up_again(tmp_path: Path) -> None:
+    """The iterations of a long run wait for the run's span: the first batch looks it up by key (not stored), the
+    later ones know it is awaited and look for nothing; the run's span, once written, clears them all."""
+    path = tmp_path / "awaited.db"
+    trace = "e" * 32
+    with SpanStore(path) as store:
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        store.write_batch([_child(2, trace, 1)])
+        first = [s for s in statements if "orphan = 0" in s]
+        statements.clear()
+        store.write_batch([_child(3, trace, 1), _child(4, trace, 1)])
+        later = [s for s in statements if "orphan = 0" in s]
+        statements.clear()
+        store._conn.set_trace_callback(None)
+        assert _flags(path) == {span_id(2): 1, span_id(3): 1, span_id(4): 1}
+        store.write_batch([_child(1, trace, None)])
+    assert len(first) == 1 and "json_each" in first[0]
+    assert later == []
+    assert _flags(path) == {span_id(i): 0 for i in (1, 2, 3, 4)}
+    check(path)
+
+
+def test_a_parent_another_connection_wrote_while_awaited_leaves_flags_the_receipt_sees_through(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "awaited-elsewhere.db"
+    trace = "9" * 32
+    with SpanStore(path) as store:
+        store.write_batch([_child(2, trace, 1)])  # awaited from here on
+        with SpanStore(path) as other:
+            other.write_batch([_child(1, trace, None)])
+        store.write_batch([_child(3, trace, 1)])  # not looked up: "maybe missing"
+    assert _flags(path)[span_id(3)] == 1
+    assert_no_parent_missing(path)
+
+
+def test_a_late_child_of_a_parent_written_meanwhile_is_looked_up_and_cleared(tmp_path: Path) -> None:
+    """A parent written by this connection is awaited no more: a child that comes after it is looked up by key."""
+    path = tmp_path / "late.db"
+    trace = "f" * 32
+    with SpanStore(path) as store:
+        store.write_batch([_child(2, trace, 1)])
+        store.write_batch([_child(1, trace, None)])
+        store.write_batch([_child(3, trace, 1)])  # late: its parent is stored
+    assert _flags(path) == {span_id(i): 0 for i in (1, 2, 3)}
+    assert_no_parent_missing(path)
+
+
 def test_a_parent_written_later_clears_its_childrens_flags(tmp_path: Path) -> None:
     path = tmp_path / "later.db"
     trace = "b" * 32
