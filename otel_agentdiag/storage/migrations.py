@@ -326,6 +326,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             END""",
         ),
     ),
+    Migration(
+        14,
+        "one index for a session's rows and its receipt",
+        # spans_session, widened, serves what spans_receipt did: a session's rows by time (listing, retention)
+        # and, covering, the receipt's figures (per session; a session of several observers is read again per
+        # observer). One B-tree fewer to write per span: about 10k instructions of the worker's per span.
+        (
+            "DROP INDEX IF EXISTS spans_receipt",
+            "DROP INDEX IF EXISTS spans_session",
+            "CREATE INDEX spans_session ON spans(session, start_ns, observer, sequence, plain)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

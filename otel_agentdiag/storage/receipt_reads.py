@@ -1,10 +1,11 @@
 """What a receipt reads of the rows, with SQL: per (session, observer) figures and the missing parents.
 
-Migration 13 made what these reads need. ``spans_receipt`` (session, observer, number, ``plain``) makes the
-figures one GROUP BY that reads the index alone: ``plain`` is 1 on a row the writer vouches counts plainly
-(numbered, no tombstone, no public-safety hit, well-formed JSON), so the figures of a (session, observer) whose
-rows are all plain come from that GROUP BY alone. Any other session (rows written or changed by another program,
-a tombstone, rows without a number: rare) is read again, its rows themselves. The ``orphan``
+Migrations 13 and 14 made what these reads need. ``spans_session`` (session, start, observer, number, ``plain``)
+makes the figures one GROUP BY per session that reads the index alone: ``plain`` is 1 on a row the writer vouches
+counts plainly (numbered, no tombstone, no public-safety hit, well-formed JSON), so the figures of a session whose
+rows are all plain and of one observer come from that GROUP BY alone. A session of several observers is grouped
+again per observer (the same index, its entries only); any other session (rows written or changed by another
+program, a tombstone, rows without a number: rare) is read again, its rows themselves. The ``orphan``
 flag and its partial index ``spans_orphans`` mark the rows whose parent may be stored nowhere in their trace; only
 those are checked against the key (an anti-join). The same SQL serves one session (``WHERE session IS ?``) and
 the whole store. The rules that judge these figures are :func:`otel_agentdiag.diagnostics.verdict.judge`'s.
@@ -23,9 +24,13 @@ from otel_agentdiag.storage.rows import ALL_SESSIONS, OVERFLOW_SESSION, SessionS
 _IMPORTED = "'imported:'"
 _NOT_IMPORTED = "(p.session IS NULL OR substr(p.session, 1, 9) <> 'imported:')"
 
-_FIGURES = """SELECT session, observer, COUNT(*), COUNT(plain), COUNT(DISTINCT sequence), MIN(sequence),
-    MAX(sequence) FROM spans INDEXED BY spans_receipt {where} GROUP BY session, observer"""
-"""Per (session, observer): rows, plain rows, distinct numbers, the lowest and highest."""
+_FIGURES = """SELECT session, MIN(observer), MAX(observer), COUNT(*), COUNT(plain), COUNT(DISTINCT sequence),
+    MIN(sequence), MAX(sequence) FROM spans INDEXED BY spans_session {where} GROUP BY session"""
+"""Per session: its lowest and highest observer, rows, plain rows, distinct numbers, the lowest and highest (the
+figures of its one observer when those are equal and every row is plain)."""
+_FIGURES_PER_OBSERVER = """SELECT observer, COUNT(*), COUNT(plain), COUNT(DISTINCT sequence), MIN(sequence),
+    MAX(sequence) FROM spans INDEXED BY spans_session WHERE session IS ? GROUP BY observer"""
+"""Per observer of one session, from the index alone: rows, plain rows, distinct numbers, the lowest and highest."""
 
 _NUMBERED = "(typeof(sequence) = 'integer' AND sequence >= 0 AND observer <> '')"
 """A row whose number counts: an observer and an integer sequence number >= 0 (as a decoded row reads)."""
@@ -104,16 +109,28 @@ def read_figures(
     conn: sqlite3.Connection, session: str | _AllSessions | None = ALL_SESSIONS
 ) -> dict[str, dict[str, RowFigures]]:
     """Session key ('' = no session) -> observer key -> the figures of its rows, for one session or all. One
-    GROUP BY over ``spans_receipt`` (the index alone); a second read of its rows for a session with rows not all
-    plain, and for the rows of a malformed resource."""
+    GROUP BY per session over ``spans_session`` (the index alone), again per observer for a session of several; a
+    second read of its rows for a session with rows not all plain, and for the rows of a malformed resource."""
     where, args = _where(session)
     out: dict[str, dict[str, RowFigures]] = {}
+    observers: list[str | None] = []
     again: set[str | None] = set()
-    for key, observer, n, plain, distinct, low, high in conn.execute(_FIGURES.format(where=where), args):
-        if n == plain:  # every row numbered by ``observer``, nothing else to count
-            out.setdefault(key or "", {})[observer] = RowFigures(n, 0, n, distinct, low, high)
-        else:
+    for key, first, last, n, plain, distinct, low, high in conn.execute(_FIGURES.format(where=where), args):
+        if n != plain:
             again.add(key)
+        elif first == last:  # every row numbered by one observer, nothing else to count
+            out[key or ""] = {first: RowFigures(n, 0, n, distinct, low, high)}
+        else:
+            observers.append(key)
+    for key in observers:  # every row plain, of several observers: their figures one by one
+        figures: dict[str, RowFigures] = {}
+        for observer, n, plain, distinct, low, high in conn.execute(_FIGURES_PER_OBSERVER, (key,)):
+            if n != plain:
+                again.add(key)
+                break
+            figures[observer] = RowFigures(n, 0, n, distinct, low, high)
+        else:
+            out[key or ""] = figures
     for key in again:
         out[key or ""] = {
             observer: RowFigures(int(n), int(tomb), int(numbered), distinct, low, high, int(safety), int(malformed))
@@ -177,7 +194,7 @@ def read_missing(
         below = 0
         if observer and number is not None and number > 0:
             (below,) = conn.execute(
-                "SELECT COUNT(DISTINCT sequence) FROM spans INDEXED BY spans_receipt WHERE session IS ?"
+                "SELECT COUNT(DISTINCT sequence) FROM spans INDEXED BY spans_session WHERE session IS ?"
                 " AND observer = ? AND sequence >= 0 AND sequence < ? AND typeof(sequence) = 'integer'",
                 (key or None, observer, number),
             ).fetchone()

@@ -220,7 +220,10 @@ def prune_session(
     key = session or None
     victims: list[tuple[int, int, str | None]] = []
     count, total = span_count, size
-    cursor = conn.execute("SELECT rowid, size FROM spans WHERE session IS ? ORDER BY start_ns, rowid", (key,))
+    # Oldest first, ties by number (then row): the order of spans_session, so no sort.
+    cursor = conn.execute(
+        "SELECT rowid, size FROM spans WHERE session IS ? ORDER BY start_ns, observer, sequence, plain, rowid", (key,)
+    )
     for rowid, row_size in cursor:
         if not ((max_spans is not None and count > max_spans) or (max_bytes is not None and total > max_bytes)):
             break

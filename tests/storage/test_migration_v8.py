@@ -7,7 +7,7 @@ from pathlib import Path
 
 from storage_helpers import query, row
 
-from otel_agentdiag.storage import LATEST_VERSION, SpanStore
+from otel_agentdiag.storage import LATEST_VERSION, SpanStore, receipt_reads
 
 DROPPED = ("spans_kind", "spans_name", "spans_status", "spans_end")
 _V7_INDEXES = (
@@ -61,7 +61,10 @@ def test_what_readers_and_retention_ask_still_uses_an_index(tmp_path: Path) -> N
     with SpanStore(path) as store:
         store.write_batch([row(i, session="sess-a") for i in range(3)])
     asked = {
-        "a session's rows": ("SELECT rowid FROM spans WHERE session IS ? ORDER BY start_ns, rowid", ("sess-a",)),
+        "a session's rows": (
+            "SELECT rowid FROM spans WHERE session IS ? ORDER BY start_ns, observer, sequence, plain, rowid",
+            ("sess-a",),
+        ),
         "the store's oldest rows": ("SELECT rowid, size, session FROM spans ORDER BY start_ns, rowid", ()),
         "the oldest start": ("SELECT MIN(start_ns) FROM spans", ()),
         "one span": ("SELECT name FROM spans WHERE trace_id = ? AND span_id = ?", ("t", "s")),
@@ -69,3 +72,8 @@ def test_what_readers_and_retention_ask_still_uses_an_index(tmp_path: Path) -> N
     for what, (sql, args) in asked.items():
         plan = _plan(path, sql, args)
         assert "USING" in plan and "TEMP B-TREE" not in plan, (what, plan)  # an index, and no sort
+    # A receipt's figures read that index alone (its rows never), whatever the session's size.
+    figures = _plan(path, receipt_reads._FIGURES.format(where="WHERE session IS ?"), ("sess-a",))
+    assert "COVERING INDEX spans_session" in figures and "FOR GROUP BY" not in figures, figures
+    per_observer = _plan(path, receipt_reads._FIGURES_PER_OBSERVER, ("sess-a",))
+    assert "COVERING INDEX spans_session" in per_observer, per_observer

@@ -203,6 +203,31 @@ def test_rows_written_changed_and_deleted_behind_the_stores_back(tmp_path: Path)
     check(path)
 
 
+def test_a_session_of_several_observers_is_figured_per_observer_from_the_index(tmp_path: Path) -> None:
+    """One GROUP BY per session reads the index; a session two pipelines numbered (a client and its MCP server in
+    another process, under one conversation) is grouped again per observer, its figures as its rows say; one whose
+    second observer has a row that does not count plainly is read from its rows."""
+    path = tmp_path / "observers.db"
+    first, second = "0123456789abcdef", "fedcba9876543210"
+    with SpanStore(path) as store:
+        store.write_batch(
+            [row(i, session="two", observer=first, sequence=i) for i in range(3)]
+            + [row(10 + i, session="two", observer=second, sequence=i, trace_id="b" * 32) for i in range(2)]
+            + [row(20, session="mixed", observer=first, sequence=0, trace_id="c" * 32)]
+            + [row(21, session="mixed", observer=second, trace_id="d" * 32, name="agentdiag.redaction_error")]
+            + [row(30, session="one", observer=first, sequence=5, trace_id="e" * 32)]
+        )
+    conn = sqlite3.connect(path)
+    try:
+        figures = read_figures(conn)
+    finally:
+        conn.close()
+    assert figures["two"] == {first: RowFigures(3, 0, 3, 3, 0, 2), second: RowFigures(2, 0, 2, 2, 0, 1)}
+    assert figures["mixed"] == {first: RowFigures(1, 0, 1, 1, 0, 0), second: RowFigures(1, 1, 1, 1, 21, 21)}
+    assert figures["one"] == {first: RowFigures(1, 0, 1, 1, 5, 5)}
+    check(path)
+
+
 # -- the writer's orphan flags: looked at only where a flagged row may wait ------------------------------------
 def _child(i: int, trace: str, parent: int | None) -> SpanRow:
     return replace(row(i, trace_id=trace), parent_span_id=None if parent is None else span_id(parent))

@@ -188,14 +188,16 @@ def _fields(row: SpanRow) -> dict[str, Any]:
 
 
 AS_V9 = (
+    "DROP INDEX spans_session",
+    "CREATE INDEX spans_session ON spans(session, start_ns)",
     "DROP TRIGGER spans_updated_receipt",
     "DROP TRIGGER spans_updated_summaries",
-    "DROP INDEX spans_receipt",
     "DROP INDEX spans_orphans",
     *(f"ALTER TABLE spans DROP COLUMN {name}" for name in ("plain", "orphan")),
-    "DELETE FROM schema_migrations WHERE version IN (10, 13)",
+    "DELETE FROM schema_migrations WHERE version IN (10, 13, 14)",
 )
-"""Undo migration 13 (receipts from the rows; it dropped what migration 10 made): the store it was before 10."""
+"""Undo migrations 14 (spans_session widened, spans_receipt dropped) and 13 (receipts from the rows; it dropped
+what migration 10 made): the store it was before 10."""
 
 
 def _as_v6(path: Path) -> None:
