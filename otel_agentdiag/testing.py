@@ -59,10 +59,8 @@ def correlation_ids(span: ReadableSpan) -> dict[str, Any]:
 
 
 def span_numbers(span: ReadableSpan) -> dict[str, Any]:
-    """The numbers otel-agentdiag's sequencer gave ``span`` (``{"agentdiag.observer.id": ...,
-    "agentdiag.sequence": ...}``), kept beside the span, never on it: each of otel-agentdiag's redactors lays them
-    over the span's attributes, so stored and exported spans carry them. ``{}`` when the span has none. For an
-    ended span, once a processor of otel-agentdiag has seen it end, for as long as the span object is alive."""
+    """The numbers otel-agentdiag's sequencer gave ``span`` (``agentdiag.observer.id``, ``agentdiag.sequence``),
+    kept beside it, as :func:`correlation_ids` are (and read as long); ``{}`` when it has none."""
     found = _ids.TABLE.numbers_of(span)
     if found is None:
         return {}

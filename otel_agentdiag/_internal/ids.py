@@ -17,10 +17,9 @@ attribute. It hands the raw value to :data:`TABLE` instead, under the span's ``(
    holds over the span's attributes (:meth:`~CorrelationIds.laid_over`) and applies its own policy and key: the
    digests are exactly those the attributes would have given, per destination.
 
-The sequencer keeps each span's numbers (``agentdiag.observer.id``, ``agentdiag.sequence``) in the same entry
-(:meth:`~CorrelationIds.record_numbers`, one call at ``on_start`` with the run's conversation id): they are ours,
-no other processor needs them, and two ``set_attribute`` calls on the agent's thread cost more than the entry.
-The SQLite exporter reads them too, for a branch without a redactor. Nothing else reads the table.
+The sequencer keeps each span's numbers (``agentdiag.observer.id``, ``agentdiag.sequence``) in the same entry (ours
+alone read them; two ``set_attribute`` calls cost the agent's thread more), and the SQLite exporter reads them for a
+branch without a redactor. Nothing else reads the table.
 
 Release needs no count of readers: an entry is held by one weak reference, whose callback removes it. Once
 pinned, it refers to the ended span object, so the entry goes when every processor holding that span (each
@@ -28,10 +27,9 @@ of our batch queues, any foreign one) has let it go, a span a full queue dropped
 entry instrumentation made refers to the live span (if that is let go without ever being pinned, nothing of
 ours was on its provider to read the ids); one that only an ``on_start`` processor made (the run's
 conversation: the hot path) is held by nothing, since that processor pins it at end. The table is bounded as
-well (``max_spans``, for spans the application keeps open or an exporter keeps in memory, plus the room each
-open batch queue of ours reserves for the spans it may hold: :meth:`~CorrelationIds.reserve`): beyond it the
-oldest entry is evicted and counted (that span is exported without its ids and numbers, so a receipt shows the
-gap).
+well (``max_spans``, for spans the application keeps open or an exporter keeps in memory, plus what our open
+batch queues :meth:`~CorrelationIds.reserve`): beyond it the oldest entry is evicted and counted (that span is
+exported without its ids and numbers, so a receipt shows the gap).
 Recording and pinning take no lock (single dict operations under the GIL); eviction, the rare path, does.
 """
 
@@ -56,15 +54,13 @@ KEYS: frozenset[str] = frozenset(sc.CORRELATION_ID_KINDS)
 DEFAULT_MAX_SPANS = 16_384
 """Entries at most: spans with ids that are open, or ended and still held by a queue or an exporter."""
 
-_ref = weakref.ref
 _SpanKey = tuple[int, int]
 
 
 _Slot = list[Any]
-"""One span's entry, ``[ids, ref, numbers]``: its ids, the weak reference that holds it, and the numbers the
-sequencer gave it (a list: no constructor call per span). ``ids`` is a dict (attribute key -> raw value), or, in
-the common case of a span whose only id is the enclosing run's conversation, that id alone (a str: no dict per
-span), or None (numbers only). ``numbers`` is ``(observer id, sequence number)`` or None."""
+"""One span's entry, ``[ids, ref, numbers]`` (a list: no constructor call per span): its ids (a dict, attribute key
+-> raw value; the enclosing run's conversation id alone, a str; or None), the weak reference that holds it, and
+``(observer id, sequence number)`` or None."""
 _IDS, _REF, _NUMBERS = 0, 1, 2
 
 
@@ -79,16 +75,6 @@ def _key(span: Any) -> _SpanKey:
     """``(trace_id, span_id)``: a SpanContext is a tuple ``(trace_id, span_id, ...)``, so a slice reads both
     without property calls."""
     return span.get_span_context()[:2]  # type: ignore[no-any-return]
-
-
-def _add_conversation(slot: _Slot, conversation: str) -> None:
-    """Put the enclosing run's ``conversation`` in ``slot`` unless it has a conversation id already."""
-    found = slot[_IDS]
-    if found is None:
-        slot[_IDS] = conversation
-    elif type(found) is dict:
-        found.setdefault(sc.GEN_AI_CONVERSATION_ID, conversation)
-    # a str is a conversation id already, kept
 
 
 class CorrelationIds:
@@ -153,31 +139,13 @@ class CorrelationIds:
         else:
             found.update(ids)
 
-    def record_conversation(self, span: Any, conversation: str) -> None:
-        """Record the enclosing run's conversation id for the open ``span`` unless it has one already. On the hot
-        path of every span in a run, so nothing holds the entry yet: the caller must :meth:`pin` every span it
-        records for when it ends (the sequencer and our redacting processor do)."""
+    def record_conversation(self, span: Any, conversation: str | None, numbers: tuple[str, int] | None = None) -> None:
+        """Record the enclosing run's conversation id for the open ``span`` unless it has one already, and the
+        sequencer's ``numbers``. On the hot path of every span, so nothing holds the entry yet: the caller must
+        :meth:`pin` every span it records for when it ends (the sequencer and our redacting processor do)."""
         key = span.get_span_context()[:2]
         table = self._table
         slot = table.get(key)
-        if slot is None:
-            if len(table) >= self.max_spans:
-                self._evict()
-            slot = table.setdefault(key, [conversation, None, None])
-            if slot[_IDS] is conversation:
-                return
-        _add_conversation(slot, conversation)
-
-    def record_numbers(self, span: Any, observer: str, sequence: int, conversation: str | None = None) -> None:
-        """Record the numbers the sequencer gave the open ``span`` (``agentdiag.observer.id``,
-        ``agentdiag.sequence``), and the enclosing run's conversation id when given (as
-        :meth:`record_conversation`): one call on the hot path of every span. Our redactors lay the numbers over the
-        span's attributes as they lay its ids; no processor sees them on the span itself. As with
-        :meth:`record_conversation`, the caller must :meth:`pin` the span when it ends."""
-        key = span.get_span_context()[:2]
-        table = self._table
-        slot = table.get(key)
-        numbers = (observer, sequence)
         if slot is None:
             if len(table) >= self.max_spans:
                 self._evict()
@@ -185,9 +153,14 @@ class CorrelationIds:
             slot = table.setdefault(key, new)
             if slot is new:
                 return
-        slot[_NUMBERS] = numbers
-        if conversation is not None:
-            _add_conversation(slot, conversation)
+        if numbers is not None:
+            slot[_NUMBERS] = numbers
+        found = slot[_IDS]
+        if found is None:
+            slot[_IDS] = conversation
+        elif conversation is not None and type(found) is dict:
+            found.setdefault(sc.GEN_AI_CONVERSATION_ID, conversation)
+        # a str is a conversation id already, kept
 
     # -- the hand-over at end (on_end of our first processor) -------------------------------------------------
     def pin(self, span: Any) -> None:
@@ -214,33 +187,27 @@ class CorrelationIds:
         slot[_REF] = ref  # the live span's reference, if any, is replaced and so never fires
 
     # -- the readers (our redactors) ------------------------------------------------------------------------
-    def ids_of(self, span: Any) -> dict[str, Any] | None:
-        """The raw ids recorded for ``span`` (an ended span, or one ending now), or None. Do not change them."""
+    def _slot_of(self, span: Any) -> _Slot | None:
         if not self._table:
             return None
         ctx = getattr(span, "context", None)
-        slot = None if ctx is None else self._table.get(ctx[:2])
-        if slot is None:
-            return None
-        found = slot[_IDS]
+        return None if ctx is None else self._table.get(ctx[:2])
+
+    def ids_of(self, span: Any) -> dict[str, Any] | None:
+        """The raw ids recorded for ``span`` (an ended span, or one ending now), or None. Do not change them."""
+        slot = self._slot_of(span)
+        found = None if slot is None else slot[_IDS]
         return {sc.GEN_AI_CONVERSATION_ID: found} if type(found) is str else found  # type: ignore[no-any-return]
 
     def numbers_of(self, span: Any) -> tuple[str, int] | None:
         """``(observer id, sequence number)`` the sequencer recorded for ``span`` (open or ended), or None."""
-        if not self._table:
-            return None
-        ctx = getattr(span, "context", None)
-        slot = None if ctx is None else self._table.get(ctx[:2])
+        slot = self._slot_of(span)
         return None if slot is None else slot[_NUMBERS]  # type: ignore[no-any-return]
 
     def laid_over(self, span: Any, attributes: Mapping[str, Any]) -> Mapping[str, Any]:
         """``attributes`` (the span's own, a dict or a mapping) with what is recorded beside ``span`` laid over
         them: its raw ids and its numbers. ``attributes`` itself when nothing is recorded; else a new dict."""
-        table = self._table
-        if not table:
-            return attributes
-        ctx = getattr(span, "context", None)
-        slot = None if ctx is None else table.get(ctx[:2])
+        slot = self._slot_of(span)
         if slot is None:
             return attributes
         merged = dict(attributes)  # a dict's copy, not one built from its items: 5 times faster
@@ -254,18 +221,10 @@ class CorrelationIds:
             merged[sc.AGENTDIAG_OBSERVER_ID], merged[sc.AGENTDIAG_SEQUENCE] = numbers
         return merged
 
-    # -- room for what the queues hold --------------------------------------------------------------------------
     def reserve(self, spans: int) -> None:
-        """Make room for ``spans`` more entries: a batch queue of that size holds ended spans whose entries
-        (numbers above all: every span has them) must not be evicted while they wait. :meth:`release` gives it
-        back."""
+        """Room for ``spans`` more entries (fewer, when negative): what a batch queue of ours may hold."""
         with self._lock:
-            self._reserved += spans
-            self.max_spans = self._base + self._reserved
-
-    def release(self, spans: int) -> None:
-        with self._lock:
-            self._reserved = max(self._reserved - spans, 0)
+            self._reserved = max(self._reserved + spans, 0)
             self.max_spans = self._base + self._reserved
 
     # -- bounds ---------------------------------------------------------------------------------------------

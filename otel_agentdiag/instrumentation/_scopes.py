@@ -80,8 +80,7 @@ class _SpanScope:
                 self._rollup = otel_context.get_value(ROLLUP_KEY, ctx)  # the manual run or iteration it is in
             name, attributes = self._name_and_attributes()
             if self._names_agent:
-                # The enclosing run's agent, among the start attributes (the sequencer would otherwise set it at
-                # on_start, one ``set_attribute`` more on the agent's thread): the same value from the same context.
+                # The enclosing run's agent at start (else the sequencer sets it: one ``set_attribute`` more).
                 agent = otel_context.get_value(AGENT_NAME_KEY, ctx)
                 if type(agent) is str:
                     attributes[sc.GEN_AI_AGENT_NAME] = agent

@@ -367,7 +367,7 @@ class AccountingBatchSpanProcessor(BatchWorker, SpanProcessor):
                 if self._shut_down:
                     return
                 self._shut_down = True
-            _ids.TABLE.release(self.max_queue_spans)
+            _ids.TABLE.reserve(-self.max_queue_spans)
             self.begin_shutdown(deadline)
             self._worker.join(timeout)
             if self._worker.is_alive():

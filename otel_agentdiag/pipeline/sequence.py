@@ -2,10 +2,8 @@
 
 Each span gets ``agentdiag.observer.id`` (this pipeline instance: 16 random hex digits per ``configure()``
 in one process) and ``agentdiag.sequence`` (0, 1, 2, ... per (observer, session), in start order), kept beside
-the span (``_internal/ids.py``), not set on it: each of our redactors lays them over the span's attributes (as it
-lays the raw ids), so every span we store or export carries them, and the agent's thread pays a dict entry for
-them instead of two ``set_attribute`` calls (the SDK's locks and value checks). A processor of the user's sees
-them with :func:`otel_agentdiag.testing.span_numbers`. The
+the span (``_internal/ids.py``; cheaper than two ``set_attribute`` calls): each of our redactors lays them over the
+span it stores or exports; :func:`otel_agentdiag.testing.span_numbers` reads them. The
 session is the one the store will file the span under: the span's ``gen_ai.conversation.id`` (else
 ``session.id``) when set at start, else the conversation id of the enclosing :func:`agent_run` (carried by the
 OpenTelemetry context), else the session of an agent run that started its trace in this process (a span started
@@ -96,13 +94,11 @@ def session_key(value: Any) -> str | None:
 
 
 class SessionSequencer(SpanProcessor):
-    """Give every sampled span ``agentdiag.observer.id`` and ``agentdiag.sequence`` at start, beside it (see the
-    module doc). Never raises.
+    """Give every sampled span ``agentdiag.observer.id`` and ``agentdiag.sequence`` at start, beside it. Never raises.
 
     Add it to the provider *before* the redacting processors (``configure()`` does): its ``on_end`` ties the
-    numbers to the ended span every destination sees. A span numbered already (by another sequencer on the same
-    provider, beside it, or carrying the attributes) is left as it is. After ``os.fork()`` the child gets a new
-    observer id and starts every session at 0 again (its spans are a different stream from the parent's).
+    numbers to the ended span every destination sees. A span numbered already is left as it is. After
+    ``os.fork()`` the child gets a new observer id and starts every session at 0 again (a different stream).
     """
 
     exports_only_redacted = True
@@ -236,12 +232,9 @@ class SessionSequencer(SpanProcessor):
                     # client sent) belongs to the run's session too.
                     if context[0] not in self._trace_sessions:
                         self.file_trace(context[0], key)
-            # Beside the span, not on it (``_internal/ids.py``), with the run's conversation id when it came from
-            # the context (a foreign processor would export that raw): each of our redactors lays the numbers over
-            # the span's attributes and files it under the session it was numbered in, as a digest with its own
-            # key. Two ``set_attribute`` calls (the SDK's locks and checks) were a third of a chat span's cost to
-            # the agent's thread for values no processor but ours reads. on_end pins the entry.
-            _ids.TABLE.record_numbers(span, self.observer_id, self.next_sequence(key), from_context)
+            # Beside the span, with the run's conversation id from the context (a foreign processor would export
+            # that raw): each of our redactors lays them over the span's attributes. on_end pins the entry.
+            _ids.TABLE.record_conversation(span, from_context, (self.observer_id, self.next_sequence(key)))
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("numbering a span", exc)
 

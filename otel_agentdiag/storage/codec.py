@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import json.scanner
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -14,28 +13,22 @@ from otel_agentdiag.storage.rows import EXTRA_COLUMNS, SpanRow, StoredSpan
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
-_fast_dumps: Callable[[Any], bytes] | None
-try:
+_fast_dumps: Callable[[Any], bytes] | None = None
+try:  # not on PyPy, or a platform without its wheel: the standard library's encoder alone
     import orjson as _orjson
-except ImportError:  # not CPython, or a platform without its wheel: the standard library's encoder alone
-    _fast_dumps = None
-else:
-    # What the standard encoder would refuse (a subclass of str, int or dict, a dataclass, a date) raises, and
-    # takes the standard road below; so does an int beyond 64 bits, a key that is not a str.
-    _fast_dumps = partial(
-        _orjson.dumps,
-        option=_orjson.OPT_PASSTHROUGH_SUBCLASS | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME,
-    )
+
+    # What the standard encoder would refuse (a subclass, a dataclass, a date) raises, as do big ints: see below.
+    _PASS = _orjson.OPT_PASSTHROUGH_SUBCLASS | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME
+    _fast_dumps = partial(_orjson.dumps, option=_PASS)
+except ImportError:
+    pass
 
 
 def row_json(value: Any) -> str:
-    """Compact JSON for a row's columns: tuples become arrays, empty lists are cheap, non-finite floats become
-    strings (as :func:`canonical_json` writes them).
-
-    orjson writes it when it is installed (a dependency on CPython): about a tenth of the standard encoder's cost,
-    every span's attributes on the batch worker. The same JSON value as the standard library's (a float's text
-    may differ: ``0.00001`` for ``1e-05``); whatever orjson declines, or writes as ``null`` (NaN, infinities and
-    None alike), is written by the standard library, as before."""
+    """Compact JSON for a row's columns (tuples as arrays; non-finite floats as strings, as in
+    :func:`canonical_json`). orjson writes it where installed, at a tenth of the standard encoder's cost per span:
+    the same JSON value (a float's text may differ: ``0.00001`` for ``1e-05``); what it declines, or writes as
+    ``null`` (NaN, infinities, None), the standard library writes."""
     if not value:
         return "[]" if isinstance(value, (list, tuple)) else "{}"
     if _fast_dumps is not None:
@@ -82,24 +75,6 @@ def load_counts(text: Any) -> dict[str, int]:
     return {str(k): v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed: takes a decoder
-"""The decoder's scanner (C where available): what ``json.loads`` runs on text after its own wrapper calls."""
-
-
-def loads(text: Any) -> Any:
-    """``json.loads(text)``, exactly (the same value, or the same exception type), without its Python wrappers
-    for the common case: a ``str`` that is one JSON document with no surrounding whitespace. Anything else
-    (leading or trailing whitespace, bytes, trailing data) is decided by ``json.loads`` itself."""
-    if type(text) is str:
-        try:
-            value, end = _SCAN(text, 0)
-        except StopIteration:  # whitespace or nothing where the document starts
-            return json.loads(text)
-        if end == len(text):
-            return value
-    return json.loads(text)
-
-
 def decode_span(row: tuple[Any, ...]) -> StoredSpan:
     """A :class:`StoredSpan` from a row of :data:`SPAN_COLUMNS`; undecodable JSON columns mark it ``corrupt``."""
     corrupt = False
@@ -109,7 +84,7 @@ def decode_span(row: tuple[Any, ...]) -> StoredSpan:
         if text is None:
             return default
         try:
-            value = loads(text)
+            value = json.loads(text)
         except (TypeError, ValueError):
             corrupt = True
             return default

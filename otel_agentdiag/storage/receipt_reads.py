@@ -26,8 +26,7 @@ _NOT_IMPORTED = "(p.session IS NULL OR substr(p.session, 1, 9) <> 'imported:')"
 
 _FIGURES = """SELECT session, MIN(observer), MAX(observer), COUNT(*), COUNT(plain), COUNT(DISTINCT sequence),
     MIN(sequence), MAX(sequence) FROM spans INDEXED BY spans_session {where} GROUP BY session"""
-"""Per session: its lowest and highest observer, rows, plain rows, distinct numbers, the lowest and highest (the
-figures of its one observer when those are equal and every row is plain)."""
+"""Per session: its lowest and highest observer, rows, plain rows, distinct numbers, the lowest and highest."""
 _FIGURES_PER_OBSERVER = """SELECT observer, COUNT(*), COUNT(plain), COUNT(DISTINCT sequence), MIN(sequence),
     MAX(sequence) FROM spans INDEXED BY spans_session WHERE session IS ? GROUP BY observer"""
 """Per observer of one session, from the index alone: rows, plain rows, distinct numbers, the lowest and highest."""

@@ -331,9 +331,8 @@ class StoreWriter(StoreConnection):
             if row[-1]:
                 known = waiting.get((trace, row[2])) if waiting else None
                 if known is not None and row[9] in known:
-                    # Its parent was not stored when an earlier batch of this session waited for it, and this
-                    # connection has not written it since: no lookup (the iterations of a long run, after the
-                    # first batch). Written by another connection meanwhile, it leaves the flag, as above.
+                    # Not stored when an earlier batch waited for it, nor written here since: no lookup (a long run's
+                    # iterations). Written by another connection meanwhile, it leaves the flag, as above.
                     awaited.append(row)
                 else:
                     flagged.setdefault(trace, []).append(row)
