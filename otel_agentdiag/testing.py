@@ -62,9 +62,7 @@ def span_numbers(span: ReadableSpan) -> dict[str, Any]:
     """The numbers otel-agentdiag's sequencer gave ``span`` (``agentdiag.observer.id``, ``agentdiag.sequence``),
     kept beside it, as :func:`correlation_ids` are (and read as long); ``{}`` when it has none."""
     found = _ids.TABLE.numbers_of(span)
-    if found is None:
-        return {}
-    return {sc.AGENTDIAG_OBSERVER_ID: found[0], sc.AGENTDIAG_SEQUENCE: found[1]}
+    return dict(found) if found else {}
 
 
 class CorrelationIdsProcessor(SpanProcessor):

@@ -9,11 +9,26 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from otel_agentdiag import semconv as sc
+
 CONVERSATION_ID_KEY = otel_context.create_key("agentdiag-conversation-id")
 """Raw conversation id of the enclosing agent run (hashed by the redacting processor, never exported raw)."""
 
 AGENT_NAME_KEY = otel_context.create_key("agentdiag-agent-name")
 """Name of the enclosing agent run."""
+
+
+_AGENT_STEPS = frozenset({sc.KIND_LLM, sc.KIND_TOOL})
+
+
+def enclosing_agent(attributes: Any, ctx: otel_context.Context | None) -> str | None:
+    """The ``gen_ai.agent.name`` a model or tool call of ours (``attributes``: its own) takes when it names none:
+    the nearest enclosing agent run's (carried by ``ctx``), so its cost and latency can be told apart per agent.
+    None for any other span. Set at start by our own start paths, else by the sequencer on ``on_start``."""
+    if attributes.get(sc.AGENTDIAG_KIND) not in _AGENT_STEPS or sc.GEN_AI_AGENT_NAME in attributes:
+        return None
+    agent = otel_context.get_value(AGENT_NAME_KEY, ctx)
+    return agent if type(agent) is str else None
 
 
 def current_conversation_id(ctx: otel_context.Context | None = None) -> str | None:

@@ -44,7 +44,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from otel_agentdiag import semconv as sc
-from otel_agentdiag._internal.context import CONVERSATION_ID_KEY, current_conversation_id
+from otel_agentdiag._internal.context import CONVERSATION_ID_KEY, current_conversation_id, enclosing_agent
 from otel_agentdiag._internal.errors import log_internal_error
 from otel_agentdiag._internal.fork import reinit_after_fork
 
@@ -60,7 +60,7 @@ _SpanKey = tuple[int, int]
 _Slot = list[Any]
 """One span's entry, ``[ids, ref, numbers]`` (a list: no constructor call per span): its ids (a dict, attribute key
 -> raw value; the enclosing run's conversation id alone, a str; or None), the weak reference that holds it, and
-``(observer id, sequence number)`` or None."""
+its numbers (``{"agentdiag.observer.id": ..., "agentdiag.sequence": ...}``) or None."""
 _IDS, _REF, _NUMBERS = 0, 1, 2
 
 
@@ -139,7 +139,7 @@ class CorrelationIds:
         else:
             found.update(ids)
 
-    def record_conversation(self, span: Any, conversation: str | None, numbers: tuple[str, int] | None = None) -> None:
+    def record_conversation(self, span: Any, conversation: str | None, numbers: dict[str, Any] | None = None) -> None:
         """Record the enclosing run's conversation id for the open ``span`` unless it has one already, and the
         sequencer's ``numbers``. On the hot path of every span, so nothing holds the entry yet: the caller must
         :meth:`pin` every span it records for when it ends (the sequencer and our redacting processor do)."""
@@ -199,8 +199,9 @@ class CorrelationIds:
         found = None if slot is None else slot[_IDS]
         return {sc.GEN_AI_CONVERSATION_ID: found} if type(found) is str else found  # type: ignore[no-any-return]
 
-    def numbers_of(self, span: Any) -> tuple[str, int] | None:
-        """``(observer id, sequence number)`` the sequencer recorded for ``span`` (open or ended), or None."""
+    def numbers_of(self, span: Any) -> dict[str, Any] | None:
+        """The numbers the sequencer recorded for ``span`` (open or ended) as attributes, or None. Do not change
+        them."""
         slot = self._slot_of(span)
         return None if slot is None else slot[_NUMBERS]  # type: ignore[no-any-return]
 
@@ -218,7 +219,7 @@ class CorrelationIds:
             merged.update(found)
         numbers = slot[_NUMBERS]
         if numbers is not None:
-            merged[sc.AGENTDIAG_OBSERVER_ID], merged[sc.AGENTDIAG_SEQUENCE] = numbers
+            merged.update(numbers)
         return merged
 
     def reserve(self, spans: int) -> None:
@@ -274,6 +275,9 @@ def start_span(
     context, ours and other libraries' alike. Exceptions are not recorded by the span itself (instrumentation
     records them without messages). May raise (callers contain it).
     """
+    agent = enclosing_agent(attributes, context)  # here, not by the sequencer's set_attribute at on_start
+    if agent is not None:
+        attributes[sc.GEN_AI_AGENT_NAME] = agent
     ids = None if KEYS.isdisjoint(attributes) else split(attributes)
     if ids is not None:
         conversation = ids.get(sc.GEN_AI_CONVERSATION_ID)

@@ -144,7 +144,7 @@ def span_to_row(span: ReadableSpan) -> SpanRow:
         # Not through one of our redactors (which lay them over): the numbers the sequencer kept beside the span.
         numbers = _ids.TABLE.numbers_of(span)
         if numbers is not None:
-            attributes = {**attributes, sc.AGENTDIAG_OBSERVER_ID: numbers[0], sc.AGENTDIAG_SEQUENCE: numbers[1]}
+            attributes = {**attributes, **numbers}
     get = attributes.get
     kind = get(sc.AGENTDIAG_KIND)
     session = get(sc.GEN_AI_CONVERSATION_ID, get(sc.SESSION_ID))  # as row_session()

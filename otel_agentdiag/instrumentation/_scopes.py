@@ -26,6 +26,7 @@ from otel_agentdiag._internal.context import (
     CONVERSATION_ID_KEY,
     LLM_CALL_KEY,
     ROLLUP_KEY,
+    enclosing_agent,
     framework_parent,
 )
 from otel_agentdiag._internal.errors import handle_internal_errors, log_internal_error
@@ -52,8 +53,6 @@ class _SpanScope:
     iteration) they are started in."""
     _sums = False
     """True for runs and iterations: they carry the roll-ups of the LLM leaves that end inside them."""
-    _names_agent = False
-    """True for model and tool calls: they name the enclosing run's agent (``gen_ai.agent.name``) at start."""
 
     def __init__(self) -> None:
         self._span: trace.Span = trace.INVALID_SPAN
@@ -79,14 +78,12 @@ class _SpanScope:
             if self._rolls_up and self._rollup is None:
                 self._rollup = otel_context.get_value(ROLLUP_KEY, ctx)  # the manual run or iteration it is in
             name, attributes = self._name_and_attributes()
-            if self._names_agent:
-                # The enclosing run's agent at start (else the sequencer sets it: one ``set_attribute`` more).
-                agent = otel_context.get_value(AGENT_NAME_KEY, ctx)
-                if type(agent) is str:
-                    attributes[sc.GEN_AI_AGENT_NAME] = agent
             # Correlation ids go beside the span, to our redactors only; never onto it (_internal/ids.py). The
             # run's conversation id reaches every span started in its context through our on_start processors.
             if _ids.KEYS.isdisjoint(attributes):  # iterations, model calls: no id of their own at start
+                agent = enclosing_agent(attributes, ctx)  # as _ids.start_span names it
+                if agent is not None:
+                    attributes[sc.GEN_AI_AGENT_NAME] = agent
                 span = manual_tracer().start_span(
                     name,
                     context=ctx,
@@ -231,8 +228,6 @@ class LLMCall(_SpanScope):
 
     __slots__ = ("_model", "_operation", "_provider")
 
-    _names_agent = True
-
     _kind = SpanKind.CLIENT
     _rolls_up = True
 
@@ -308,8 +303,6 @@ class _ToolCall(_SpanScope):
     """The handle :func:`tool_call` yields."""
 
     __slots__ = ("_arguments", "_call_id", "_name")
-
-    _names_agent = True
 
     def __init__(self, name: str, call_id: Any, arguments: Any = None) -> None:
         super().__init__()

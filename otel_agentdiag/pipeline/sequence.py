@@ -41,9 +41,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from otel_agentdiag import semconv as sc
 from otel_agentdiag._internal import ids as _ids
 from otel_agentdiag._internal.context import (
-    AGENT_NAME_KEY,
     LLM_CALL_KEY,
     current_conversation_id,
+    enclosing_agent,
     peer_conversation_id,
 )
 from otel_agentdiag._internal.errors import log_internal_error
@@ -67,9 +67,6 @@ class SpanHolder(Protocol):
 
 
 _logger = logging.getLogger(__name__)
-
-_AGENT_STEP_KINDS = frozenset({sc.KIND_LLM, sc.KIND_TOOL})
-"""Our spans that get the enclosing run's ``gen_ai.agent.name`` at start, when they carry none."""
 
 DEFAULT_MAX_SESSIONS = 4_096
 """About 160 bytes each (the raw id and its counter): about 0.6 MiB at most, whatever the number of sessions."""
@@ -188,12 +185,9 @@ class SessionSequencer(SpanProcessor):
                 if foreign and not deferred:
                     parent = span.parent
                     root = deferred = parent is None or parent.is_remote
-            if attributes.get(sc.AGENTDIAG_KIND) in _AGENT_STEP_KINDS and sc.GEN_AI_AGENT_NAME not in attributes:
-                # Our model and tool calls name the agent whose run they are part of (the nearest one): tokens,
-                # cost and latency can then be told apart per agent (metrics, Jaeger tag search) without a join.
-                agent = otel_context.get_value(AGENT_NAME_KEY, parent_context)
-                if type(agent) is str:
-                    span.set_attribute(sc.GEN_AI_AGENT_NAME, agent)
+            agent = enclosing_agent(attributes, parent_context)  # a span our start paths did not name
+            if agent is not None:
+                span.set_attribute(sc.GEN_AI_AGENT_NAME, agent)
             # The session the span names itself (plain lookups: no call on our spans' path).
             if sc.GEN_AI_CONVERSATION_ID in attributes:
                 own = attributes[sc.GEN_AI_CONVERSATION_ID]
@@ -234,7 +228,8 @@ class SessionSequencer(SpanProcessor):
                         self.file_trace(context[0], key)
             # Beside the span, with the run's conversation id from the context (a foreign processor would export
             # that raw): each of our redactors lays them over the span's attributes. on_end pins the entry.
-            _ids.TABLE.record_conversation(span, from_context, (self.observer_id, self.next_sequence(key)))
+            numbers = {sc.AGENTDIAG_OBSERVER_ID: self.observer_id, sc.AGENTDIAG_SEQUENCE: self.next_sequence(key)}
+            _ids.TABLE.record_conversation(span, from_context, numbers)
         except Exception as exc:  # noqa: BLE001 - telemetry must never raise into the agent
             log_internal_error("numbering a span", exc)
 

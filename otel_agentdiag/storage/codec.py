@@ -13,15 +13,15 @@ from otel_agentdiag.storage.rows import EXTRA_COLUMNS, SpanRow, StoredSpan
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
-_fast_dumps: Callable[[Any], bytes] | None = None
-try:  # not on PyPy, or a platform without its wheel: the standard library's encoder alone
+_fast_dumps: Callable[[Any], bytes] | None
+try:
     import orjson as _orjson
-
+except ImportError:  # not on PyPy, or a platform without its wheel: the standard library's encoder alone
+    _fast_dumps = None
+else:
     # What the standard encoder would refuse (a subclass, a dataclass, a date) raises, as do big ints: see below.
     _PASS = _orjson.OPT_PASSTHROUGH_SUBCLASS | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME
     _fast_dumps = partial(_orjson.dumps, option=_PASS)
-except ImportError:
-    pass
 
 
 def row_json(value: Any) -> str:
