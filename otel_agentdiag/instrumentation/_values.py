@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from otel_agentdiag import semconv as sc
@@ -38,6 +38,12 @@ def given(value: Any) -> bool:
         return False
     cls = type(value)
     return cls.__name__ not in _NOT_GIVEN or not cls.__module__.endswith("._types")
+
+
+def given_arguments(kwargs: Mapping[str, Any], roles: Iterable[tuple[str, str]]) -> list[tuple[str, Any]]:
+    """(content role, value) of each (content role, argument name) of ``roles`` whose argument was passed
+    (:func:`given`), in that order: a request's content as the content recorder takes it."""
+    return [(role, kwargs[name]) for role, name in roles if given(kwargs.get(name))]
 
 
 def put(attributes: dict[str, Any], key: str, value: Any) -> None:

@@ -138,18 +138,20 @@ def _answered(
     return result
 
 
-def sync_call(
+def llm_call(
     tracer: trace.Tracer,
     describe: Describe,
     respond: Respond,
     accumulate: Accumulate,
     stream_types: tuple[type, ...],
     *,
+    is_async: bool,
     inputs: Inputs | None = None,
     outputs: Outputs | None = None,
 ) -> Wrapper:
-    """A ``wrapt`` wrapper for a synchronous SDK method that returns an answer or a stream."""
-    stream = (stream_types, SyncStreamProxy, accumulate)
+    """A ``wrapt`` wrapper for an SDK method (a coroutine function when ``is_async``) that returns an answer or a
+    stream of ``stream_types``."""
+    stream = (stream_types, AsyncStreamProxy if is_async else SyncStreamProxy, accumulate)
 
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         call = begin_call(tracer, describe, instance, kwargs)
@@ -164,23 +166,7 @@ def sync_call(
             raise
         return _answered(call, result, capturing, stream, respond, outputs)
 
-    return wrapper
-
-
-def async_call(
-    tracer: trace.Tracer,
-    describe: Describe,
-    respond: Respond,
-    accumulate: Accumulate,
-    stream_types: tuple[type, ...],
-    *,
-    inputs: Inputs | None = None,
-    outputs: Outputs | None = None,
-) -> Wrapper:
-    """The asynchronous twin of :func:`sync_call`."""
-    stream = (stream_types, AsyncStreamProxy, accumulate)
-
-    async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    async def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         call = begin_call(tracer, describe, instance, kwargs)
         if call is None:
             return await wrapped(*args, **kwargs)
@@ -193,7 +179,7 @@ def async_call(
             raise
         return _answered(call, result, capturing, stream, respond, outputs)
 
-    return wrapper
+    return async_wrapper if is_async else wrapper
 
 
 def stream_manager(

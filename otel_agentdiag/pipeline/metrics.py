@@ -153,29 +153,24 @@ class MetricsRecorder:
         if max_values_per_key < 1:
             raise ValueError("max_values_per_key must be positive")
         meter = meter_provider.get_meter(METER_NAME, __version__)
-        self._tokens: Histogram = meter.create_histogram(
-            sc.GEN_AI_CLIENT_TOKEN_USAGE,
-            unit="{token}",
-            description="Number of input and output tokens used",
-            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+
+        def histogram(name: str, unit: str, description: str, buckets: Sequence[float]) -> Histogram:
+            return meter.create_histogram(name, unit, description, explicit_bucket_boundaries_advisory=buckets)
+
+        self._tokens: Histogram = histogram(
+            sc.GEN_AI_CLIENT_TOKEN_USAGE, "{token}", "Number of input and output tokens used", TOKEN_BUCKETS
         )
-        self._duration: Histogram = meter.create_histogram(
-            sc.GEN_AI_CLIENT_OPERATION_DURATION,
-            unit="s",
-            description="GenAI operation duration",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        self._duration: Histogram = histogram(
+            sc.GEN_AI_CLIENT_OPERATION_DURATION, "s", "GenAI operation duration", DURATION_BUCKETS
         )
-        self._first_chunk: Histogram = meter.create_histogram(
+        self._first_chunk: Histogram = histogram(
             sc.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
-            unit="s",
-            description="Time to receive the first chunk of a streamed response",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            "s",
+            "Time to receive the first chunk of a streamed response",
+            DURATION_BUCKETS,
         )
-        self._cost: Histogram = meter.create_histogram(
-            sc.GEN_AI_CLIENT_COST,
-            unit="{USD}",
-            description="What each model call cost, in US dollars",
-            explicit_bucket_boundaries_advisory=COST_BUCKETS,
+        self._cost: Histogram = histogram(
+            sc.GEN_AI_CLIENT_COST, "{USD}", "What each model call cost, in US dollars", COST_BUCKETS
         )
         self._values = _BoundedValues(max_values_per_key)
         self._lock = threading.Lock()

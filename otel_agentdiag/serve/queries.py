@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_agentdiag.diagnostics.projection import strict_projection
 from otel_agentdiag.interchange.jaeger_json import jaeger_document
 from otel_agentdiag.redaction.hashing import IdHasher
+from otel_agentdiag.storage.codec import given_conditions
 from otel_agentdiag.storage.operations import SERVICE_SQL as _SERVICE_SQL
 from otel_agentdiag.storage.operations import UNKNOWN_SERVICE
 from otel_agentdiag.storage.reading import ReadOnlyStore
@@ -113,14 +114,7 @@ class SearchQuery:
 def _candidates(store: ReadOnlyStore, query: SearchQuery) -> Iterator[str]:
     """Trace ids newest first (by their earliest start) within the query's time range, at most
     :data:`MAX_CANDIDATES`, read page by page through the trace summaries' start index."""
-    where: list[str] = []
-    args: list[Any] = []
-    if query.start_min_ns is not None:
-        where.append("start_ns >= ?")
-        args.append(query.start_min_ns)
-    if query.start_max_ns is not None:
-        where.append("start_ns <= ?")
-        args.append(query.start_max_ns)
+    where, args = given_conditions(("start_ns >= ?", query.start_min_ns), ("start_ns <= ?", query.start_max_ns))
     cursor: tuple[int, str] | None = None
     seen = 0
     while seen < MAX_CANDIDATES:
@@ -147,23 +141,14 @@ def _candidates(store: ReadOnlyStore, query: SearchQuery) -> Iterator[str]:
 def _prefilter(store: ReadOnlyStore, trace_id: str, query: SearchQuery) -> bool:
     """Whether some stored span of the trace has the query's service, operation, kind and duration (read
     through the key; the tags are checked on the projection)."""
-    where = ["s.trace_id = ?"]
-    args: list[Any] = [trace_id]
-    if query.service is not None:
-        where.append(f"{_SERVICE_SQL} = ?")
-        args.append(query.service)
-    if query.operation is not None:
-        where.append("s.name = ?")
-        args.append(query.operation)
-    if query.span_kind:
-        where.append("s.span_kind = ?")
-        args.append(query.span_kind.lower())
-    if query.min_duration_ns is not None:
-        where.append("s.end_ns IS NOT NULL AND s.end_ns / 1000 - s.start_ns / 1000 >= ? / 1000")
-        args.append(query.min_duration_ns)
-    if query.max_duration_ns is not None:
-        where.append("s.end_ns IS NOT NULL AND s.end_ns / 1000 - s.start_ns / 1000 <= ? / 1000")
-        args.append(query.max_duration_ns)
+    where, args = given_conditions(
+        ("s.trace_id = ?", trace_id),
+        (f"{_SERVICE_SQL} = ?", query.service),
+        ("s.name = ?", query.operation),
+        ("s.span_kind = ?", query.span_kind.lower() if query.span_kind else None),
+        ("s.end_ns IS NOT NULL AND s.end_ns / 1000 - s.start_ns / 1000 >= ? / 1000", query.min_duration_ns),
+        ("s.end_ns IS NOT NULL AND s.end_ns / 1000 - s.start_ns / 1000 <= ? / 1000", query.max_duration_ns),
+    )
     with store.reading() as conn:
         row = conn.execute(
             f"SELECT 1 FROM spans s LEFT JOIN resources r ON r.id = s.resource_id WHERE {' AND '.join(where)} LIMIT 1",

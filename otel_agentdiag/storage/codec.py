@@ -122,6 +122,13 @@ def decode_span(row: tuple[Any, ...]) -> StoredSpan:
     )
 
 
+def given_conditions(*conditions: tuple[str, Any]) -> tuple[list[str], list[Any]]:
+    """The SQL conditions of ``(condition, argument)`` pairs whose argument is given (not None), and their
+    arguments, in order: a query's optional filters."""
+    pairs = [(condition, argument) for condition, argument in conditions if argument is not None]
+    return [condition for condition, _ in pairs], [argument for _, argument in pairs]
+
+
 def bad_json(column: str, json_type: str) -> str:
     """SQL: ``column`` is not valid JSON of ``json_type`` (json_type is evaluated only on valid JSON)."""
     return f"(CASE WHEN json_valid({column}) THEN json_type({column}) <> '{json_type}' ELSE 1 END)"

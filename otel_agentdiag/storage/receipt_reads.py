@@ -148,16 +148,7 @@ def read_figures(
             f"SELECT session, coalesce(observer, ''), COUNT(*) FROM spans {clause} GROUP BY 1, 2", (*args, *bad)
         ):
             found = out[key or ""][observer]
-            out[key or ""][observer] = RowFigures(
-                found.rows,
-                found.tombstones,
-                found.numbered,
-                found.distinct,
-                found.low,
-                found.high,
-                found.safety,
-                found.malformed + int(n),
-            )
+            out[key or ""][observer] = found._replace(malformed=found.malformed + int(n))
     return out
 
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from otel_agentdiag._internal.money import NANOS_CAP
+from otel_agentdiag.storage.codec import given_conditions
 from otel_agentdiag.storage.connection import StoreConnection
 from otel_agentdiag.storage.provenance import IMPORTED_PREFIX
 from otel_agentdiag.storage.receipt_reads import ReceiptRecords, read_records
@@ -298,29 +299,20 @@ class SummaryReader(StoreConnection):
         not the store (``has_errors`` checks each run's error count on the way: its cost follows how rare runs
         with errors are).
         """
-        where = ["kind = 'run'"]
-        args: list[Any] = []
-        index = "trace_summaries_runs"
-        if agent is not None:
-            where.append("agent = ?")
-            args.append(agent)
-            index = "trace_summaries_agent"
-        if service is not None:
-            where.append("service = ?")
-            args.append(service)
-            index = "trace_summaries_service" if agent is None else index
-        if session is not None:
-            where.append("session = ?")
-            args.append(session)
-            index = "trace_summaries_session" if index == "trace_summaries_runs" else index
+        where, args = given_conditions(
+            ("agent = ?", agent),
+            ("service = ?", service),
+            ("session = ?", session),
+            ("start_ns >= ?", None if since_ns is None else int(since_ns)),
+            ("start_ns < ?", None if until_ns is None else int(until_ns)),
+        )
+        where.append("kind = 'run'")
         if has_errors:
             where.append("error_count > 0")
-        if since_ns is not None:
-            where.append("start_ns >= ?")
-            args.append(int(since_ns))
-        if until_ns is not None:
-            where.append("start_ns < ?")
-            args.append(int(until_ns))
+        # The start index of the most selective filter given: agent, then service, then session.
+        index = "trace_summaries_runs"
+        for value, name in ((session, "session"), (service, "service"), (agent, "agent")):
+            index = index if value is None else f"trace_summaries_{name}"
         if before is not None:
             start, trace_id = before
             where.append("(start_ns < ? OR (start_ns = ? AND trace_id > ?))")
@@ -371,11 +363,8 @@ class SummaryReader(StoreConnection):
         its spans, as :meth:`list_traces` shows it). ``before``: the keyset cursor
         (:attr:`ConversationSummary.cursor`) of the previous page's last entry; ``since_ns``: activity at or
         after. The cost follows the page (an index walk, then each conversation's own traces)."""
-        where = ["first_start_ns IS NOT NULL", "session <> ''"]
-        args: list[Any] = []
-        if since_ns is not None:
-            where.append("last_activity_ns >= ?")
-            args.append(int(since_ns))
+        where, args = given_conditions(("last_activity_ns >= ?", None if since_ns is None else int(since_ns)))
+        where += ["first_start_ns IS NOT NULL", "session <> ''"]
         if before is not None:
             last, session = before
             where.append("(last_activity_ns < ? OR (last_activity_ns = ? AND session > ?))")
@@ -424,46 +413,13 @@ class SummaryReader(StoreConnection):
 
 
 def _run(row: Any) -> RunSummary:
-    (
-        trace_id,
-        session,
-        start,
-        end,
-        name,
-        status,
-        count,
-        errors,
-        iterations,
-        llm,
-        tools,
-        tokens_in,
-        tokens_out,
-        service,
-        agent,
-        stop,
-        cost,
-        budget,
-    ) = row
+    """A run from a row of the run query: the columns in :class:`RunSummary`'s field order."""
+    (trace_id, session, start, end, name, status, count, errors, iterations, llm, tools, tokens_in, tokens_out,
+     service, agent, stop, cost, budget) = row  # fmt: skip
     return RunSummary(
-        trace_id=str(trace_id),
-        session=session,
-        start_ns=int(start),
-        end_ns=end,
-        name=str(name),
-        status=str(status),
-        span_count=int(count),
-        error_count=int(errors),
-        iterations=int(iterations),
-        llm_calls=int(llm),
-        tool_calls=int(tools),
-        input_tokens=int(tokens_in),
-        output_tokens=int(tokens_out),
-        service=service,
-        agent=agent,
-        stop_reason=stop,
-        cost_usd=_cost(cost),
-        budget_exceeded=bool(budget),
-    )
+        str(trace_id), session, int(start), end, str(name), str(status), int(count), int(errors), int(iterations),
+        int(llm), int(tools), int(tokens_in), int(tokens_out), service, agent, stop, _cost(cost), bool(budget),
+    )  # fmt: skip
 
 
 def _cost(value: Any) -> float | None:

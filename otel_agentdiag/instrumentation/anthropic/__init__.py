@@ -38,7 +38,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from otel_agentdiag._internal.errors import handle_internal_errors
 from otel_agentdiag.instrumentation._base import LLMCallState, current_llm_call
 from otel_agentdiag.instrumentation._instrumentor import ClientInstrumentor, Target
-from otel_agentdiag.instrumentation._wrappers import Wrapper, async_call, stream_manager, sync_call
+from otel_agentdiag.instrumentation._wrappers import Wrapper, llm_call, stream_manager
 from otel_agentdiag.instrumentation.anthropic.package import _instruments
 
 __all__ = ["AnthropicInstrumentor"]
@@ -92,16 +92,17 @@ class AnthropicInstrumentor(ClientInstrumentor):
         # The stream helper's request is sent when its manager is entered; the deferral check happens there too.
         helpers = hasattr(Messages, "stream")
         targets: list[Target] = []
-        for resource, call, stream, is_async in (
-            (Messages, sync_call, anthropic.Stream, False),
-            (AsyncMessages, async_call, anthropic.AsyncStream, True),
+        for resource, stream, is_async in (
+            (Messages, anthropic.Stream, False),
+            (AsyncMessages, anthropic.AsyncStream, True),
         ):
-            create = call(
+            create = llm_call(
                 tracer,
                 patch.create_request,
                 patch.message_response,
                 patch.MessagesAccumulator,
                 (stream,),
+                is_async=is_async,
                 inputs=patch.messages_inputs,
                 outputs=patch.message_outputs,
             )

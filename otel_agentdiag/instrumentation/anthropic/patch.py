@@ -25,7 +25,7 @@ from otel_agentdiag.instrumentation._values import (
     as_int,
     as_str,
     get,
-    given,
+    given_arguments,
     put,
     raw_answer,
     server_attributes,
@@ -67,16 +67,14 @@ def create_request(instance: Any, kwargs: dict[str, Any]) -> tuple[str, dict[str
 
 def messages_inputs(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
     """The request's content: ``system``, ``tools`` and ``messages``."""
-    out: list[tuple[str, Any]] = []
-    for role, name in (
-        (sc.CONTENT_SYSTEM_INSTRUCTIONS, "system"),
-        (sc.CONTENT_TOOL_DEFINITIONS, "tools"),
-        (sc.CONTENT_INPUT_MESSAGES, "messages"),
-    ):
-        value = kwargs.get(name)
-        if given(value):
-            out.append((role, value))
-    return out
+    return given_arguments(
+        kwargs,
+        (
+            (sc.CONTENT_SYSTEM_INSTRUCTIONS, "system"),
+            (sc.CONTENT_TOOL_DEFINITIONS, "tools"),
+            (sc.CONTENT_INPUT_MESSAGES, "messages"),
+        ),
+    )
 
 
 def _answer(message: Any, content: Any, stop_reason: Any) -> list[dict[str, Any]]:

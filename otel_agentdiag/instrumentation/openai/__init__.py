@@ -37,7 +37,7 @@ import importlib
 from opentelemetry import trace
 
 from otel_agentdiag.instrumentation._instrumentor import ClientInstrumentor, Target
-from otel_agentdiag.instrumentation._wrappers import async_call, sync_call
+from otel_agentdiag.instrumentation._wrappers import llm_call
 from otel_agentdiag.instrumentation.openai.package import _instruments
 
 __all__ = ["OpenAIInstrumentor"]
@@ -85,14 +85,13 @@ class OpenAIInstrumentor(ClientInstrumentor):
                 cls = getattr(module, cls_name, None)
                 if cls is None or not hasattr(cls, method):
                     continue
-                factory = async_call if is_async else sync_call
-                stream_types = (openai.AsyncStream,) if is_async else (openai.Stream,)
-                wrapper = factory(
+                wrapper = llm_call(
                     tracer,
                     getattr(patch, describe),
                     getattr(patch, respond),
                     getattr(patch, accumulate),
-                    stream_types,
+                    (openai.AsyncStream,) if is_async else (openai.Stream,),
+                    is_async=is_async,
                     inputs=getattr(patch, inputs),
                     outputs=None if outputs is None else getattr(patch, outputs),
                 )

@@ -21,6 +21,7 @@ from otel_agentdiag.instrumentation._values import (
     as_str,
     get,
     given,
+    given_arguments,
     put,
     raw_answer,
     server_attributes,
@@ -288,16 +289,14 @@ def responses_request(instance: Any, kwargs: dict[str, Any]) -> tuple[str, dict[
 
 def responses_inputs(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
     """The request's content: ``instructions``, ``tools`` and ``input`` (a string or a list of items)."""
-    out: list[tuple[str, Any]] = []
-    for role, name in (
-        (sc.CONTENT_SYSTEM_INSTRUCTIONS, "instructions"),
-        (sc.CONTENT_TOOL_DEFINITIONS, "tools"),
-        (sc.CONTENT_INPUT_MESSAGES, "input"),
-    ):
-        value = kwargs.get(name)
-        if given(value):
-            out.append((role, value))
-    return out
+    return given_arguments(
+        kwargs,
+        (
+            (sc.CONTENT_SYSTEM_INSTRUCTIONS, "instructions"),
+            (sc.CONTENT_TOOL_DEFINITIONS, "tools"),
+            (sc.CONTENT_INPUT_MESSAGES, "input"),
+        ),
+    )
 
 
 def responses_outputs(response: Any) -> Any:
