@@ -85,15 +85,12 @@ class SummaryReader(StoreConnection):
         activity (the latest end or start of a span) at or after it (so none without rows). Read through the
         activity index of the running figures the writer keeps: the cost follows the sessions listed.
         """
-        where = "NOT (session = '' AND first_start_ns IS NULL)"
-        args: list[Any] = []
-        if since_ns is not None:
-            where += " AND last_activity_ns >= ?"
-            args.append(int(since_ns))
+        where, args = given_conditions(("last_activity_ns >= ?", None if since_ns is None else int(since_ns)))
+        where.append("NOT (session = '' AND first_start_ns IS NULL)")
         with self._lock:
             conn = self._conn
             rows = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions INDEXED BY sessions_activity WHERE {where}"
+                f"SELECT {_SESSION_COLUMNS} FROM sessions INDEXED BY sessions_activity WHERE {' AND '.join(where)}"
                 " ORDER BY last_activity_ns DESC, session LIMIT ?",
                 (*args, -1 if limit is None else max(int(limit), 0)),
             ).fetchall()
@@ -309,10 +306,9 @@ class SummaryReader(StoreConnection):
         where.append("kind = 'run'")
         if has_errors:
             where.append("error_count > 0")
-        # The start index of the most selective filter given: agent, then service, then session.
-        index = "trace_summaries_runs"
-        for value, name in ((session, "session"), (service, "service"), (agent, "agent")):
-            index = index if value is None else f"trace_summaries_{name}"
+        # The start index of the first filter given of agent, service and session; else that of every run.
+        filters = ((agent, "agent"), (service, "service"), (session, "session"))
+        index = f"trace_summaries_{next((name for value, name in filters if value is not None), 'runs')}"
         if before is not None:
             start, trace_id = before
             where.append("(start_ns < ? OR (start_ns = ? AND trace_id > ?))")

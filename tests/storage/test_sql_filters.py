@@ -32,3 +32,23 @@ def test_a_zero_bound_is_a_bound(tmp_path: Path) -> None:
         assert [r.trace_id for r in store.list_runs(until_ns=0)] == []
         assert [r.trace_id for r in store.list_runs(since_ns=0, agent="planner")] == [f"{2:032x}", f"{1:032x}"]
         assert [r.trace_id for r in store.list_runs(until_ns=T0 + 1, service="storage-test")] == [f"{1:032x}"]
+
+
+def test_runs_are_read_through_the_index_of_the_first_filter_given(tmp_path: Path) -> None:
+    """agent, then service, then session; none: the index of every run (the page's cost follows the page)."""
+    cases = [
+        ({}, "trace_summaries_runs"),
+        ({"session": "s"}, "trace_summaries_session"),
+        ({"service": "svc", "session": "s"}, "trace_summaries_service"),
+        ({"agent": "a", "service": "svc", "session": "s"}, "trace_summaries_agent"),
+        ({"agent": "", "session": "s"}, "trace_summaries_agent"),  # an empty name is a filter given
+    ]
+    with SpanStore(tmp_path / "traces.db") as store:
+        store.write_batch([_run(1, 0)])
+        for filters, index in cases:
+            statements: list[str] = []
+            store._conn.set_trace_callback(statements.append)
+            store.list_runs(**filters)
+            store._conn.set_trace_callback(None)
+            pages = [s for s in statements if "ORDER BY start_ns DESC" in s]  # one per status, or one
+            assert pages and all(f"INDEXED BY {index} " in s for s in pages), filters
